@@ -1,0 +1,70 @@
+# volt_add_layer(NAME <layer> DEPS <targets...>)
+# One static library per source folder, named volt_<layer> with the alias volt::<layer>. Sources are globbed
+# so adding a file needs no CMake edit; .cu files join only when the CUDA backend is built.
+include(GNUInstallDirs)
+function(volt_add_layer)
+  cmake_parse_arguments(L "" "NAME" "DEPS;PRIVATE_DEPS" ${ARGN})
+  file(GLOB_RECURSE _cpp CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  set(_srcs ${_cpp})
+  if(VOLT_WITH_CUDA)
+    file(GLOB_RECURSE _cu CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cu)
+    list(APPEND _srcs ${_cu})
+  endif()
+  set(_t volt_${L_NAME})
+  if(NOT _srcs)  # a layer with headers only (so far)
+    add_library(${_t} INTERFACE)
+    add_library(volt::${L_NAME} ALIAS ${_t})
+    set_target_properties(${_t} PROPERTIES EXPORT_NAME ${L_NAME})
+    target_include_directories(${_t} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+      $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/volt>)
+    target_link_libraries(${_t} INTERFACE ${L_DEPS})
+    install(TARGETS ${_t} EXPORT voltTargets)
+    return()
+  endif()
+  add_library(${_t} STATIC ${_srcs})
+  add_library(volt::${L_NAME} ALIAS ${_t})
+  set_target_properties(${_t} PROPERTIES EXPORT_NAME ${L_NAME} CUDA_SEPARABLE_COMPILATION OFF)
+  target_include_directories(${_t} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/volt>)
+  target_link_libraries(${_t} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
+  target_compile_features(${_t} PUBLIC cxx_std_20)
+  if(VOLT_NATIVE)
+    target_compile_options(${_t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+  target_compile_options(${_t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wno-unused-parameter>)
+  install(TARGETS ${_t} EXPORT voltTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  file(GLOB_RECURSE _hdr RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  foreach(h ${_hdr})
+    get_filename_component(_d ${h} DIRECTORY)
+    install(FILES ${PROJECT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/volt/${_d})
+  endforeach()
+endfunction()
+
+# volt_add_program(<name> <sources...>): an executable linked against the whole runtime.
+function(volt_add_program name)
+  add_executable(${name} ${ARGN})
+  target_link_libraries(${name} PRIVATE volt::trainer)
+  if(VOLT_NATIVE)
+    target_compile_options(${name} PRIVATE -march=native)
+  endif()
+endfunction()
+
+# volt_add_test_suite(<folder>): one GoogleTest executable test_<folder> from tests/<folder>/*.cpp, each test
+# registered with CTest.
+function(volt_add_test_suite folder)
+  file(GLOB _src CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${folder}/*.cpp)
+  if(NOT _src)
+    return()
+  endif()
+  add_executable(test_${folder} ${_src})
+  target_link_libraries(test_${folder} PRIVATE volt::trainer GTest::gtest GTest::gtest_main)
+  target_include_directories(test_${folder} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  if(VOLT_NATIVE)
+    target_compile_options(test_${folder} PRIVATE -march=native)
+  endif()
+  gtest_discover_tests(test_${folder} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    PROPERTIES ENVIRONMENT "VOLT_TEST_DATA=${PROJECT_SOURCE_DIR}/tests/data" TIMEOUT 300)
+endfunction()

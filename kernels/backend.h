@@ -1,0 +1,49 @@
+#pragma once
+// The kernels each backend provides. kernels/cpu implements every function in volt::cpu; kernels/cuda the same
+// names in volt::cuda (compiled only with the CUDA backend). Public ops in kernels/ops pick one with
+// VOLT_DISPATCH_DEVICE, after checking arguments; backends may assume valid, same-device inputs.
+#include <cstdint>
+#include <optional>
+
+#include "kernels/common/elementwise.h"
+#include "runtime/tensor.h"
+#include "volt/config.h"
+
+namespace volt {
+
+namespace detail {
+[[noreturn]] void no_cuda_backend(const char* fn);
+}
+
+#define VOLT_BACKEND_DECLS                                                                          \
+  void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ElemParams& p);                 \
+  void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, const ElemParams& p); \
+  void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b);                  \
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);              \
+  void cast(const Tensor& out, const Tensor& in);                                                   \
+  void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi);            \
+  void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std);         \
+  void arange(const Tensor& out, double start, double step);                                        \
+  /* in: contiguous (M, R) -> out: contiguous (M), sums in the accumulation type (double for f32) */  \
+  void sum_rows(const Tensor& out, const Tensor& in);                                               \
+  /* in: contiguous (R, M) -> out: contiguous (M) */                                                 \
+  void sum_cols(const Tensor& out, const Tensor& in);
+
+namespace cpu { VOLT_BACKEND_DECLS }
+namespace cuda { VOLT_BACKEND_DECLS }
+#undef VOLT_BACKEND_DECLS
+
+}  // namespace volt
+
+#if VOLT_WITH_CUDA
+#define VOLT_CUDA_CALL_(fn, ...) return ::volt::cuda::fn(__VA_ARGS__)
+#else
+#define VOLT_CUDA_CALL_(fn, ...) ::volt::detail::no_cuda_backend(#fn)
+#endif
+
+// Calls volt::cuda::fn(args) for a CUDA device, else volt::cpu::fn(args).
+#define VOLT_DISPATCH_DEVICE(device, fn, ...)        \
+  ([&]() -> decltype(auto) {                         \
+    if ((device).is_cuda()) { VOLT_CUDA_CALL_(fn, __VA_ARGS__); } \
+    return ::volt::cpu::fn(__VA_ARGS__);             \
+  }())

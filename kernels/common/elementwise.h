@@ -1,0 +1,130 @@
+#pragma once
+// Per-element math of the elementwise ops and their derivatives, shared by the CPU loops and CUDA kernels.
+// Every functor computes in the accumulation type A (float for f16/bf16, int64 for small integers).
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/macros.h"
+
+namespace volt {
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Abs, Relu, LeakyRelu, Sigmoid, Tanh, Gelu, Clamp, PowScalar, AddScalar, MulScalar,
+  RSubScalar, RDivScalar, Fill, Sign, Square, Reciprocal
+};
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  // derivatives: f(grad, saved) -> input gradient
+  ReluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad, GeluGrad, ClampGrad, PowScalarGrad
+};
+enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+
+// Scalar parameters of an op (alpha for leaky_relu, lo/hi for clamp, the exponent, the scalar operand).
+struct ElemParams {
+  double a = 0, b = 0;
+  bool has_lo = false, has_hi = false;
+};
+
+namespace em {  // overloads that resolve the same way in host and device code
+VOLT_HD float exp_(float x) { return expf(x); }
+VOLT_HD double exp_(double x) { return exp(x); }
+VOLT_HD float log_(float x) { return logf(x); }
+VOLT_HD double log_(double x) { return log(x); }
+VOLT_HD float sqrt_(float x) { return sqrtf(x); }
+VOLT_HD double sqrt_(double x) { return sqrt(x); }
+VOLT_HD float tanh_(float x) { return tanhf(x); }
+VOLT_HD double tanh_(double x) { return tanh(x); }
+VOLT_HD float erf_(float x) { return erff(x); }
+VOLT_HD double erf_(double x) { return erf(x); }
+VOLT_HD float pow_(float x, float y) { return powf(x, y); }
+VOLT_HD double pow_(double x, double y) { return pow(x, y); }
+// Integer overloads exist so every op instantiates for every dtype; the public ops route integer inputs of
+// the transcendental functions through float32 first.
+VOLT_HD double exp_(int64_t x) { return exp(static_cast<double>(x)); }
+VOLT_HD double log_(int64_t x) { return log(static_cast<double>(x)); }
+VOLT_HD double sqrt_(int64_t x) { return sqrt(static_cast<double>(x)); }
+VOLT_HD double tanh_(int64_t x) { return tanh(static_cast<double>(x)); }
+VOLT_HD double erf_(int64_t x) { return erf(static_cast<double>(x)); }
+template <class A> VOLT_HD A pow_(A x, A y) {  // integers: exact repeated multiplication
+  if (y < 0) return x == 1 ? 1 : 0;
+  A r = 1;
+  while (y > 0) { if (y & 1) r *= x; x *= x; y >>= 1; }
+  return r;
+}
+template <class A> VOLT_HD A abs_(A x) { return x < A(0) ? -x : x; }
+template <class A> VOLT_HD A sigmoid_(A x) {
+  // Split by sign so exp never overflows.
+  if (x >= A(0)) return A(1) / (A(1) + exp_(-x));
+  A e = exp_(x);
+  return e / (A(1) + e);
+}
+template <class A> VOLT_HD A gelu_(A x) { return A(0.5) * x * (A(1) + erf_(x * A(0.70710678118654752440))); }
+template <class A> VOLT_HD A gelu_grad_(A x) {
+  A cdf = A(0.5) * (A(1) + erf_(x * A(0.70710678118654752440)));
+  A pdf = exp_(A(-0.5) * x * x) * A(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+}  // namespace em
+
+template <UnaryOp op, class A>
+VOLT_HD A unary_fn(A x, const ElemParams& p) {
+  if constexpr (op == UnaryOp::Neg) return -x;
+  else if constexpr (op == UnaryOp::Exp) return em::exp_(x);
+  else if constexpr (op == UnaryOp::Log) return em::log_(x);
+  else if constexpr (op == UnaryOp::Sqrt) return em::sqrt_(x);
+  else if constexpr (op == UnaryOp::Abs) return em::abs_(x);
+  else if constexpr (op == UnaryOp::Relu) return x > A(0) ? x : A(0);
+  else if constexpr (op == UnaryOp::LeakyRelu) return x > A(0) ? x : A(x * A(p.a));
+  else if constexpr (op == UnaryOp::Sigmoid) return em::sigmoid_(x);
+  else if constexpr (op == UnaryOp::Tanh) return em::tanh_(x);
+  else if constexpr (op == UnaryOp::Gelu) return em::gelu_(x);
+  else if constexpr (op == UnaryOp::Clamp) {
+    if (x != x) return x;  // NaN passes through
+    if (p.has_lo && x < A(p.a)) x = A(p.a);
+    if (p.has_hi && x > A(p.b)) x = A(p.b);
+    return x;
+  } else if constexpr (op == UnaryOp::PowScalar) return em::pow_(x, A(p.a));
+  else if constexpr (op == UnaryOp::AddScalar) return A(x + A(p.a));
+  else if constexpr (op == UnaryOp::MulScalar) return A(x * A(p.a));
+  else if constexpr (op == UnaryOp::RSubScalar) return A(A(p.a) - x);
+  else if constexpr (op == UnaryOp::RDivScalar) return A(A(p.a) / x);
+  else if constexpr (op == UnaryOp::Fill) return A(p.a);
+  else if constexpr (op == UnaryOp::Sign) return x > A(0) ? A(1) : (x < A(0) ? A(-1) : A(0));
+  else if constexpr (op == UnaryOp::Square) return A(x * x);
+  else if constexpr (op == UnaryOp::Reciprocal) return A(A(1) / x);
+  else return x;
+}
+
+template <BinaryOp op, class A>
+VOLT_HD A binary_fn(A x, A y, const ElemParams& p) {
+  if constexpr (op == BinaryOp::Add) return A(x + y);
+  else if constexpr (op == BinaryOp::Sub) return A(x - y);
+  else if constexpr (op == BinaryOp::Mul) return A(x * y);
+  else if constexpr (op == BinaryOp::Div) return A(x / y);
+  else if constexpr (op == BinaryOp::Pow) return em::pow_(x, y);
+  else if constexpr (op == BinaryOp::Maximum) return (x != x || x > y) ? x : y;
+  else if constexpr (op == BinaryOp::Minimum) return (x != x || x < y) ? x : y;
+  // derivatives: x = incoming gradient, y = the saved input (or output)
+  else if constexpr (op == BinaryOp::ReluGrad) return y > A(0) ? x : A(0);
+  else if constexpr (op == BinaryOp::LeakyReluGrad) return y > A(0) ? x : A(x * A(p.a));
+  else if constexpr (op == BinaryOp::SigmoidGrad) return A(x * y * (A(1) - y));      // y = sigmoid output
+  else if constexpr (op == BinaryOp::TanhGrad) return A(x * (A(1) - y * y));         // y = tanh output
+  else if constexpr (op == BinaryOp::GeluGrad) return A(x * em::gelu_grad_(y));      // y = input
+  else if constexpr (op == BinaryOp::ClampGrad)                                        // y = input
+    return ((p.has_lo && y < A(p.a)) || (p.has_hi && y > A(p.b))) ? A(0) : x;
+  else if constexpr (op == BinaryOp::PowScalarGrad)                                    // y = input
+    return A(x * A(p.a) * em::pow_(y, A(p.a - 1)));
+  else return x;
+}
+
+template <CompareOp op, class A>
+VOLT_HD bool compare_fn(A x, A y) {
+  if constexpr (op == CompareOp::Eq) return x == y;
+  else if constexpr (op == CompareOp::Ne) return x != y;
+  else if constexpr (op == CompareOp::Lt) return x < y;
+  else if constexpr (op == CompareOp::Le) return x <= y;
+  else if constexpr (op == CompareOp::Gt) return x > y;
+  else return x >= y;
+}
+
+}  // namespace volt

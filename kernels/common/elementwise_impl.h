@@ -1,0 +1,111 @@
+#pragma once
+// Backend-generic drivers for the elementwise ops. A backend (kernels/cpu or kernels/cuda) includes this file
+// with a struct B providing map1/map2/map3 templates; the enum-to-functor switch and the dtype dispatch are
+// written once here, so both backends run the same functors from kernels/common/elementwise.h.
+#include "kernels/common/dispatch.h"
+#include "kernels/common/elementwise.h"
+#include "runtime/tensor.h"
+
+#if defined(__CUDACC__)
+#define VOLT_LAMBDA [=] __host__ __device__
+#else
+#define VOLT_LAMBDA [=]
+#endif
+
+namespace volt::elementwise_impl {
+
+template <class B, UnaryOp op>
+void unary_typed(const Tensor& out, const Tensor& in, const ElemParams& p) {
+  dispatch_all(out.dtype(), "unary", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    if constexpr (std::is_same_v<T, bool>) {
+      B::template map1<T, T>(out, in, VOLT_LAMBDA(T x) -> T { return unary_fn<op, A>(A(x), p) != A(0); });
+    } else {
+      B::template map1<T, T>(out, in, VOLT_LAMBDA(T x) -> T { return T(unary_fn<op, A>(A(x), p)); });
+    }
+  });
+}
+
+template <class B>
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ElemParams& p) {
+  switch (op) {
+#define VOLT_U(name) case UnaryOp::name: return unary_typed<B, UnaryOp::name>(out, in, p);
+    VOLT_U(Neg) VOLT_U(Exp) VOLT_U(Log) VOLT_U(Sqrt) VOLT_U(Abs) VOLT_U(Relu) VOLT_U(LeakyRelu) VOLT_U(Sigmoid)
+    VOLT_U(Tanh) VOLT_U(Gelu) VOLT_U(Clamp) VOLT_U(PowScalar) VOLT_U(AddScalar) VOLT_U(MulScalar)
+    VOLT_U(RSubScalar) VOLT_U(RDivScalar) VOLT_U(Fill) VOLT_U(Sign) VOLT_U(Square) VOLT_U(Reciprocal)
+#undef VOLT_U
+  }
+}
+
+template <class B, BinaryOp op>
+void binary_typed(const Tensor& out, const Tensor& a, const Tensor& b, const ElemParams& p) {
+  dispatch_numeric(out.dtype(), "binary", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    B::template map2<T, T, T>(out, a, b, VOLT_LAMBDA(T x, T y) -> T { return T(binary_fn<op, A>(A(x), A(y), p)); });
+  });
+}
+
+template <class B>
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, const ElemParams& p) {
+  switch (op) {
+#define VOLT_B(name) case BinaryOp::name: return binary_typed<B, BinaryOp::name>(out, a, b, p);
+    VOLT_B(Add) VOLT_B(Sub) VOLT_B(Mul) VOLT_B(Div) VOLT_B(Pow) VOLT_B(Maximum) VOLT_B(Minimum) VOLT_B(ReluGrad)
+    VOLT_B(LeakyReluGrad) VOLT_B(SigmoidGrad) VOLT_B(TanhGrad) VOLT_B(GeluGrad) VOLT_B(ClampGrad)
+    VOLT_B(PowScalarGrad)
+#undef VOLT_B
+  }
+}
+
+template <class B, CompareOp op>
+void compare_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_all(a.dtype(), "compare", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    B::template map2<bool, T, T>(out, a, b, VOLT_LAMBDA(T x, T y) -> bool { return compare_fn<op, A>(A(x), A(y)); });
+  });
+}
+
+template <class B>
+void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (op) {
+    case CompareOp::Eq: return compare_typed<B, CompareOp::Eq>(out, a, b);
+    case CompareOp::Ne: return compare_typed<B, CompareOp::Ne>(out, a, b);
+    case CompareOp::Lt: return compare_typed<B, CompareOp::Lt>(out, a, b);
+    case CompareOp::Le: return compare_typed<B, CompareOp::Le>(out, a, b);
+    case CompareOp::Gt: return compare_typed<B, CompareOp::Gt>(out, a, b);
+    case CompareOp::Ge: return compare_typed<B, CompareOp::Ge>(out, a, b);
+  }
+}
+
+// out = cond ? a : b, with a and b of out's dtype.
+template <class B>
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  dispatch_all(out.dtype(), "where", [&](auto tag) {
+    using T = decltype(tag);
+    B::template map3<T, bool, T, T>(out, cond, a, b, VOLT_LAMBDA(bool c, T x, T y) -> T { return c ? x : y; });
+  });
+}
+
+// out = in converted to out's dtype (round to nearest even into f16/bf16; nonzero -> true into bool).
+template <class B>
+void cast(const Tensor& out, const Tensor& in) {
+  dispatch_all(out.dtype(), "cast", [&](auto otag) {
+    using O = decltype(otag);
+    dispatch_all(in.dtype(), "cast", [&](auto itag) {
+      using I = decltype(itag);
+      if constexpr (std::is_same_v<O, bool>) {
+        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return static_cast<acc_t<I>>(x) != acc_t<I>(0); });
+      } else if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>) {
+        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return O(static_cast<float>(x)); });
+      } else if constexpr (std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) {
+        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return O(static_cast<float>(x)); });
+      } else {
+        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return static_cast<O>(x); });
+      }
+    });
+  });
+}
+
+}  // namespace volt::elementwise_impl

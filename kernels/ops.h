@@ -1,0 +1,169 @@
+#pragma once
+// Volt's differentiable tensor operations. Every op checks its arguments (shapes, dtypes, devices) and throws
+// volt::Error naming the op, the argument and what was expected; it runs on the device of its inputs (which
+// must all be on one device) and records autograd history when an input requires grad.
+//
+// Broadcasting follows NumPy: shapes align from the right; a dim of size 1 stretches.
+// Mixed dtypes promote (promote_types); scalars keep the tensor's dtype (integer tensors with a fractional
+// scalar become float32).
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "runtime/autograd.h"
+#include "runtime/generator.h"
+#include "runtime/tensor.h"
+
+namespace volt {
+
+// ---- factories (kernels/ops/factory_ops.cpp) -------------------------------------------------------------
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = kCPU);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor empty_like(const Tensor& t);
+// [start, end) in steps of `step`; dtype i64 unless given.
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::i64, Device device = kCPU);
+Tensor arange(int64_t end, DType dtype = DType::i64, Device device = kCPU);
+// Uniform [lo, hi) and standard normal numbers from the Philox generator (the global one by default).
+Tensor rand(const Shape& shape, DType dtype = DType::f32, Device device = kCPU, Generator* gen = nullptr,
+            double lo = 0.0, double hi = 1.0);
+Tensor randn(const Shape& shape, DType dtype = DType::f32, Device device = kCPU, Generator* gen = nullptr,
+             double mean = 0.0, double std = 1.0);
+// The numbers rand() would produce for (seed, counter offset): the reproducibility contract.
+Tensor rand_with_seed(const Shape& shape, uint64_t seed, uint64_t offset, DType dtype = DType::f32,
+                      Device device = kCPU);
+Tensor randn_with_seed(const Shape& shape, uint64_t seed, uint64_t offset, DType dtype = DType::f32,
+                       Device device = kCPU);
+
+// ---- elementwise (kernels/ops/elementwise_ops.cpp) -------------------------------------------------------
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Sums `grad` down to `shape` (the inverse of broadcasting); used by backward formulas.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);
+Tensor sub(const Tensor& a, double s);
+Tensor mul(const Tensor& a, double s);
+Tensor div(const Tensor& a, double s);
+Tensor rsub(const Tensor& a, double s);  // s - a
+Tensor rdiv(const Tensor& a, double s);  // s / a
+Tensor pow(const Tensor& a, double exponent);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor square(const Tensor& a);
+Tensor sign(const Tensor& a);  // not differentiable (zero gradient)
+Tensor relu(const Tensor& a);
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
+Tensor sigmoid(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor gelu(const Tensor& a);  // exact (erf) form
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+// Comparisons return bool tensors and are not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double s);
+Tensor ne(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor le(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor ge(const Tensor& a, double s);
+// cond (bool) ? a : b, broadcasting all three; differentiable in a and b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Cast (not differentiable through integer types; differentiable between floating types).
+Tensor cast(const Tensor& a, DType dtype);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(double s, const Tensor& a);
+
+// In-place updates (for optimizers and metric states). They refuse tensors that require grad while grad mode
+// is on (they would corrupt the graph).
+Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b
+Tensor& mul_(Tensor& a, double s);
+Tensor& mul_(Tensor& a, const Tensor& b);
+
+// ---- reductions (kernels/ops/reduce_ops.cpp) -------------------------------------------------------------
+// `dims` empty = all dims. Results keep reduced dims as size 1 when keepdim.
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Population (correction=0) or sample (correction=1, default) variance.
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+// Max/min over one dim: values (differentiable, gradient to the first extremum) and i64 indices.
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& a);  // over all elements
+Tensor min(const Tensor& a);
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+
+// ---- linear algebra (kernels/ops/linalg_ops.cpp) ---------------------------------------------------------
+// matmul: 1-D x 1-D dot, 2-D x 2-D, and batched (..., n, k) x (..., k, m) with broadcast batch dims.
+// CPU: Eigen; CUDA: cuBLAS (TF32 allowed when set_allow_tf32(true)).
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x (..., in) @ weight(out, in)^T + bias(out).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+// ---- nn ops (kernels/ops/nn_ops.cpp) ---------------------------------------------------------------------
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+enum class Reduction { Mean, Sum, None };
+// logits (N, C) or (N, C, d...) and class indices (N) / (N, d...) of dtype i64. Fused log-softmax + NLL.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
+                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,
+                int64_t ignore_index = -100);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// Zeroes elements with probability p and scales the rest by 1/(1-p); identity when !training or p == 0.
+Tensor dropout(const Tensor& a, double p, bool training, Generator* gen = nullptr);
+
+// ---- indexing and joining (kernels/ops/index_ops.cpp) ----------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);  // index: 1-D i64/i32
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);        // index: same ndim as a, i64
+Tensor embedding(const Tensor& weight, const Tensor& indices);           // (V, D) x (...) -> (..., D)
+Tensor one_hot(const Tensor& indices, int64_t num_classes);              // i64 (...,) -> i64 (..., C)
+
+// ---- convolution, pooling, normalisation (kernels/ops/conv_ops.cpp) -------------------------------------
+// NCHW. CPU: im2col + Eigen GEMM; CUDA: cuDNN.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), std::pair<int64_t, int64_t> stride = {1, 1},
+              std::pair<int64_t, int64_t> padding = {0, 0}, std::pair<int64_t, int64_t> dilation = {1, 1});
+Tensor max_pool2d(const Tensor& x, std::pair<int64_t, int64_t> kernel, std::pair<int64_t, int64_t> stride = {0, 0},
+                  std::pair<int64_t, int64_t> padding = {0, 0});  // stride {0,0} = kernel
+Tensor avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> kernel, std::pair<int64_t, int64_t> stride = {0, 0},
+                  std::pair<int64_t, int64_t> padding = {0, 0});
+// x (N, C) or (N, C, H, W). In training, normalises with batch statistics and updates running_mean/var
+// (when defined) in place with `momentum` (unbiased variance for the running estimate); in eval uses them.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
+                  Tensor running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
+}  // namespace volt

@@ -1,0 +1,399 @@
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+
+namespace volt {
+
+namespace {
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  VOLT_CHECK(a.defined() && b.defined(), op, ": an operand is undefined");
+  VOLT_CHECK(a.device() == b.device(), op, ": operands are on different devices (", a.device().str(), " and ",
+             b.device().str(), "); move one with .to(device)");
+}
+
+// Broadcasts and promotes a and b; returns the output dtype.
+DType prepare(Tensor& a, Tensor& b, Shape& out_shape, const char* op) {
+  check_same_device(a, b, op);
+  out_shape = broadcast_shapes(a.shape(), b.shape(), op);
+  DType dt = promote_types(a.dtype(), b.dtype());
+  NoGradGuard ng;  // the casts/expands here are part of this op's own backward
+  if (a.dtype() != dt) a = a.detach().to(dt);
+  if (b.dtype() != dt) b = b.detach().to(dt);
+  if (a.shape() != out_shape) a = a.detach().expand(out_shape);
+  if (b.shape() != out_shape) b = b.detach().expand(out_shape);
+  return dt;
+}
+
+Tensor binary_op(BinaryOp op, const Tensor& a0, const Tensor& b0, const char* name, const ElemParams& p = {}) {
+  Tensor a = a0, b = b0;
+  Shape shape;
+  DType dt = prepare(a, b, shape, name);
+  Tensor out = empty(shape, dt, a.device());
+  VOLT_DISPATCH_DEVICE(out.device(), binary, op, out, a, b, p);
+  return out;
+}
+
+Tensor unary_op(UnaryOp op, const Tensor& a, const char* name, const ElemParams& p = {}, bool floating_only = true) {
+  VOLT_CHECK(a.defined(), name, ": the input is undefined");
+  Tensor in = a.detach();
+  if (floating_only && !is_floating(in.dtype())) in = in.to(DType::f32);
+  Tensor out = empty(in.shape(), in.dtype(), in.device());
+  VOLT_DISPATCH_DEVICE(out.device(), unary, op, out, in, p);
+  return out;
+}
+
+// Backward helper: grad_in = f(grad, saved) elementwise.
+Tensor grad_op(BinaryOp op, const Tensor& g, const Tensor& saved, const ElemParams& p = {}) {
+  return binary_op(op, g, saved, "backward", p);
+}
+
+DType scalar_result_dtype(const Tensor& a, double s) {
+  if (is_floating(a.dtype())) return a.dtype();
+  return (s == static_cast<double>(static_cast<int64_t>(s))) && a.dtype() != DType::boolean ? a.dtype() : DType::f32;
+}
+
+Tensor scalar_op(UnaryOp op, const Tensor& a, double s, const char* name) {
+  VOLT_CHECK(a.defined(), name, ": the input is undefined");
+  Tensor in = a.detach();
+  DType dt = scalar_result_dtype(a, s);
+  if (in.dtype() != dt) in = in.to(dt);
+  ElemParams p;
+  p.a = s;
+  Tensor out = empty(in.shape(), dt, in.device());
+  VOLT_DISPATCH_DEVICE(out.device(), unary, op, out, in, p);
+  return out;
+}
+
+}  // namespace
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    VOLT_CHECK(x == y || x == 1 || y == 1, op, ": shapes ", shape_to_string(a), " and ", shape_to_string(b),
+               " cannot be broadcast together (dim ", i, ": ", x, " vs ", y, ")");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// ---- binary -------------------------------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_op(BinaryOp::Add, a, b, "add");
+  Shape sa = a.shape(), sb = b.shape();
+  autograd::attach(out, "AddBackward", {a, b}, [sa, sb](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(g[0], sa), sum_to(g[0], sb)};
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_op(BinaryOp::Sub, a, b, "sub");
+  Shape sa = a.shape(), sb = b.shape();
+  autograd::attach(out, "SubBackward", {a, b}, [sa, sb](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(g[0], sa), sum_to(neg(g[0]), sb)};
+  });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_op(BinaryOp::Mul, a, b, "mul");
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  Tensor sa = gb ? a.detach() : Tensor(), sb = ga ? b.detach() : Tensor();
+  Shape sha = a.shape(), shb = b.shape();
+  autograd::attach(out, "MulBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{ga ? sum_to(mul(g[0], sb), sha) : Tensor(), gb ? sum_to(mul(g[0], sa), shb) : Tensor()};
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_op(BinaryOp::Div, a, b, "div");
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  Tensor sb = b.detach(), so = gb ? out.detach() : Tensor();
+  Shape sha = a.shape(), shb = b.shape();
+  autograd::attach(out, "DivBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+    Tensor gdiv = div(g[0], sb);
+    return std::vector<Tensor>{ga ? sum_to(gdiv, sha) : Tensor(), gb ? sum_to(neg(mul(gdiv, so)), shb) : Tensor()};
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_op(BinaryOp::Pow, a, b, "pow");
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
+  Shape sha = a.shape(), shb = b.shape();
+  autograd::attach(out, "PowBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+    Tensor da, db;
+    if (ga) da = sum_to(mul(g[0], mul(sb, pow(sa, sub(sb, 1.0)))), sha);
+    if (gb) db = sum_to(mul(g[0], mul(so, log(sa))), shb);
+    return std::vector<Tensor>{da, db};
+  });
+  return out;
+}
+
+static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
+  Tensor out = binary_op(is_max ? BinaryOp::Maximum : BinaryOp::Minimum, a, b, is_max ? "maximum" : "minimum");
+  Tensor sa = a.detach(), sb = b.detach();
+  Shape sha = a.shape(), shb = b.shape();
+  autograd::attach(out, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+    // Ties send the gradient to a (the first operand).
+    Tensor pick_a = is_max ? ge(sa, sb) : le(sa, sb);
+    Tensor z = zeros_like(g[0]);
+    return std::vector<Tensor>{sum_to(where(pick_a, g[0], z), sha), sum_to(where(pick_a, z, g[0]), shb)};
+  });
+  return out;
+}
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
+
+// ---- scalar variants ----------------------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, double s) {
+  Tensor out = scalar_op(UnaryOp::AddScalar, a, s, "add");
+  autograd::attach(out, "AddScalarBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return out;
+}
+Tensor sub(const Tensor& a, double s) { return add(a, -s); }
+Tensor mul(const Tensor& a, double s) {
+  Tensor out = scalar_op(UnaryOp::MulScalar, a, s, "mul");
+  autograd::attach(out, "MulScalarBackward", {a}, [s](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(g[0], s)};
+  });
+  return out;
+}
+Tensor div(const Tensor& a, double s) {
+  if (!is_floating(a.dtype())) return div(a.to(DType::f32), s);
+  return mul(a, 1.0 / s);
+}
+Tensor rsub(const Tensor& a, double s) {
+  Tensor out = scalar_op(UnaryOp::RSubScalar, a, s, "rsub");
+  autograd::attach(out, "RSubBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
+  return out;
+}
+Tensor rdiv(const Tensor& a, double s) {
+  Tensor in = is_floating(a.dtype()) ? a : a.to(DType::f32);
+  Tensor out = scalar_op(UnaryOp::RDivScalar, in, s, "rdiv");
+  Tensor so = out.detach(), sa = in.detach();
+  autograd::attach(out, "RDivBackward", {in}, [so, sa](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{neg(div(mul(g[0], so), sa))};  // d(s/a) = -s/a^2 = -out/a
+  });
+  return out;
+}
+Tensor pow(const Tensor& a, double e) {
+  ElemParams p;
+  p.a = e;
+  Tensor out = unary_op(UnaryOp::PowScalar, a, "pow", p);
+  Tensor sa = a.detach();
+  autograd::attach(out, "PowScalarBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::PowScalarGrad, g[0], sa, p)};
+  });
+  return out;
+}
+
+// ---- unary --------------------------------------------------------------------------------------------------
+
+Tensor neg(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Neg, a, "neg", {}, false);
+  autograd::attach(out, "NegBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
+  return out;
+}
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Exp, a, "exp");
+  Tensor so = out.detach();
+  autograd::attach(out, "ExpBackward", {a}, [so](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], so)}; });
+  return out;
+}
+Tensor log(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Log, a, "log");
+  Tensor sa = a.detach();
+  autograd::attach(out, "LogBackward", {a}, [sa](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], sa)}; });
+  return out;
+}
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Sqrt, a, "sqrt");
+  Tensor so = out.detach();
+  autograd::attach(out, "SqrtBackward", {a}, [so](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{div(mul(g[0], 0.5), so)};
+  });
+  return out;
+}
+Tensor abs(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Abs, a, "abs", {}, false);
+  Tensor sa = a.detach();
+  autograd::attach(out, "AbsBackward", {a}, [sa](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], sign(sa))}; });
+  return out;
+}
+Tensor square(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Square, a, "square", {}, false);
+  Tensor sa = a.detach();
+  autograd::attach(out, "SquareBackward", {a}, [sa](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(mul(g[0], sa), 2.0)};
+  });
+  return out;
+}
+Tensor sign(const Tensor& a) { return unary_op(UnaryOp::Sign, a, "sign", {}, false); }
+Tensor relu(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Relu, a, "relu", {}, false);
+  Tensor so = out.detach();
+  autograd::attach(out, "ReluBackward", {a}, [so](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::ReluGrad, g[0], so)};
+  });
+  return out;
+}
+Tensor leaky_relu(const Tensor& a, double slope) {
+  ElemParams p;
+  p.a = slope;
+  Tensor out = unary_op(UnaryOp::LeakyRelu, a, "leaky_relu", p);
+  Tensor sa = a.detach();
+  autograd::attach(out, "LeakyReluBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::LeakyReluGrad, g[0], sa, p)};
+  });
+  return out;
+}
+Tensor sigmoid(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Sigmoid, a, "sigmoid");
+  Tensor so = out.detach();
+  autograd::attach(out, "SigmoidBackward", {a}, [so](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::SigmoidGrad, g[0], so)};
+  });
+  return out;
+}
+Tensor tanh(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Tanh, a, "tanh");
+  Tensor so = out.detach();
+  autograd::attach(out, "TanhBackward", {a}, [so](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::TanhGrad, g[0], so)};
+  });
+  return out;
+}
+Tensor gelu(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Gelu, a, "gelu");
+  Tensor sa = a.detach();
+  autograd::attach(out, "GeluBackward", {a}, [sa](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::GeluGrad, g[0], sa)};
+  });
+  return out;
+}
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  VOLT_CHECK(!(lo && hi) || *lo <= *hi, "clamp: lo (", lo.value_or(0), ") must not exceed hi (", hi.value_or(0), ")");
+  ElemParams p;
+  p.has_lo = lo.has_value();
+  p.has_hi = hi.has_value();
+  p.a = lo.value_or(0);
+  p.b = hi.value_or(0);
+  Tensor out = unary_op(UnaryOp::Clamp, a, "clamp", p, false);
+  Tensor sa = a.detach();
+  autograd::attach(out, "ClampBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::ClampGrad, g[0], sa, p)};
+  });
+  return out;
+}
+
+// ---- comparisons and where ------------------------------------------------------------------------------------
+
+static Tensor compare_op(CompareOp op, const Tensor& a0, const Tensor& b0, const char* name) {
+  Tensor a = a0.detach(), b = b0.detach();
+  Shape shape;
+  prepare(a, b, shape, name);
+  Tensor out = empty(shape, DType::boolean, a.device());
+  VOLT_DISPATCH_DEVICE(out.device(), compare, op, out, a, b);
+  return out;
+}
+static Tensor scalar_like(const Tensor& a, double s) {
+  return full({}, s, is_floating(a.dtype()) ? a.dtype() : (s == static_cast<double>(static_cast<int64_t>(s)) ? a.dtype() : DType::f64), a.device());
+}
+Tensor eq(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Eq, a, b, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ne, a, b, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Lt, a, b, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Le, a, b, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Gt, a, b, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ge, a, b, "ge"); }
+Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(a, s)); }
+Tensor ne(const Tensor& a, double s) { return ne(a, scalar_like(a, s)); }
+Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(a, s)); }
+Tensor le(const Tensor& a, double s) { return le(a, scalar_like(a, s)); }
+Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(a, s)); }
+Tensor ge(const Tensor& a, double s) { return ge(a, scalar_like(a, s)); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  VOLT_CHECK(cond.defined() && cond.dtype() == DType::boolean, "where: cond must be a bool tensor, got ",
+             cond.defined() ? dtype_name(cond.dtype()) : "undefined");
+  check_same_device(cond, a, "where");
+  Tensor x = a.detach(), y = b.detach();
+  Shape shape;
+  DType dt = prepare(x, y, shape, "where");
+  shape = broadcast_shapes(shape, cond.shape(), "where");
+  Tensor c = cond.detach().expand(shape);
+  x = x.expand(shape);
+  y = y.expand(shape);
+  Tensor out = empty(shape, dt, x.device());
+  VOLT_DISPATCH_DEVICE(out.device(), where, out, c, x, y);
+  Shape sa = a.shape(), sb = b.shape();
+  autograd::attach(out, "WhereBackward", {a, b}, [c, sa, sb](const std::vector<Tensor>& g) {
+    Tensor z = zeros_like(g[0]);
+    return std::vector<Tensor>{sum_to(where(c, g[0], z), sa), sum_to(where(c, z, g[0]), sb)};
+  });
+  return out;
+}
+
+// ---- operators and in-place ------------------------------------------------------------------------------------
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+Tensor operator-(const Tensor& a, double s) { return sub(a, s); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+Tensor operator/(const Tensor& a, double s) { return div(a, s); }
+Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+Tensor operator-(double s, const Tensor& a) { return rsub(a, s); }
+Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+Tensor operator/(double s, const Tensor& a) { return rdiv(a, s); }
+
+static void check_inplace_target(const Tensor& a, const Tensor& b, const char* op) {
+  VOLT_CHECK(a.defined(), op, ": the tensor is undefined");
+  VOLT_CHECK(!(autograd::grad_enabled() && a.requires_grad()), op, ": in-place update of a tensor that requires "
+             "grad while grad mode is on; wrap it in a NoGradGuard");
+  if (b.defined()) {
+    check_same_device(a, b, op);
+    Shape s = broadcast_shapes(a.shape(), b.shape(), op);
+    VOLT_CHECK(s == a.shape(), op, ": operand of shape ", b.shape_str(), " does not broadcast to the target ", a.shape_str());
+  }
+}
+
+Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
+  check_inplace_target(a, b, "add_");
+  NoGradGuard ng;
+  Tensor rhs = b.detach();
+  if (rhs.dtype() != a.dtype()) rhs = rhs.to(a.dtype());
+  rhs = rhs.expand(a.shape());
+  if (alpha != 1.0) rhs = mul(rhs, alpha);
+  VOLT_DISPATCH_DEVICE(a.device(), binary, BinaryOp::Add, a, a, rhs.expand(a.shape()), ElemParams{});
+  return a;
+}
+
+Tensor& mul_(Tensor& a, double s) {
+  check_inplace_target(a, Tensor(), "mul_");
+  ElemParams p;
+  p.a = s;
+  VOLT_DISPATCH_DEVICE(a.device(), unary, UnaryOp::MulScalar, a, a, p);
+  return a;
+}
+
+Tensor& mul_(Tensor& a, const Tensor& b) {
+  check_inplace_target(a, b, "mul_");
+  NoGradGuard ng;
+  Tensor rhs = b.detach();
+  if (rhs.dtype() != a.dtype()) rhs = rhs.to(a.dtype());
+  VOLT_DISPATCH_DEVICE(a.device(), binary, BinaryOp::Mul, a, a, rhs.expand(a.shape()), ElemParams{});
+  return a;
+}
+
+}  // namespace volt

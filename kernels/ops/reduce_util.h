@@ -1,0 +1,22 @@
+#pragma once
+// How a reduction over some dims maps onto the 2-D kernels (rows: reduce the last axis of (keep, count);
+// cols: reduce the first axis of (count, keep)).
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace volt {
+
+struct ReducePlan {
+  Shape out_shape;           // result shape (keepdim respected)
+  Shape keepdim_shape;       // result shape with reduced dims kept as 1 (for broadcasting back)
+  std::vector<bool> reduced; // per input dim
+  int64_t keep = 1;          // number of outputs
+  int64_t count = 1;         // elements reduced into each output
+  bool rows = true;          // input2d is (keep, count) when true, (count, keep) when false
+  Tensor input2d;            // contiguous 2-D view or copy of the input
+};
+
+ReducePlan plan_reduction(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, const char* op);
+
+}  // namespace volt

@@ -1,0 +1,150 @@
+#include "runtime/allocator.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "runtime/cuda_api.h"
+#include "runtime/cuda_internal.h"
+#include "runtime/error.h"
+
+namespace volt {
+
+namespace {
+
+struct CpuCounters {
+  std::atomic<int64_t> allocated{0}, peak{0}, num_allocs{0};
+};
+CpuCounters& cpu_counters() {
+  static CpuCounters c;
+  return c;
+}
+
+void* cpu_alloc(size_t nbytes) {
+  size_t rounded = (nbytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  VOLT_CHECK(p != nullptr, "allocate: out of CPU memory allocating ", nbytes, " bytes");
+  auto& c = cpu_counters();
+  int64_t now = c.allocated.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
+  int64_t prev = c.peak.load();
+  while (now > prev && !c.peak.compare_exchange_weak(prev, now)) {
+  }
+  c.num_allocs.fetch_add(1);
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<void> allocate(Device device, size_t nbytes) {
+  if (device.is_cuda()) {
+    check_device_usable(device, "allocate");
+    return detail::cuda_allocate(device.index, nbytes);
+  }
+  void* p = cpu_alloc(nbytes);
+  return std::shared_ptr<void>(p, [nbytes](void* q) {
+    cpu_counters().allocated.fetch_sub(static_cast<int64_t>(nbytes));
+    std::free(q);
+  });
+}
+
+std::shared_ptr<void> allocate_pinned(size_t nbytes, bool* pinned) {
+  if (void* p = detail::pinned_alloc(nbytes)) {
+    if (pinned) *pinned = true;
+    return std::shared_ptr<void>(p, [](void* q) { detail::pinned_free(q); });
+  }
+  if (pinned) *pinned = false;
+  return allocate(kCPU, nbytes);
+}
+
+MemoryStats memory_stats(Device device) {
+  if (device.is_cuda()) return detail::cuda_memory_stats(device.index);
+  auto& c = cpu_counters();
+  MemoryStats s;
+  s.allocated = c.allocated.load();
+  s.reserved = s.allocated;
+  s.peak_allocated = c.peak.load();
+  s.num_allocs = c.num_allocs.load();
+  s.num_system_allocs = s.num_allocs;
+  return s;
+}
+
+void reset_peak_memory_stats(Device device) {
+  if (device.is_cuda()) return detail::cuda_reset_peak(device.index);
+  cpu_counters().peak.store(cpu_counters().allocated.load());
+}
+
+void empty_cache(Device device) {
+  if (device.is_cuda()) detail::cuda_empty_cache(device.index);
+}
+
+// ---- CachingAllocator ------------------------------------------------------------------------------------
+
+size_t CachingAllocator::round_size(size_t nbytes) { return (nbytes + 511) / 512 * 512; }
+
+CachingAllocator::~CachingAllocator() {
+  // Live blocks belong to tensors that outlive the allocator only at process exit; leave them be.
+  for (auto& [size, p] : free_blocks_) raw_free_(p);
+}
+
+void* CachingAllocator::allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  size_t size = round_size(nbytes);
+  std::lock_guard<std::mutex> l(mu_);
+  void* p = nullptr;
+  // Best fit, but never hand out a block more than twice the request (it would strand memory).
+  auto it = free_blocks_.lower_bound(size);
+  if (it != free_blocks_.end() && it->first <= 2 * size) {
+    size = it->first;
+    p = it->second;
+    free_blocks_.erase(it);
+  } else {
+    p = raw_alloc_(size);
+    if (p == nullptr && !free_blocks_.empty()) {  // out of memory: drop the cache and retry once
+      for (auto& [s, b] : free_blocks_) {
+        raw_free_(b);
+        stats_.reserved -= static_cast<int64_t>(s);
+      }
+      free_blocks_.clear();
+      p = raw_alloc_(size);
+    }
+    VOLT_CHECK(p != nullptr, "CachingAllocator: out of device memory allocating ", nbytes, " bytes (",
+               stats_.allocated, " bytes in use, ", stats_.reserved, " reserved)");
+    stats_.reserved += static_cast<int64_t>(size);
+    stats_.num_system_allocs++;
+  }
+  live_[p] = size;
+  stats_.allocated += static_cast<int64_t>(size);
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  stats_.num_allocs++;
+  return p;
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = live_.find(ptr);
+  VOLT_ASSERT(it != live_.end(), "CachingAllocator::free of a pointer it did not allocate");
+  stats_.allocated -= static_cast<int64_t>(it->second);
+  free_blocks_.emplace(it->second, ptr);
+  live_.erase(it);
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [size, p] : free_blocks_) {
+    raw_free_(p);
+    stats_.reserved -= static_cast<int64_t>(size);
+  }
+  free_blocks_.clear();
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.peak_allocated = stats_.allocated;
+}
+
+}  // namespace volt

@@ -1,0 +1,295 @@
+#include "runtime/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+namespace volt {
+
+namespace {
+
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_sequence{0};
+
+// Sums the gradient contributions for a leaf, stores them in .grad and fires the grad-ready hooks.
+struct AccumulateGrad : Node {
+  explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    auto impl = leaf_.lock();
+    if (!impl || !grads[0].defined()) return {};
+    Tensor leaf(impl);
+    AutogradMeta& m = impl->meta();
+    Tensor g = grads[0].detach();
+    if (!m.grad.defined()) {
+      // Keep the gradient only if nobody else can see its storage; otherwise in-place updates to one
+      // parameter's grad (clipping, scaling) would leak into another's.
+      bool unique = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1;
+      m.grad = unique ? g : autograd::engine_ops().clone(g);
+    } else {
+      m.grad = autograd::engine_ops().add(m.grad, g);
+    }
+    auto hooks = m.grad_ready_hooks;  // copy: a hook may remove itself
+    for (auto& [id, hook] : hooks) hook(leaf);
+    return {};
+  }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+}  // namespace
+
+std::vector<Tensor> LambdaNode::apply(std::vector<Tensor>& grads) {
+  VOLT_CHECK(fn_ != nullptr, "backward: the graph through ", name_,
+             " was already freed by an earlier backward(); call backward(gradient, /*retain_graph=*/true) "
+             "the first time to backpropagate through it twice");
+  for (size_t i = 0; i < grads.size(); ++i) VOLT_ASSERT(grads[i].defined(), name_, ": missing grad");
+  return fn_(grads);
+}
+
+namespace autograd {
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+EngineOps& engine_ops() {
+  static EngineOps ops;
+  return ops;
+}
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.impl()->autograd) return {};
+  AutogradMeta& m = *t.impl()->autograd;
+  if (m.grad_fn) return {m.grad_fn, m.output_nr};
+  if (!m.requires_grad) return {};
+  if (!m.grad_accumulator) {
+    m.grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    m.grad_accumulator->input_meta = {};
+  }
+  return {m.grad_accumulator, 0};
+}
+
+void attach(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
+            BackwardFn fn) {
+  if (!any_requires_grad(inputs)) return;
+  auto node = std::make_shared<LambdaNode>(name, std::move(fn));
+  node->sequence_nr = g_sequence.fetch_add(1);
+  node->num_outputs = static_cast<uint32_t>(outputs.size());
+  for (const Tensor& in : inputs) {
+    node->next_edges.push_back(gradient_edge(in));
+    if (in.defined())
+      node->input_meta.push_back({in.shape(), in.dtype(), in.device()});
+    else
+      node->input_meta.push_back({});
+  }
+  for (const Tensor& out : outputs) node->output_meta.push_back({out.shape(), out.dtype(), out.device()});
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    AutogradMeta& m = outputs[i].impl()->meta();
+    m.grad_fn = node;
+    m.output_nr = i;
+    m.requires_grad = true;
+  }
+}
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  VOLT_ASSERT(roots.size() == grads.size(), "run_backward: roots/grads size mismatch");
+  NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  auto& ops = engine_ops();
+  VOLT_ASSERT(ops.add && ops.ones_like && ops.zeros && ops.clone, "autograd engine ops not registered");
+
+  // Seed the root edges.
+  std::vector<std::pair<Edge, Tensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    VOLT_CHECK(r.requires_grad(), "backward: the tensor does not require grad and has no grad_fn; did you "
+               "compute it under no_grad, or forget set_requires_grad(true) on the parameters?");
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      VOLT_CHECK(r.numel() == 1, "backward: a gradient can be implied only for a one-element output, but "
+                 "the output has shape ", r.shape_str(), "; pass a gradient of that shape");
+      g = ops.ones_like(r);
+    } else {
+      VOLT_CHECK(g.shape() == r.shape(), "backward: gradient shape ", g.shape_str(),
+                 " does not match the output shape ", r.shape_str());
+      VOLT_CHECK(g.device() == r.device(), "backward: gradient is on ", g.device().str(),
+                 " but the output is on ", r.device().str());
+    }
+    seeds.emplace_back(gradient_edge(r), g);
+  }
+
+  // Count, for every node reachable from the roots, how many edges lead into it.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, bool> seen;
+  for (auto& [e, g] : seeds)
+    if (e.valid() && !seen[e.fn.get()]) {
+      seen[e.fn.get()] = true;
+      stack.push_back(e.fn.get());
+    }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      deps[e.fn.get()]++;
+      if (!seen[e.fn.get()]) {
+        seen[e.fn.get()] = true;
+        stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  struct Pending {
+    std::shared_ptr<Node> node;
+    std::vector<Tensor> grads;
+  };
+  std::unordered_map<Node*, Pending> buffers;
+  auto accumulate = [&](const Edge& e, const Tensor& g) {
+    Pending& p = buffers[e.fn.get()];
+    if (!p.node) {
+      p.node = e.fn;
+      p.grads.resize(e.fn->num_outputs);
+    }
+    Tensor& slot = p.grads[e.input_nr];
+    slot = slot.defined() ? ops.add(slot, g) : g;
+  };
+  auto cmp = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
+    return a->sequence_nr < b->sequence_nr;  // highest sequence (latest created) first
+  };
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, decltype(cmp)> ready(cmp);
+
+  for (auto& [e, g] : seeds)
+    if (e.valid()) accumulate(e, g);
+  for (auto& [e, g] : seeds)
+    if (e.valid() && deps[e.fn.get()] == 0 && buffers.count(e.fn.get())) {
+      ready.push(e.fn);
+      deps[e.fn.get()] = -1;  // queued
+    }
+
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    Pending p = std::move(buffers[node.get()]);
+    buffers.erase(node.get());
+    for (uint32_t i = 0; i < p.grads.size() && i < node->output_meta.size(); ++i)
+      if (!p.grads[i].defined()) {
+        // An output that received no gradient (one of several outputs unused) contributes zeros.
+        const InputMeta& om = node->output_meta[i];
+        p.grads[i] = ops.zeros(om.shape, om.dtype, om.device);
+      }
+    std::vector<Tensor> in_grads = node->apply(p.grads);
+    if (!retain_graph) {
+      node->release();
+      node->released = true;
+    }
+    VOLT_ASSERT(in_grads.empty() || in_grads.size() == node->next_edges.size(), node->name(),
+                " returned ", in_grads.size(), " gradients for ", node->next_edges.size(), " inputs");
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& e = node->next_edges[i];
+      if (!e.valid()) continue;
+      if (i < in_grads.size() && in_grads[i].defined()) {
+        const InputMeta& meta = node->input_meta[i];
+        VOLT_ASSERT(in_grads[i].shape() == meta.shape, node->name(), " produced a gradient of shape ",
+                    in_grads[i].shape_str(), " for input ", i, " of shape ", shape_to_string(meta.shape));
+        accumulate(e, in_grads[i]);
+      }
+      int& d = deps[e.fn.get()];
+      if (--d == 0 && buffers.count(e.fn.get())) {
+        ready.push(e.fn);
+        d = -1;
+      }
+    }
+  }
+}
+
+}  // namespace autograd
+
+// ---- Tensor's autograd methods ---------------------------------------------------------------------------
+
+bool Tensor::requires_grad() const {
+  return defined() && impl()->autograd && impl()->autograd->requires_grad;
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  VOLT_CHECK(defined(), "set_requires_grad: the tensor is undefined");
+  VOLT_CHECK(is_leaf() || on, "set_requires_grad(false): only leaf tensors can stop requiring grad; "
+             "use detach() for a non-leaf");
+  VOLT_CHECK(!on || is_floating(dtype()), "set_requires_grad: only floating-point tensors can require "
+             "grad, but this tensor has dtype ", dtype_name(dtype()));
+  impl()->meta().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  if (!defined() || !impl()->autograd) return Tensor();
+  return impl()->autograd->grad;
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  VOLT_CHECK(defined(), "set_grad: the tensor is undefined");
+  if (g.defined()) {
+    VOLT_CHECK(g.shape() == shape(), "set_grad: gradient shape ", g.shape_str(), " does not match tensor shape ",
+               shape_str());
+    VOLT_CHECK(g.device() == device(), "set_grad: gradient on ", g.device().str(), " but tensor on ",
+               device().str());
+  }
+  impl()->meta().grad = g;
+}
+
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<Node> none;
+  if (!defined() || !impl()->autograd) return none;
+  return impl()->autograd->grad_fn;
+}
+
+bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  VOLT_CHECK(defined(), "backward: the tensor is undefined");
+  autograd::run_backward({*this}, {gradient}, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  VOLT_CHECK(defined(), "detach: the tensor is undefined");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = storage();
+  impl->shape = shape();
+  impl->strides = strides();
+  impl->offset = offset();
+  impl->dtype = dtype();
+  return Tensor(std::move(impl));
+}
+
+int Tensor::register_grad_ready_hook(GradHook hook) {
+  VOLT_CHECK(requires_grad() && is_leaf(), "register_grad_ready_hook: only leaf tensors that require grad "
+             "(parameters) have a gradient-ready event");
+  AutogradMeta& m = impl()->meta();
+  int id = m.next_hook_id++;
+  m.grad_ready_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_grad_ready_hook(int handle) {
+  if (!defined() || !impl()->autograd) return;
+  auto& hooks = impl()->autograd->grad_ready_hooks;
+  hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](auto& h) { return h.first == handle; }),
+              hooks.end());
+}
+
+}  // namespace volt

@@ -1,0 +1,121 @@
+#pragma once
+// Define-by-run reverse-mode autograd.
+//
+// Each differentiable op that sees an input requiring grad attaches a Node to its output. The Node holds the
+// backward formula (usually a lambda capturing the tensors it needs) and one Edge per input pointing at the
+// Node that produced that input (or at the leaf's gradient accumulator). Tensor::backward() runs the nodes in
+// dependency order, summing the gradients that reach each node, and frees saved tensors afterwards.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace volt {
+
+struct Edge {
+  std::shared_ptr<Node> fn;  // null: this input needs no gradient
+  uint32_t input_nr = 0;     // which output of fn the gradient belongs to
+  bool valid() const { return fn != nullptr; }
+};
+
+struct InputMeta {  // what the gradient for an input must look like (checked by the engine)
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device;
+};
+
+struct Node {
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // `grads[i]` is the gradient of output i (undefined when no gradient flowed there). Returns one gradient
+  // per entry of next_edges (undefined for inputs that need none).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
+  virtual void release() {}  // frees saved state after a backward without retain_graph
+
+  std::vector<Edge> next_edges;
+  std::vector<InputMeta> input_meta;  // parallel to next_edges
+  std::vector<InputMeta> output_meta;  // one per output
+  uint32_t num_outputs = 1;
+  uint64_t sequence_nr = 0;  // creation order; later nodes run first when several are ready
+  bool released = false;
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
+
+// A Node whose formula is a lambda. Releasing it destroys the lambda and with it the captured tensors.
+struct LambdaNode : Node {
+  LambdaNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
+  void release() override { fn_ = nullptr; }
+
+ private:
+  std::string name_;
+  BackwardFn fn_;
+};
+
+namespace autograd {
+
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
+
+// True when grad mode is on and any of `inputs` requires grad.
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+
+// The edge a gradient for `t` must flow along (its grad_fn, or its leaf accumulator, or none).
+Edge gradient_edge(const Tensor& t);
+
+// Connects `outputs` to a new node computing the inputs' gradients with `fn` (which receives one gradient
+// per output, undefined ones replaced by zeros) and marks the outputs as requiring grad.
+// Does nothing when grad mode is off or no input requires grad.
+void attach(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
+            BackwardFn fn);
+inline void attach(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs,
+                   BackwardFn fn) {
+  attach(std::vector<Tensor>{output}, name, inputs, std::move(fn));
+}
+
+// Runs backward from `roots` seeded with `grads` (same length; undefined = ones for one-element roots).
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
+
+// Tensor operations the engine needs but runtime/ does not implement (set by kernels/ at start-up).
+struct EngineOps {
+  Tensor (*add)(const Tensor&, const Tensor&) = nullptr;
+  Tensor (*ones_like)(const Tensor&) = nullptr;
+  Tensor (*zeros)(const Shape&, DType, Device) = nullptr;
+  Tensor (*clone)(const Tensor&) = nullptr;
+};
+EngineOps& engine_ops();
+
+}  // namespace autograd
+
+// RAII: disables gradient recording in this scope (optimizer updates, evaluation).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(autograd::grad_enabled()) { autograd::set_grad_enabled(false); }
+  ~NoGradGuard() { autograd::set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+class EnableGradGuard {
+ public:
+  explicit EnableGradGuard(bool enabled = true) : prev_(autograd::grad_enabled()) {
+    autograd::set_grad_enabled(enabled);
+  }
+  ~EnableGradGuard() { autograd::set_grad_enabled(prev_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace volt

@@ -1,0 +1,284 @@
+#include "runtime/cuda_api.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "runtime/cuda_internal.h"
+#include "runtime/error.h"
+#include "volt/config.h"
+
+#if VOLT_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda_check.h"
+#endif
+
+namespace volt {
+
+bool cuda_built() { return VOLT_WITH_CUDA != 0; }
+
+#if VOLT_WITH_CUDA
+
+namespace {
+
+struct CudaState {
+  int count = 0;
+  std::string status;
+};
+
+const CudaState& state() {
+  static const CudaState s = [] {
+    CudaState st;
+    if (const char* v = std::getenv("VOLT_DISABLE_CUDA"); v && std::strcmp(v, "0") != 0) {
+      st.status = "CUDA disabled by VOLT_DISABLE_CUDA";
+      return st;
+    }
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free error so later calls are not confused
+      st.status = std::string("CUDA unavailable: ") + cudaGetErrorString(err);
+    } else if (n == 0) {
+      st.status = "CUDA unavailable: no CUDA device is visible";
+    } else {
+      st.count = n;
+      st.status = "CUDA available: " + std::to_string(n) + " device(s)";
+    }
+    return st;
+  }();
+  return s;
+}
+
+struct DeviceStreams {
+  std::once_flag once;
+  cudaStream_t compute = nullptr, comm = nullptr, copy = nullptr;
+};
+
+DeviceStreams& streams_for(int device) {
+  static std::vector<DeviceStreams> all(64);
+  VOLT_ASSERT(device >= 0 && device < 64, "device index out of range");
+  auto& ds = all[device];
+  std::call_once(ds.once, [&] {
+    int prev = 0;
+    VOLT_CUDA_CHECK(cudaGetDevice(&prev));
+    VOLT_CUDA_CHECK(cudaSetDevice(device));
+    VOLT_CUDA_CHECK(cudaStreamCreateWithFlags(&ds.compute, cudaStreamNonBlocking));
+    VOLT_CUDA_CHECK(cudaStreamCreateWithFlags(&ds.comm, cudaStreamNonBlocking));
+    VOLT_CUDA_CHECK(cudaStreamCreateWithFlags(&ds.copy, cudaStreamNonBlocking));
+    VOLT_CUDA_CHECK(cudaSetDevice(prev));
+  });
+  return ds;
+}
+
+class DeviceGuard {  // sets the current device for a scope
+ public:
+  explicit DeviceGuard(int device) {
+    VOLT_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != device) VOLT_CUDA_CHECK(cudaSetDevice(device));
+    device_ = device;
+  }
+  ~DeviceGuard() {
+    if (prev_ != device_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = 0, device_ = 0;
+};
+
+CachingAllocator& device_allocator(int device) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<CachingAllocator>> allocs(64);
+  std::lock_guard<std::mutex> l(mu);
+  auto& a = allocs.at(device);
+  if (!a) {
+    a = std::make_unique<CachingAllocator>(
+        [device](size_t n) -> void* {
+          DeviceGuard g(device);
+          void* p = nullptr;
+          if (cudaMalloc(&p, n) != cudaSuccess) {
+            cudaGetLastError();
+            return nullptr;
+          }
+          return p;
+        },
+        [device](void* p) {
+          DeviceGuard g(device);
+          cudaFree(p);
+        });
+  }
+  return *a;
+}
+
+}  // namespace
+
+bool cuda_available() { return state().count > 0; }
+int cuda_device_count() { return state().count; }
+std::string cuda_status() { return state().status; }
+
+void check_device_usable(Device device, const char* what) {
+  if (device.is_cpu()) return;
+  VOLT_CHECK(cuda_available(), what, ": device ", device.str(), " was requested but ", cuda_status(),
+             "; use the CPU (device 'cpu' or accelerator 'cpu'/'auto')");
+  VOLT_CHECK(device.index >= 0 && device.index < cuda_device_count(), what, ": device ", device.str(),
+             " does not exist; ", cuda_device_count(), " CUDA device(s) are visible");
+}
+
+Stream get_stream(Device device, StreamKind kind) {
+  if (device.is_cpu()) return Stream{kCPU, nullptr};
+  check_device_usable(device, "get_stream");
+  auto& ds = streams_for(device.index);
+  cudaStream_t s = kind == StreamKind::Compute ? ds.compute : kind == StreamKind::Comm ? ds.comm : ds.copy;
+  return Stream{device, s};
+}
+
+void synchronize(Device device) {
+  if (device.is_cpu()) return;
+  DeviceGuard g(device.index);
+  VOLT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void synchronize(const Stream& stream) {
+  if (stream.device.is_cpu()) return;
+  VOLT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
+}
+
+Event::~Event() {
+  if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+}
+
+void Event::record(const Stream& stream) {
+  if (stream.device.is_cpu()) return;
+  DeviceGuard g(stream.device.index);
+  if (!handle_) {
+    cudaEvent_t e;
+    VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    handle_ = e;
+    device_ = stream.device;
+  }
+  VOLT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream.handle)));
+}
+
+void Event::wait(const Stream& stream) const {
+  if (!handle_ || stream.device.is_cpu()) return;
+  VOLT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle),
+                                      static_cast<cudaEvent_t>(handle_), 0));
+}
+
+void Event::synchronize() const {
+  if (handle_) VOLT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+}
+
+bool Event::query() const {
+  if (!handle_) return true;
+  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+  if (e == cudaErrorNotReady) return false;
+  VOLT_CUDA_CHECK(e);
+  return true;
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                const Stream* stream) {
+  if (nbytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  Device dev = dst_device.is_cuda() ? dst_device : src_device;
+  DeviceGuard g(dev.index);
+  cudaMemcpyKind kind = dst_device.is_cpu() ? cudaMemcpyDeviceToHost
+                        : src_device.is_cpu() ? cudaMemcpyHostToDevice
+                                              : cudaMemcpyDeviceToDevice;
+  if (stream) {
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, static_cast<cudaStream_t>(stream->handle)));
+  } else {
+    // Ordered after the compute stream's work on that device, and complete on return.
+    cudaStream_t s = static_cast<cudaStream_t>(get_stream(dev, StreamKind::Compute).handle);
+    VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, s));
+    VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+}
+
+void memset_zero(void* dst, Device device, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (device.is_cpu()) {
+    std::memset(dst, 0, nbytes);
+    return;
+  }
+  DeviceGuard g(device.index);
+  VOLT_CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes,
+                                  static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle)));
+}
+
+namespace detail {
+
+std::shared_ptr<void> cuda_allocate(int device, size_t nbytes) {
+  auto& alloc = device_allocator(device);
+  void* p = alloc.allocate(nbytes);
+  return std::shared_ptr<void>(p, [&alloc](void* q) { alloc.free(q); });
+}
+MemoryStats cuda_memory_stats(int device) { return device_allocator(device).stats(); }
+void cuda_reset_peak(int device) { device_allocator(device).reset_peak(); }
+void cuda_empty_cache(int device) { device_allocator(device).empty_cache(); }
+
+void* pinned_alloc(size_t nbytes) {
+  if (!cuda_available()) return nullptr;
+  void* p = nullptr;
+  if (cudaMallocHost(&p, std::max<size_t>(nbytes, 64)) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+void pinned_free(void* p) { cudaFreeHost(p); }
+
+}  // namespace detail
+
+#else  // ---- built without CUDA ---------------------------------------------------------------------------
+
+bool cuda_available() { return false; }
+int cuda_device_count() { return 0; }
+std::string cuda_status() { return "CUDA unavailable: Volt was built without the CUDA backend (VOLT_CUDA=OFF)"; }
+
+void check_device_usable(Device device, const char* what) {
+  VOLT_CHECK(device.is_cpu(), what, ": device ", device.str(), " was requested but ", cuda_status(),
+             "; use the CPU (device 'cpu' or accelerator 'cpu'/'auto')");
+}
+
+Stream get_stream(Device device, StreamKind) {
+  check_device_usable(device, "get_stream");
+  return Stream{kCPU, nullptr};
+}
+void synchronize(Device device) { check_device_usable(device, "synchronize"); }
+void synchronize(const Stream&) {}
+Event::~Event() = default;
+void Event::record(const Stream&) {}
+void Event::wait(const Stream&) const {}
+void Event::synchronize() const {}
+bool Event::query() const { return true; }
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                const Stream*) {
+  check_device_usable(dst_device, "copy_bytes");
+  check_device_usable(src_device, "copy_bytes");
+  if (nbytes) std::memcpy(dst, src, nbytes);
+}
+
+void memset_zero(void* dst, Device device, size_t nbytes) {
+  check_device_usable(device, "memset_zero");
+  if (nbytes) std::memset(dst, 0, nbytes);
+}
+
+namespace detail {
+std::shared_ptr<void> cuda_allocate(int, size_t) { VOLT_FAIL("cuda_allocate: ", cuda_status()); }
+MemoryStats cuda_memory_stats(int) { return {}; }
+void cuda_reset_peak(int) {}
+void cuda_empty_cache(int) {}
+void* pinned_alloc(size_t) { return nullptr; }
+void pinned_free(void*) {}
+}  // namespace detail
+
+#endif
+
+}  // namespace volt

@@ -1,0 +1,24 @@
+#include <gtest/gtest.h>
+
+#include "kernels/ops.h"
+
+using namespace volt;
+
+TEST(Tensor, FromVectorShapeAndValues) {
+  Tensor t = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_EQ(t.strides(), (Shape{3, 1}));
+  EXPECT_EQ(t.dtype(), DType::f32);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(Autograd, MulAddBroadcastGradient) {
+  Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
+  Tensor b = from_vector<double>({10, 20, 30}, {3}).set_requires_grad();
+  Tensor loss = (a * b + a).sum();
+  loss.backward();
+  EXPECT_DOUBLE_EQ(loss.item(), 1 * 10 + 2 * 20 + 3 * 30 + 4 * 10 + 5 * 20 + 6 * 30 + 21);
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{11, 21, 31, 11, 21, 31}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{5, 7, 9}));
+}
