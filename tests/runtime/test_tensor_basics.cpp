@@ -22,3 +22,16 @@ TEST(Autograd, MulAddBroadcastGradient) {
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{11, 21, 31, 11, 21, 31}));
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{5, 7, 9}));
 }
+
+#include "common/gradcheck.h"
+
+TEST(Gradcheck, HarnessOnElementwiseChain) {
+  Tensor a = volt::testing::rand_f64({3, 4}, 1).set_requires_grad();
+  Tensor b = volt::testing::rand_f64({4}, 2, 0.5, 2.0).set_requires_grad();
+  volt::testing::expect_gradients_match(
+      [](const std::vector<Tensor>& in) { return (in[0] * in[1]).tanh() / in[1] + in[0].exp().sigmoid(); }, {a, b});
+}
+
+TEST(Errors, BroadcastMismatchNamesOpAndShapes) {
+  VOLT_EXPECT_ERROR(add(zeros({2, 3}), zeros({4})), "add", "(2, 3)", "(4,)");
+}
