@@ -2,28 +2,63 @@
 // Backend-generic drivers for the elementwise ops. A backend (kernels/cpu or kernels/cuda) includes this file
 // with a struct B providing map1/map2/map3 templates; the enum-to-functor switch and the dtype dispatch are
 // written once here, so both backends run the same functors from kernels/common/elementwise.h.
+// (Functor structs rather than lambdas: nvcc does not allow __device__ lambdas inside generic lambdas.)
+#include <type_traits>
+
 #include "kernels/common/dispatch.h"
 #include "kernels/common/elementwise.h"
 #include "runtime/tensor.h"
 
-#if defined(__CUDACC__)
-#define VOLT_LAMBDA [=] __host__ __device__
-#else
-#define VOLT_LAMBDA [=]
-#endif
-
 namespace volt::elementwise_impl {
+
+template <UnaryOp op, class T>
+struct UnaryF {
+  ElemParams p;
+  VOLT_HD T operator()(T x) const {
+    using A = acc_t<T>;
+    if constexpr (std::is_same_v<T, bool>) return unary_fn<op, A>(A(x), p) != A(0);
+    else return T(unary_fn<op, A>(A(x), p));
+  }
+};
+
+template <BinaryOp op, class T>
+struct BinaryF {
+  ElemParams p;
+  VOLT_HD T operator()(T x, T y) const {
+    using A = acc_t<T>;
+    return T(binary_fn<op, A>(A(x), A(y), p));
+  }
+};
+
+template <CompareOp op, class T>
+struct CompareF {
+  VOLT_HD bool operator()(T x, T y) const {
+    using A = acc_t<T>;
+    return compare_fn<op, A>(A(x), A(y));
+  }
+};
+
+template <class T>
+struct WhereF {
+  VOLT_HD T operator()(bool c, T x, T y) const { return c ? x : y; }
+};
+
+template <class O, class I>
+struct CastF {
+  VOLT_HD O operator()(I x) const {
+    if constexpr (std::is_same_v<O, bool>) return static_cast<acc_t<I>>(x) != acc_t<I>(0);
+    else if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16> || std::is_same_v<O, Half> ||
+                       std::is_same_v<O, BFloat16>)
+      return O(static_cast<float>(x));
+    else return static_cast<O>(x);
+  }
+};
 
 template <class B, UnaryOp op>
 void unary_typed(const Tensor& out, const Tensor& in, const ElemParams& p) {
   dispatch_all(out.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
-    using A = acc_t<T>;
-    if constexpr (std::is_same_v<T, bool>) {
-      B::template map1<T, T>(out, in, VOLT_LAMBDA(T x) -> T { return unary_fn<op, A>(A(x), p) != A(0); });
-    } else {
-      B::template map1<T, T>(out, in, VOLT_LAMBDA(T x) -> T { return T(unary_fn<op, A>(A(x), p)); });
-    }
+    B::template map1<T, T>(out, in, UnaryF<op, T>{p});
   });
 }
 
@@ -42,8 +77,7 @@ template <class B, BinaryOp op>
 void binary_typed(const Tensor& out, const Tensor& a, const Tensor& b, const ElemParams& p) {
   dispatch_numeric(out.dtype(), "binary", [&](auto tag) {
     using T = decltype(tag);
-    using A = acc_t<T>;
-    B::template map2<T, T, T>(out, a, b, VOLT_LAMBDA(T x, T y) -> T { return T(binary_fn<op, A>(A(x), A(y), p)); });
+    B::template map2<T, T, T>(out, a, b, BinaryF<op, T>{p});
   });
 }
 
@@ -62,8 +96,7 @@ template <class B, CompareOp op>
 void compare_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch_all(a.dtype(), "compare", [&](auto tag) {
     using T = decltype(tag);
-    using A = acc_t<T>;
-    B::template map2<bool, T, T>(out, a, b, VOLT_LAMBDA(T x, T y) -> bool { return compare_fn<op, A>(A(x), A(y)); });
+    B::template map2<bool, T, T>(out, a, b, CompareF<op, T>{});
   });
 }
 
@@ -84,7 +117,7 @@ template <class B>
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   dispatch_all(out.dtype(), "where", [&](auto tag) {
     using T = decltype(tag);
-    B::template map3<T, bool, T, T>(out, cond, a, b, VOLT_LAMBDA(bool c, T x, T y) -> T { return c ? x : y; });
+    B::template map3<T, bool, T, T>(out, cond, a, b, WhereF<T>{});
   });
 }
 
@@ -95,15 +128,7 @@ void cast(const Tensor& out, const Tensor& in) {
     using O = decltype(otag);
     dispatch_all(in.dtype(), "cast", [&](auto itag) {
       using I = decltype(itag);
-      if constexpr (std::is_same_v<O, bool>) {
-        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return static_cast<acc_t<I>>(x) != acc_t<I>(0); });
-      } else if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>) {
-        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return O(static_cast<float>(x)); });
-      } else if constexpr (std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) {
-        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return O(static_cast<float>(x)); });
-      } else {
-        B::template map1<O, I>(out, in, VOLT_LAMBDA(I x) -> O { return static_cast<O>(x); });
-      }
+      B::template map1<O, I>(out, in, CastF<O, I>{});
     });
   });
 }
