@@ -1,5 +1,8 @@
+#include <vector>
+
 #include "kernels/backend.h"
 #include "kernels/common/dispatch.h"
+#include "kernels/cpu/nn_backend.h"
 
 namespace volt::cpu {
 
@@ -37,6 +40,47 @@ void sum_cols(const Tensor& out, const Tensor& in) {
       for (int64_t m = 0; m < M; ++m) acc[m] += A(row[m]);
     }
     for (int64_t m = 0; m < M; ++m) o[m] = T(acc[m]);
+  });
+}
+
+void arg_reduce(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer, int64_t r,
+                int64_t inner, bool is_max) {
+  dispatch_numeric(in.dtype(), is_max ? "max" : "min", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* x = static_cast<const T*>(in.data_ptr());
+    T* v = values.defined() ? static_cast<T*>(values.data_ptr()) : nullptr;
+    int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
+    if (inner == 1) {  // rows are contiguous: the common argmax(1) / max over the last dim case
+      for (int64_t o = 0; o < outer; ++o) {
+        const T* row = x + o * r;
+        A best = A(row[0]);
+        int64_t bi = 0;
+        for (int64_t k = 1; k < r; ++k) {
+          A xv = A(row[k]);
+          if (nnmath::arg_better(xv, best, is_max)) { best = xv; bi = k; }
+        }
+        idx[o] = bi;
+        if (v) v[o] = row[bi];
+      }
+      return;
+    }
+    // Strided over inner: sweep the reduced dim row by row so the inner loop stays unit-stride.
+    std::vector<A> best(static_cast<size_t>(inner));
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* base = x + o * r * inner;
+      int64_t* io = idx + o * inner;
+      for (int64_t i = 0; i < inner; ++i) { best[i] = A(base[i]); io[i] = 0; }
+      for (int64_t k = 1; k < r; ++k) {
+        const T* row = base + k * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          A xv = A(row[i]);
+          if (nnmath::arg_better(xv, best[i], is_max)) { best[i] = xv; io[i] = k; }
+        }
+      }
+      if (v)
+        for (int64_t i = 0; i < inner; ++i) v[o * inner + i] = base[io[i] * inner + i];
+    }
   });
 }
 

@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/nn_backend.h"
 #include "kernels/ops.h"
 #include "kernels/ops/reduce_util.h"
 
@@ -78,6 +79,102 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = plan_reduction(a.detach(), dims, keepdim, "mean");
   // An empty reduction gives 0/0 = NaN, as in NumPy.
   return div(sum(a, dims, keepdim), static_cast<double>(p.count));
+}
+
+DimLayout dim_layout(const Tensor& a, int64_t dim, bool keepdim, const char* op) {
+  DimLayout L;
+  const int64_t nd = a.dim();
+  L.dim = wrap_dim(dim, nd == 0 ? 1 : nd, op);
+  if (nd == 0) return L;  // a scalar reduces to itself; out_shape stays ()
+  const Shape& s = a.shape();
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i < L.dim) L.outer *= s[i];
+    else if (i > L.dim) L.inner *= s[i];
+    if (i != L.dim) L.out_shape.push_back(s[i]);
+    else if (keepdim) L.out_shape.push_back(1);
+  }
+  L.r = s[L.dim];
+  return L;
+}
+
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  VOLT_CHECK(a.defined(), "var: the input is undefined");
+  VOLT_CHECK(is_floating(a.dtype()), "var: expected a floating-point tensor, got ", dtype_name(a.dtype()),
+             "; cast with to(DType::f32) first");
+  VOLT_CHECK(correction >= 0, "var: correction must be >= 0, got ", correction);
+  ReducePlan p = plan_reduction(a.detach(), dims, keepdim, "var");
+  // Two-pass (subtract the mean first) for accuracy; composed of differentiable ops, so autograd is exact.
+  Tensor centered = sub(a, mean(a, dims, /*keepdim=*/true));
+  // Fewer elements than the correction gives a division by <= 0 (inf/NaN), as in PyTorch.
+  double denom = static_cast<double>(p.count - correction);
+  return div(sum(square(centered), dims, keepdim), std::max(denom, 0.0));
+}
+
+namespace {
+
+// Values (when want_values) and i64 indices of the max/min over one dim.
+std::pair<Tensor, Tensor> extremum_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max, bool want_values,
+                                       const char* op) {
+  VOLT_CHECK(a.defined(), op, ": the input is undefined");
+  DimLayout L = dim_layout(a, dim, keepdim, op);
+  VOLT_CHECK(L.r > 0, op, ": cannot reduce over dim ", L.dim, " of size 0 (input shape ", a.shape_str(), ")");
+  Tensor in = a.detach().contiguous();
+  const bool is_bool = in.dtype() == DType::boolean;
+  if (is_bool) in = in.to(DType::u8);  // bool has no arithmetic kernels; u8 orders the same way
+  Tensor idx = empty(L.out_shape, DType::i64, in.device());
+  Tensor vals = want_values ? empty(L.out_shape, in.dtype(), in.device()) : Tensor();
+  VOLT_DISPATCH_DEVICE(in.device(), arg_reduce, vals, idx, in, L.outer, L.r, L.inner, is_max);
+  if (!want_values) return {Tensor(), idx};
+  if (is_bool) vals = vals.to(DType::boolean);
+  Shape in_shape = a.shape();
+  Tensor sidx = idx;
+  autograd::attach(vals, is_max ? "MaxBackward" : "MinBackward", {a}, [L, in_shape, sidx](const std::vector<Tensor>& g) {
+    // The gradient goes to the selected (first) extremum: scatter through a one-hot mask over the reduced dim.
+    Tensor idx3 = sidx.reshape({L.outer, 1, L.inner});
+    Tensor pos = arange(L.r, DType::i64, g[0].device()).reshape({1, L.r, 1});
+    Tensor g3 = g[0].reshape({L.outer, 1, L.inner});
+    Tensor z = zeros({}, g[0].dtype(), g[0].device());
+    return std::vector<Tensor>{where(eq(idx3, pos), g3, z).reshape(in_shape)};
+  });
+  return {vals, idx};
+}
+
+Tensor extremum_all(const Tensor& a, bool is_max, const char* op) {
+  VOLT_CHECK(a.defined(), op, ": the input is undefined");
+  VOLT_CHECK(a.numel() > 0, op, ": cannot reduce an empty tensor (shape ", a.shape_str(),
+             "); there is no identity for ", op);
+  Tensor in = a.detach().contiguous();
+  const bool is_bool = in.dtype() == DType::boolean;
+  if (is_bool) in = in.to(DType::u8);
+  Tensor idx = empty({}, DType::i64, in.device());
+  Tensor vals = empty({}, in.dtype(), in.device());
+  VOLT_DISPATCH_DEVICE(in.device(), arg_reduce, vals, idx, in, 1, in.numel(), 1, is_max);
+  if (is_bool) vals = vals.to(DType::boolean);
+  Tensor sa = a.detach(), so = vals.detach();
+  autograd::attach(vals, is_max ? "MaxAllBackward" : "MinAllBackward", {a}, [sa, so](const std::vector<Tensor>& g) {
+    // Ties share the gradient evenly (PyTorch's rule for the full reduction).
+    Tensor hit = eq(sa, so);
+    Tensor share = div(g[0], sum(hit).to(g[0].dtype()));
+    return std::vector<Tensor>{where(hit, share, zeros({}, g[0].dtype(), g[0].device()))};
+  });
+  return vals;
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  return extremum_dim(a, dim, keepdim, true, true, "max");
+}
+std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  return extremum_dim(a, dim, keepdim, false, true, "min");
+}
+Tensor max(const Tensor& a) { return extremum_all(a, true, "max"); }
+Tensor min(const Tensor& a) { return extremum_all(a, false, "min"); }
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  return extremum_dim(a, dim, keepdim, true, false, "argmax").second;
+}
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  return extremum_dim(a, dim, keepdim, false, false, "argmin").second;
 }
 
 }  // namespace volt

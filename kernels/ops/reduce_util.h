@@ -19,4 +19,16 @@ struct ReducePlan {
 
 ReducePlan plan_reduction(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, const char* op);
 
+// A contiguous tensor seen as (outer, r, inner) around one dim, for kernels that reduce or normalise over a
+// single dim without moving data. A 0-d tensor is treated as shape (1).
+struct DimLayout {
+  int64_t dim = 0;    // the wrapped dim
+  int64_t outer = 1;  // product of the sizes before dim
+  int64_t r = 1;      // size of dim
+  int64_t inner = 1;  // product of the sizes after dim
+  Shape out_shape;    // shape with dim removed, or kept as 1 when keepdim
+};
+
+DimLayout dim_layout(const Tensor& a, int64_t dim, bool keepdim, const char* op);
+
 }  // namespace volt
