@@ -1,0 +1,222 @@
+// conv2d, max/avg pooling and batch norm: argument checks, layout, and autograd formulas. The CPU computes
+// f16/bf16 inputs in f32 (a differentiable cast around the f32 op); CUDA runs them natively through cuDNN.
+#include "kernels/backend.h"
+#include "kernels/cpu/linalg.h"
+#include "kernels/ops.h"
+
+namespace volt {
+
+namespace {
+
+using Pair = std::pair<int64_t, int64_t>;
+
+bool cpu_half(const Tensor& x) { return !x.is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16); }
+
+void check_operand(const Tensor& x, const Tensor& other, const char* op, const char* name) {
+  VOLT_CHECK(other.defined(), op, ": ", name, " is undefined");
+  VOLT_CHECK(other.device() == x.device(), op, ": ", name, " is on ", other.device().str(), " but x is on ",
+             x.device().str(), "; expected both on one device (move one with .to(device))");
+  VOLT_CHECK(other.dtype() == x.dtype(), op, ": ", name, " has dtype ", dtype_name(other.dtype()), " but x has ",
+             dtype_name(x.dtype()), "; expected the same floating dtype");
+}
+
+void check_input(const Tensor& x, const char* op) {
+  VOLT_CHECK(x.defined(), op, ": x is undefined");
+  VOLT_CHECK(is_floating(x.dtype()), op, ": expected a floating-point x but got ", dtype_name(x.dtype()));
+}
+
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, const char* op, const char* axis) {
+  const int64_t o = (in + 2 * p - d * (k - 1) - 1) / s + 1;
+  VOLT_CHECK(in + 2 * p - d * (k - 1) - 1 >= 0 && o >= 1, op, ": the input ", axis, " (", in, ", padding ", p,
+             ") is smaller than the effective kernel ", axis, " (", d * (k - 1) + 1, "); expected input + 2*padding >= ",
+             "dilation*(kernel-1)+1");
+  return o;
+}
+
+Pool2dParams pool_params(const Tensor& x, Pair kernel, Pair stride, Pair padding, const char* op) {
+  VOLT_CHECK(x.dim() == 4, op, ": expected x of shape (N, C, H, W) but got ", x.shape_str());
+  VOLT_CHECK(kernel.first > 0 && kernel.second > 0, op, ": kernel (", kernel.first, ", ", kernel.second,
+             ") must be positive");
+  if (stride.first == 0 && stride.second == 0) stride = kernel;
+  VOLT_CHECK(stride.first > 0 && stride.second > 0, op, ": stride (", stride.first, ", ", stride.second,
+             ") must be positive (or (0, 0) for stride = kernel)");
+  VOLT_CHECK(padding.first >= 0 && padding.second >= 0 && 2 * padding.first <= kernel.first &&
+                 2 * padding.second <= kernel.second,
+             op, ": padding (", padding.first, ", ", padding.second, ") must be >= 0 and at most half the kernel (",
+             kernel.first, ", ", kernel.second, ")");
+  return {kernel.first, kernel.second, stride.first, stride.second, padding.first, padding.second};
+}
+
+Shape pool_out_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
+  return {x.size(0), x.size(1), out_size(x.size(2), p.kernel_h, p.stride_h, p.pad_h, 1, op, "height"),
+          out_size(x.size(3), p.kernel_w, p.stride_w, p.pad_w, 1, op, "width")};
+}
+
+}  // namespace
+
+// ---- conv2d -------------------------------------------------------------------------------------------------
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation) {
+  const char* op = "conv2d";
+  check_input(x, op);
+  check_operand(x, weight, op, "weight");
+  if (bias.defined()) check_operand(x, bias, op, "bias");
+  VOLT_CHECK(x.dim() == 4, "conv2d: expected x of shape (N, C, H, W) but got ", x.shape_str());
+  VOLT_CHECK(weight.dim() == 4, "conv2d: expected weight of shape (out_channels, in_channels, kH, kW) but got ",
+             weight.shape_str());
+  VOLT_CHECK(x.size(1) == weight.size(1), "conv2d: x has shape ", x.shape_str(), " and weight has shape ",
+             weight.shape_str(), "; expected x.size(1) (", x.size(1), ") to equal weight.size(1) (", weight.size(1),
+             ")");
+  VOLT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "conv2d: bias has shape ",
+             bias.defined() ? bias.shape_str() : "", "; expected (", weight.size(0), ")");
+  VOLT_CHECK(stride.first > 0 && stride.second > 0, "conv2d: stride (", stride.first, ", ", stride.second,
+             ") must be positive");
+  VOLT_CHECK(dilation.first > 0 && dilation.second > 0, "conv2d: dilation (", dilation.first, ", ", dilation.second,
+             ") must be positive");
+  VOLT_CHECK(padding.first >= 0 && padding.second >= 0, "conv2d: padding (", padding.first, ", ", padding.second,
+             ") must be >= 0");
+  if (cpu_half(x)) {
+    Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
+    return cast(conv2d(cast(x, DType::f32), cast(weight, DType::f32), b32, stride, padding, dilation), x.dtype());
+  }
+  Conv2dParams p{stride.first, stride.second, padding.first, padding.second, dilation.first, dilation.second};
+  const int64_t oh = out_size(x.size(2), weight.size(2), p.stride_h, p.pad_h, p.dil_h, op, "height");
+  const int64_t ow = out_size(x.size(3), weight.size(3), p.stride_w, p.pad_w, p.dil_w, op, "width");
+  Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = empty({x.size(0), weight.size(0), oh, ow}, x.dtype(), x.device());
+  VOLT_DISPATCH_DEVICE(x.device(), conv2d_forward, out, xc, wc, bc, p);
+  const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  autograd::attach(out, "Conv2dBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    Tensor go = g[0].contiguous();
+    Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
+    Tensor dw = gw ? empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
+    Tensor db = gb ? empty(bc.shape(), bc.dtype(), bc.device()) : Tensor();
+    VOLT_DISPATCH_DEVICE(go.device(), conv2d_backward, dx, dw, db, go, xc, wc, p);
+    return std::vector<Tensor>{dx, dw, db};
+  });
+  return out;
+}
+
+// ---- pooling ------------------------------------------------------------------------------------------------
+
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  check_input(x, "max_pool2d");
+  if (x.dim() == 3) return max_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
+  Pool2dParams p = pool_params(x, kernel, stride, padding, "max_pool2d");
+  if (cpu_half(x)) return cast(max_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
+  Tensor xc = x.detach().contiguous();
+  Tensor out = empty(pool_out_shape(xc, p, "max_pool2d"), xc.dtype(), xc.device());
+  // The CPU records argmax positions; cuDNN's backward recomputes them from x and out instead.
+  Tensor idx = x.is_cuda() ? Tensor() : empty(out.shape(), DType::i64, kCPU);
+  VOLT_DISPATCH_DEVICE(x.device(), max_pool2d_forward, out, idx, xc, p);
+  Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
+  Shape xs = xc.shape();
+  autograd::attach(out, "MaxPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
+    Tensor dx = empty(xs, g[0].dtype(), g[0].device());
+    VOLT_DISPATCH_DEVICE(dx.device(), max_pool2d_backward, dx, g[0].contiguous(), sx, so, idx, p);
+    return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  check_input(x, "avg_pool2d");
+  if (x.dim() == 3) return avg_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
+  Pool2dParams p = pool_params(x, kernel, stride, padding, "avg_pool2d");
+  if (cpu_half(x)) return cast(avg_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
+  Tensor xc = x.detach().contiguous();
+  Tensor out = empty(pool_out_shape(xc, p, "avg_pool2d"), xc.dtype(), xc.device());
+  VOLT_DISPATCH_DEVICE(x.device(), avg_pool2d_forward, out, xc, p);
+  Shape xs = xc.shape();
+  autograd::attach(out, "AvgPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
+    Tensor dx = empty(xs, g[0].dtype(), g[0].device());
+    VOLT_DISPATCH_DEVICE(dx.device(), avg_pool2d_backward, dx, g[0].contiguous(), p);
+    return std::vector<Tensor>{dx};
+  });
+  return out;
+}
+
+// ---- batch norm ---------------------------------------------------------------------------------------------
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean, Tensor running_var,
+                  bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  check_input(x, op);
+  VOLT_CHECK(x.dim() >= 2, "batch_norm: expected x of shape (N, C) or (N, C, H, W) but got ", x.shape_str());
+  const int64_t C = x.size(1);
+  // Parameters and statistics are in x's dtype, or f32 for half-precision x (cuDNN's rule).
+  const DType pdt = (x.dtype() == DType::f16 || x.dtype() == DType::bf16) ? DType::f32 : x.dtype();
+  auto check_param = [&](const Tensor& t, const char* name) {
+    if (!t.defined()) return;
+    VOLT_CHECK(t.device() == x.device(), op, ": ", name, " is on ", t.device().str(), " but x is on ",
+               x.device().str(), "; expected both on one device");
+    VOLT_CHECK(t.dim() == 1 && t.size(0) == C, op, ": ", name, " has shape ", t.shape_str(), " but x has shape ",
+               x.shape_str(), "; expected (", C, ") (one value per channel)");
+    VOLT_CHECK(t.dtype() == pdt || t.dtype() == x.dtype(), op, ": ", name, " has dtype ", dtype_name(t.dtype()),
+               " but x has ", dtype_name(x.dtype()), "; expected ", dtype_name(pdt));
+  };
+  check_param(weight, "weight");
+  check_param(bias, "bias");
+  check_param(running_mean, "running_mean");
+  check_param(running_var, "running_var");
+  for (const Tensor* t : {&running_mean, &running_var})
+    VOLT_CHECK(!t->defined() || (t->is_contiguous() && !t->requires_grad()), op,
+               ": running statistics must be contiguous buffers that do not require grad");
+  VOLT_CHECK(training || (running_mean.defined() && running_var.defined()), op,
+             ": evaluation mode needs running_mean and running_var");
+  const int64_t per_channel = x.numel() / std::max<int64_t>(C, 1);
+  VOLT_CHECK(!training || per_channel > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
+             x.shape_str());
+  if (cpu_half(x)) {
+    Tensor w32 = weight.defined() ? cast(weight, DType::f32) : Tensor();
+    Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
+    return cast(batch_norm(cast(x, DType::f32), w32, b32, running_mean, running_var, training, momentum, eps),
+                x.dtype());
+  }
+  const DType wdt = running_mean.defined() ? running_mean.dtype() : weight.defined() ? weight.dtype() : pdt;
+  VOLT_CHECK(x.is_cuda() || wdt == x.dtype(), op, ": on the CPU parameters must have x's dtype ",
+             dtype_name(x.dtype()), " but have ", dtype_name(wdt));
+  Tensor xc = x.detach().contiguous();
+  Tensor w = weight.defined() ? weight.detach().to(wdt).contiguous() : full({C}, 1.0, wdt, x.device());
+  Tensor b = bias.defined() ? bias.detach().to(wdt).contiguous() : zeros({C}, wdt, x.device());
+  Tensor out = empty(xc.shape(), xc.dtype(), xc.device());
+  const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  const bool gx = x.requires_grad();
+  if (training) {
+    Tensor mean = empty({C}, wdt, x.device()), invstd = empty({C}, wdt, x.device());
+    VOLT_DISPATCH_DEVICE(x.device(), batch_norm_forward_train, out, mean, invstd, xc, w, b, running_mean, running_var,
+                         momentum, eps);
+    autograd::attach(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+      Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
+      Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
+      Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
+      VOLT_DISPATCH_DEVICE(xc.device(), batch_norm_backward, dx, dw, db, g[0].contiguous(), xc, w, mean, invstd, eps);
+      return std::vector<Tensor>{dx, dw, db};
+    });
+    return out;
+  }
+  Tensor rm = running_mean.detach(), rv = running_var.detach();
+  VOLT_DISPATCH_DEVICE(x.device(), batch_norm_forward_eval, out, xc, w, b, rm, rv, eps);
+  autograd::attach(out, "BatchNormEvalBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    // Statistics are constants here: out = x * scale + shift per channel.
+    Shape bshape(static_cast<size_t>(xc.dim()), 1);
+    bshape[1] = C;
+    std::vector<int64_t> rdims;
+    for (int64_t d = 0; d < xc.dim(); ++d)
+      if (d != 1) rdims.push_back(d);
+    Tensor invstd = rdiv(sqrt(add(rv, eps)), 1.0);
+    Tensor gg = g[0];
+    Tensor dx, dw, db;
+    if (gx) dx = mul(gg, mul(w, invstd).to(xc.dtype()).reshape(bshape));
+    if (gw) {
+      Tensor xhat = mul(sub(xc, rm.to(xc.dtype()).reshape(bshape)), invstd.to(xc.dtype()).reshape(bshape));
+      dw = sum(mul(gg, xhat), rdims).to(wdt);
+    }
+    if (gb) db = sum(gg, rdims).to(wdt);
+    return std::vector<Tensor>{dx, dw, db};
+  });
+  return out;
+}
+
+}  // namespace volt

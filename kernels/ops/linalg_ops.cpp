@@ -1,0 +1,195 @@
+// matmul and linear: argument checks, operand layout (transposed views become GEMM transpose flags rather
+// than copies), and their autograd formulas.
+#include <atomic>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/linalg.h"
+#include "kernels/ops.h"
+
+namespace volt {
+
+namespace {
+
+std::atomic<bool> g_allow_tf32{false};
+
+// How one matrix operand (batch..., rows, cols) is laid out for the GEMM.
+struct Operand {
+  Tensor t;
+  bool trans = false;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// The single stride that walks all batch dims [0, nb) in row-major order, or -1 when there is none.
+int64_t batch_stride_of(const Tensor& t, int64_t nb) {
+  int64_t stride = 0, inner = -1;  // inner: index of the innermost non-trivial batch dim seen so far
+  for (int64_t d = nb - 1; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (inner < 0) {
+      stride = t.stride(d);
+    } else if (t.stride(d) != t.stride(inner) * t.size(inner)) {
+      return -1;
+    }
+    inner = d;
+  }
+  return stride;
+}
+
+bool describe(const Tensor& t, Operand& o) {
+  const int64_t nd = t.dim(), r = t.size(-2), c = t.size(-1), s0 = t.stride(-2), s1 = t.stride(-1);
+  if ((c == 1 || s1 == 1) && (r == 1 || s0 >= std::max<int64_t>(c, 1))) {
+    o.trans = false;
+    o.ld = r == 1 ? std::max<int64_t>(c, 1) : s0;
+  } else if ((r == 1 || s0 == 1) && (c == 1 || s1 >= std::max<int64_t>(r, 1))) {
+    o.trans = true;  // a transposed view of a row-major (cols, rows) matrix
+    o.ld = c == 1 ? std::max<int64_t>(r, 1) : s1;
+  } else {
+    return false;
+  }
+  o.batch_stride = batch_stride_of(t, nd - 2);
+  if (o.batch_stride < 0) return false;
+  o.t = t;
+  return true;
+}
+
+Operand operand(const Tensor& t) {
+  Operand o;
+  if (describe(t, o)) return o;
+  bool ok = describe(t.contiguous(), o);  // materialises odd strides and partly broadcast batch dims
+  VOLT_ASSERT(ok, "a contiguous matrix must be describable");
+  return o;
+}
+
+// out (batch..., n, m), contiguous = a (batch..., n, k) @ b (batch..., k, m) [+ out when accumulate].
+// a and b are detached, of out's dtype and device, and already have out's batch dims (possibly expanded).
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+  if (out.numel() == 0) return;
+  if (!out.is_cuda() && (out.dtype() == DType::f16 || out.dtype() == DType::bf16)) {
+    // The CPU computes half-precision products in f32 and rounds once.
+    Tensor o32 = accumulate ? out.to(DType::f32) : empty(out.shape(), DType::f32);
+    gemm_into(o32, a.to(DType::f32), b.to(DType::f32), accumulate);
+    Tensor dst = out;
+    dst.copy_(o32);
+    return;
+  }
+  Operand A = operand(a), B = operand(b);
+  GemmDesc d;
+  d.m = a.size(-2);
+  d.k = a.size(-1);
+  d.n = b.size(-1);
+  d.trans_a = A.trans;
+  d.trans_b = B.trans;
+  d.lda = A.ld;
+  d.ldb = B.ld;
+  d.ldc = std::max<int64_t>(d.n, 1);
+  d.batch = out.numel() / (d.m * d.n);
+  d.stride_a = A.batch_stride;
+  d.stride_b = B.batch_stride;
+  d.stride_c = d.m * d.n;
+  d.beta = accumulate ? 1.0 : 0.0;
+  d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
+  VOLT_DISPATCH_DEVICE(out.device(), gemm, d, A.t, B.t, out);
+}
+
+// Non-differentiable batched product with broadcast batch dims; a, b have >= 2 dims.
+Tensor mm_raw(const Tensor& a0, const Tensor& b0) {
+  Tensor a = a0.detach(), b = b0.detach();
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape sa = batch, sb = batch, so = batch;
+  sa.insert(sa.end(), {a.size(-2), a.size(-1)});
+  sb.insert(sb.end(), {b.size(-2), b.size(-1)});
+  so.insert(so.end(), {a.size(-2), b.size(-1)});
+  if (a.shape() != sa) a = a.expand(sa);
+  if (b.shape() != sb) b = b.expand(sb);
+  Tensor out = empty(so, a.dtype(), a.device());
+  if (a.size(-1) == 0) return out.zero_();
+  gemm_into(out, a, b, false);
+  return out;
+}
+
+void check_pair(const Tensor& a, const Tensor& b, const char* op, const char* na, const char* nb) {
+  VOLT_CHECK(a.defined() && b.defined(), op, ": ", a.defined() ? nb : na, " is undefined");
+  VOLT_CHECK(a.device() == b.device(), op, ": ", na, " is on ", a.device().str(), " but ", nb, " is on ",
+             b.device().str(), "; expected both on one device (move one with .to(device))");
+  VOLT_CHECK(a.dtype() == b.dtype(), op, ": ", na, " has dtype ", dtype_name(a.dtype()), " but ", nb, " has dtype ",
+             dtype_name(b.dtype()), "; expected the same floating dtype (cast one with .to(dtype))");
+  VOLT_CHECK(is_floating(a.dtype()), op, ": expected floating-point operands but got ", dtype_name(a.dtype()));
+}
+
+Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
+
+}  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
+bool allow_tf32() { return g_allow_tf32.load(); }
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_pair(a, b, "matmul", "a", "b");
+  VOLT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: expected operands with at least 1 dim but got shapes ",
+             a.shape_str(), " and ", b.shape_str());
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  VOLT_CHECK(ka == kb, "matmul: a has shape ", a.shape_str(), " and b has shape ", b.shape_str(),
+             "; expected a.size(-1) (", ka, ") to equal b.size(", b.dim() == 1 ? "0" : "-2", ") (", kb, ")");
+  if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+  if (a.dim() > 2 && b.dim() == 2) {
+    // (..., n, k) @ (k, m): one GEMM over all rows instead of a batch of small ones.
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    out_shape.push_back(b.size(1));
+    return matmul(a.reshape({-1, ka}), b).view(out_shape);
+  }
+  Tensor out = mm_raw(a, b);
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  Tensor sa = gb ? a.detach() : Tensor(), sb = ga ? b.detach() : Tensor();
+  Shape sha = a.shape(), shb = b.shape();
+  autograd::attach(out, "MatmulBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+    Tensor da, db;
+    if (ga) da = sum_to(mm_raw(g[0], transpose_last(sb)), sha);
+    if (gb) db = sum_to(mm_raw(transpose_last(sa), g[0]), shb);
+    return std::vector<Tensor>{da, db};
+  });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_pair(x, weight, "linear", "x", "weight");
+  VOLT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features) but has shape ",
+             weight.shape_str());
+  VOLT_CHECK(x.dim() >= 1, "linear: x must have at least 1 dim (..., in_features) but is a scalar");
+  const int64_t in = weight.size(1), outf = weight.size(0);
+  VOLT_CHECK(x.size(-1) == in, "linear: x has shape ", x.shape_str(), " and weight has shape ", weight.shape_str(),
+             "; expected x.size(-1) to equal in_features = weight.size(1) (", in, ")");
+  if (bias.defined()) {
+    check_pair(weight, bias, "linear", "weight", "bias");
+    VOLT_CHECK(bias.dim() == 1 && bias.size(0) == outf, "linear: bias has shape ", bias.shape_str(),
+               " but weight has shape ", weight.shape_str(), "; expected bias of shape (", outf, ")");
+  }
+  if (x.dim() != 2) {
+    Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+    out_shape.push_back(outf);
+    return linear(x.reshape({-1, in}), weight, bias).view(out_shape);
+  }
+  // Fast path: out = bias broadcast, then one GEMM out += x @ weight^T.
+  const int64_t rows = x.size(0);
+  Tensor out = empty({rows, outf}, x.dtype(), x.device());
+  if (bias.defined()) out.copy_(bias.detach().expand({rows, outf}));
+  if (in == 0) {
+    if (!bias.defined()) out.zero_();
+  } else {
+    gemm_into(out, x.detach(), transpose_last(weight.detach()), bias.defined());
+  }
+  bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  Tensor sx = gw ? x.detach() : Tensor(), sw = gx ? weight.detach() : Tensor();
+  autograd::attach(out, "LinearBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    Tensor dx, dw, db;
+    if (gx) dx = mm_raw(g[0], sw);                   // (rows, out) @ (out, in)
+    if (gw) dw = mm_raw(transpose_last(g[0]), sx);   // (out, rows) @ (rows, in)
+    if (gb) db = sum(g[0], {0});
+    return std::vector<Tensor>{dx, dw, db};
+  });
+  return out;
+}
+
+}  // namespace volt
