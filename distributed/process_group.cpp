@@ -1,0 +1,371 @@
+#include "distributed/process_group.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+#include "distributed/work_util.h"
+#include "kernels/ops.h"
+#include "runtime/cuda_api.h"
+
+namespace volt::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+bool poll_until(const std::function<bool()>& done, double timeout_s) {
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = start + std::chrono::duration<double>(timeout_s);
+  // Spin briefly (collectives on small tensors finish in microseconds), then back off to at most 1 ms so that
+  // oversubscribed ranks leave the CPU to the peers they are waiting for.
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (i < 64) {
+      std::this_thread::yield();
+    } else {
+      int us = std::min(1000, 10 << std::min(i - 64, 7));
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
+  }
+}
+
+namespace {
+
+double env_double(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  double d = std::strtod(v, &end);
+  VOLT_CHECK(end && *end == '\0' && d > 0, "environment variable ", name, "='", v,
+             "' is not a positive number of seconds");
+  return d;
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return false;
+  std::string s(v);
+  return s == "1" || s == "true" || s == "TRUE" || s == "on" || s == "ON" || s == "yes";
+}
+
+// Debug-mode record: fixed size so that it can be all-gathered without a size exchange.
+constexpr int kMaxDims = 8;
+constexpr int kRecordLen = 7 + kMaxDims;  // seq, op, dtype, ndim, root, uneven, numel, dims...
+const char* const kOpNames[] = {"all_reduce", "broadcast", "all_gather", "all_gather_uneven",
+                                "reduce_scatter", "barrier", "all_reduce_coalesced"};
+
+int64_t op_code(const char* op) {
+  for (int64_t i = 0; i < static_cast<int64_t>(std::size(kOpNames)); ++i)
+    if (std::string(op) == kOpNames[i]) return i;
+  return -1;
+}
+
+std::string describe_record(const int64_t* r) {
+  std::ostringstream os;
+  int64_t code = r[1];
+  os << (code >= 0 && code < static_cast<int64_t>(std::size(kOpNames)) ? kOpNames[code] : "?") << " #" << r[0];
+  if (r[3] >= 0) {
+    os << " (dtype " << dtype_name(static_cast<DType>(r[2])) << ", shape (";
+    for (int64_t d = 0; d < std::min<int64_t>(r[3], kMaxDims); ++d) os << (d ? ", " : "") << r[7 + d];
+    if (r[3] > kMaxDims) os << ", ...";
+    os << "))";
+  }
+  if (r[4] >= 0) os << " root " << r[4];
+  return os.str();
+}
+
+bool records_match(const int64_t* a, const int64_t* b) {
+  if (a[0] != b[0] || a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4]) return false;
+  bool uneven = a[5] != 0;
+  if (!uneven && a[6] != b[6]) return false;
+  for (int d = uneven ? 1 : 0; d < kMaxDims; ++d)
+    if (a[7 + d] != b[7 + d]) return false;
+  return true;
+}
+
+std::unique_ptr<ProcessGroup> g_default;
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(int rank, int world_size, int local_rank, int local_world_size)
+    : rank_(rank), world_size_(world_size), local_rank_(local_rank), local_world_size_(local_world_size) {
+  timeout_s_ = env_double("VOLT_COLLECTIVE_TIMEOUT", 300.0);
+  debug_ = env_flag("VOLT_DISTRIBUTED_DEBUG");
+}
+
+void ProcessGroup::set_timeout(double seconds) {
+  VOLT_CHECK(seconds > 0, "ProcessGroup::set_timeout: seconds must be > 0, got ", seconds);
+  timeout_s_ = seconds;
+}
+
+std::string ProcessGroup::timeout_message(const CollectiveInfo& info, double elapsed) {
+  std::ostringstream os;
+  os << "collective " << info.op << " (sequence #" << info.seq << ") timed out on rank " << rank_ << " of "
+     << world_size_ << " after " << elapsed << " s (timeout " << timeout_s_
+     << " s, VOLT_COLLECTIVE_TIMEOUT): likely not all ranks called it (e.g. a collective inside "
+        "`if (rank == 0)`), ranks issued collectives in different orders, or a peer process exited or hung. "
+        "Set VOLT_DISTRIBUTED_DEBUG=1 to check every collective's op and shapes across ranks. The process "
+        "group is now unusable: exit the process.";
+  std::string msg = os.str();
+  mark_broken(msg);
+  return msg;
+}
+
+void ProcessGroup::check_usable(const char* op, const Tensor& t) const {
+  VOLT_CHECK(t.defined(), "ProcessGroup::", op, ": tensor is undefined");
+  VOLT_CHECK(supports_device(t.device()), "ProcessGroup::", op, ": the ", backend_name(),
+             " backend cannot communicate a tensor on ", t.device().str(),
+             " (mpi takes CPU tensors, nccl takes CUDA tensors)");
+}
+
+CollectiveInfo ProcessGroup::begin(const char* op, const Tensor* t, int root, bool uneven) {
+  VOLT_CHECK(broken_reason_.empty(), "ProcessGroup::", op, ": the process group is broken by an earlier error: ",
+             broken_reason_);
+  if (root >= 0 || std::string(op) == "broadcast")
+    VOLT_CHECK(root >= 0 && root < world_size_, "ProcessGroup::", op, ": root ", root,
+               " is not a rank of a group of world size ", world_size_);
+  CollectiveInfo info{op, ++seq_};
+  if (!debug_ || world_size_ == 1) return info;
+  std::vector<int64_t> rec(kRecordLen, 0);
+  rec[0] = static_cast<int64_t>(info.seq);
+  rec[1] = op_code(op);
+  rec[2] = t ? static_cast<int64_t>(t->dtype()) : -1;
+  rec[3] = t ? t->dim() : -1;
+  rec[4] = root;
+  rec[5] = uneven ? 1 : 0;
+  rec[6] = t ? t->numel() : 0;
+  if (t)
+    for (int64_t d = 0; d < std::min<int64_t>(t->dim(), kMaxDims); ++d) rec[7 + d] = t->size(d);
+  CollectiveInfo check{std::string(op) + " (debug check)", info.seq};
+  std::vector<int64_t> all = exchange_records(rec, check);
+  bool ok = true;
+  for (int r = 1; r < world_size_; ++r) ok = ok && records_match(&all[0], &all[r * kRecordLen]);
+  if (!ok) {
+    std::ostringstream os;
+    os << "collective mismatch detected by VOLT_DISTRIBUTED_DEBUG at " << op << " (sequence #" << info.seq
+       << "): ranks called different collectives or with different dtypes/shapes";
+    if (uneven) os << " (all_gather_uneven needs equal trailing dims)";
+    os << ":";
+    for (int r = 0; r < world_size_; ++r) os << " rank " << r << " called " << describe_record(&all[r * kRecordLen]) << ";";
+    VOLT_FAIL(os.str());
+  }
+  return info;
+}
+
+void ProcessGroup::all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
+  check_usable("all_reduce", t);
+  VOLT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "ProcessGroup::all_reduce: ReduceOp avg needs a ",
+             "floating tensor, got dtype ", dtype_name(t.dtype()), " (use sum and divide)");
+  CollectiveInfo info = begin("all_reduce", &t);
+  if (t.is_contiguous()) return all_reduce_impl(t, op, info);
+  Tensor buf = t.contiguous();
+  auto inner = all_reduce_impl(buf, op, info);
+  Tensor target = t;
+  return std::make_shared<ThenWork>(inner, [buf, target]() mutable {
+    NoGradGuard g;
+    target.copy_(buf);
+  });
+}
+
+void ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
+  if (tensors.empty()) return;
+  DType dt = tensors[0].dtype();
+  Device dev = tensors[0].device();
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_usable("all_reduce_coalesced", tensors[i]);
+    VOLT_CHECK(tensors[i].device() == dev, "ProcessGroup::all_reduce_coalesced: tensor ", i, " is on ",
+               tensors[i].device().str(), " but tensor 0 is on ", dev.str(), "; all must share one device");
+    if (tensors[i].dtype() != dt) dt = DType::f64;
+    total += tensors[i].numel();
+  }
+  VOLT_CHECK(op != ReduceOp::Avg || is_floating(dt), "ProcessGroup::all_reduce_coalesced: ReduceOp avg needs ",
+             "floating tensors, got dtype ", dtype_name(dt));
+  NoGradGuard g;
+  Tensor flat = empty({total}, dt, dev);
+  int64_t off = 0;
+  for (auto& t : tensors) {
+    if (t.numel()) flat.narrow(0, off, t.numel()).copy_(t.reshape({t.numel()}));
+    off += t.numel();
+  }
+  CollectiveInfo info = begin("all_reduce_coalesced", &flat);
+  all_reduce_impl(flat, op, info)->wait();
+  off = 0;
+  for (auto& t : tensors) {
+    if (t.numel()) t.copy_(flat.narrow(0, off, t.numel()).view(t.shape()));
+    off += t.numel();
+  }
+}
+
+void ProcessGroup::broadcast(Tensor& t, int root) {
+  check_usable("broadcast", t);
+  CollectiveInfo info = begin("broadcast", &t, root);
+  if (t.is_contiguous()) {
+    broadcast_impl(t, root, info)->wait();
+    return;
+  }
+  Tensor buf = t.contiguous();
+  broadcast_impl(buf, root, info)->wait();
+  NoGradGuard g;
+  t.copy_(buf);
+}
+
+Tensor ProcessGroup::all_gather(const Tensor& t) {
+  check_usable("all_gather", t);
+  CollectiveInfo info = begin("all_gather", &t);
+  Tensor in = t.contiguous();
+  Shape s = t.shape();
+  s.insert(s.begin(), world_size_);
+  Tensor out = empty(s, t.dtype(), t.device());
+  all_gather_impl(in, out, info)->wait();
+  return out;
+}
+
+std::vector<Tensor> ProcessGroup::all_gather_uneven(const Tensor& t) {
+  check_usable("all_gather_uneven", t);
+  std::vector<Tensor> parts;
+  if (t.dim() == 0) {
+    Tensor all = all_gather(t);
+    for (int r = 0; r < world_size_; ++r) parts.push_back(all.select(0, r));
+    return parts;
+  }
+  begin("all_gather_uneven", &t, -1, /*uneven=*/true);
+  Tensor mine = from_vector<int64_t>({t.size(0)}, {1}, t.device());
+  std::vector<int64_t> sizes = all_gather(mine).to_vector<int64_t>();
+  int64_t max_rows = *std::max_element(sizes.begin(), sizes.end());
+  Tensor padded = t;
+  if (t.size(0) != max_rows) {
+    Shape ps = t.shape();
+    ps[0] = max_rows;
+    padded = zeros(ps, t.dtype(), t.device());
+    NoGradGuard g;
+    if (t.size(0)) padded.narrow(0, 0, t.size(0)).copy_(t);
+  }
+  Tensor all = all_gather(padded);
+  for (int r = 0; r < world_size_; ++r) parts.push_back(all.select(0, r).narrow(0, 0, sizes[r]));
+  return parts;
+}
+
+Tensor ProcessGroup::all_gather_cat(const Tensor& t, std::vector<int64_t>* sizes) {
+  VOLT_CHECK(t.defined() && t.dim() >= 1, "ProcessGroup::all_gather_cat: needs a tensor with at least one dim, got ",
+             t.defined() ? t.shape_str() : "undefined");
+  std::vector<Tensor> parts = all_gather_uneven(t);
+  Shape s = t.shape();
+  s[0] = 0;
+  if (sizes) sizes->clear();
+  for (auto& p : parts) {
+    s[0] += p.size(0);
+    if (sizes) sizes->push_back(p.size(0));
+  }
+  Tensor out = empty(s, t.dtype(), t.device());
+  NoGradGuard g;
+  int64_t off = 0;
+  for (auto& p : parts) {
+    if (p.size(0)) out.narrow(0, off, p.size(0)).copy_(p);
+    off += p.size(0);
+  }
+  return out;
+}
+
+Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op) {
+  check_usable("reduce_scatter", t);
+  VOLT_CHECK(t.dim() >= 1 && t.size(0) % world_size_ == 0, "ProcessGroup::reduce_scatter: input shape ",
+             t.shape_str(), " must have a first dim divisible by the world size ", world_size_);
+  VOLT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "ProcessGroup::reduce_scatter: ReduceOp avg needs a ",
+             "floating tensor, got dtype ", dtype_name(t.dtype()));
+  CollectiveInfo info = begin("reduce_scatter", &t);
+  Shape s = t.shape();
+  s[0] /= world_size_;
+  Tensor out = empty(s, t.dtype(), t.device());
+  Tensor in = t.contiguous();
+  reduce_scatter_impl(in, out, op, info)->wait();
+  return out;
+}
+
+void ProcessGroup::barrier() {
+  CollectiveInfo info = begin("barrier", nullptr);
+  barrier_impl(info)->wait();
+}
+
+// ---- launch environment and the default group ------------------------------------------------------------
+
+namespace {
+bool env_int(const char* name, int* out) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return false;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  VOLT_CHECK(end && *end == '\0' && x >= 0, "environment variable ", name, "='", v, "' is not a rank/size");
+  *out = static_cast<int>(x);
+  return true;
+}
+}  // namespace
+
+LaunchEnv detect_launch_env() {
+  LaunchEnv e;
+  struct Source { const char *name, *rank, *size, *local; };
+  const Source sources[] = {
+      {"OMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+      {"SLURM", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
+  for (const auto& s : sources) {
+    int r, n;
+    if (env_int(s.rank, &r) && env_int(s.size, &n)) {
+      VOLT_CHECK(n >= 1 && r < n, "launch environment ", s.name, ": rank ", r, " is not below world size ", n);
+      e.rank = r;
+      e.world_size = n;
+      if (!env_int(s.local, &e.local_rank)) e.local_rank = r;  // single node assumed without a local id
+      e.source = s.name;
+      return e;
+    }
+  }
+  e.source = "none";
+  return e;
+}
+
+Device device_for_local_rank(int local_rank) {
+  if (!cuda_available()) return kCPU;
+  return cuda_device(local_rank % cuda_device_count());
+}
+
+ProcessGroup& init_process_group(const std::string& backend, double timeout_s) {
+  VOLT_CHECK(!g_default, "init_process_group: a process group (", g_default->backend_name(),
+             ") is already initialised; call finalize_process_group() first");
+  std::string b = backend;
+  if (b == "auto") {
+    LaunchEnv env = detect_launch_env();
+    b = env.world_size > 1 ? (cuda_available() ? "nccl" : "mpi") : "single";
+  }
+  if (b == "single") g_default = make_single_group();
+  else if (b == "mpi") g_default = make_mpi_group();
+  else if (b == "nccl") g_default = make_nccl_group();
+  else VOLT_FAIL("init_process_group: backend '", backend, "' is not one of auto, mpi, nccl, single");
+  if (timeout_s > 0) g_default->set_timeout(timeout_s);
+  return *g_default;
+}
+
+bool is_initialized() { return g_default != nullptr; }
+
+ProcessGroup& default_group() {
+  VOLT_CHECK(g_default, "default_group: no process group; call volt::dist::init_process_group() first");
+  return *g_default;
+}
+
+void finalize_process_group() {
+  if (g_default) g_default->shutdown();
+  g_default.reset();
+  detail::finalize_mpi_if_owned();
+}
+
+}  // namespace volt::dist
