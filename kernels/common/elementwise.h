@@ -26,25 +26,25 @@ struct ElemParams {
 };
 
 namespace em {  // overloads that resolve the same way in host and device code
-VOLT_HD float exp_(float x) { return expf(x); }
-VOLT_HD double exp_(double x) { return exp(x); }
-VOLT_HD float log_(float x) { return logf(x); }
-VOLT_HD double log_(double x) { return log(x); }
-VOLT_HD float sqrt_(float x) { return sqrtf(x); }
-VOLT_HD double sqrt_(double x) { return sqrt(x); }
-VOLT_HD float tanh_(float x) { return tanhf(x); }
-VOLT_HD double tanh_(double x) { return tanh(x); }
-VOLT_HD float erf_(float x) { return erff(x); }
-VOLT_HD double erf_(double x) { return erf(x); }
-VOLT_HD float pow_(float x, float y) { return powf(x, y); }
-VOLT_HD double pow_(double x, double y) { return pow(x, y); }
+VOLT_HD float exp_(float x) { return ::expf(x); }
+VOLT_HD double exp_(double x) { return ::exp(x); }
+VOLT_HD float log_(float x) { return ::logf(x); }
+VOLT_HD double log_(double x) { return ::log(x); }
+VOLT_HD float sqrt_(float x) { return ::sqrtf(x); }
+VOLT_HD double sqrt_(double x) { return ::sqrt(x); }
+VOLT_HD float tanh_(float x) { return ::tanhf(x); }
+VOLT_HD double tanh_(double x) { return ::tanh(x); }
+VOLT_HD float erf_(float x) { return ::erff(x); }
+VOLT_HD double erf_(double x) { return ::erf(x); }
+VOLT_HD float pow_(float x, float y) { return ::powf(x, y); }
+VOLT_HD double pow_(double x, double y) { return ::pow(x, y); }
 // Integer overloads exist so every op instantiates for every dtype; the public ops route integer inputs of
 // the transcendental functions through float32 first.
-VOLT_HD double exp_(int64_t x) { return exp(static_cast<double>(x)); }
-VOLT_HD double log_(int64_t x) { return log(static_cast<double>(x)); }
-VOLT_HD double sqrt_(int64_t x) { return sqrt(static_cast<double>(x)); }
-VOLT_HD double tanh_(int64_t x) { return tanh(static_cast<double>(x)); }
-VOLT_HD double erf_(int64_t x) { return erf(static_cast<double>(x)); }
+VOLT_HD double exp_(int64_t x) { return ::exp(static_cast<double>(x)); }
+VOLT_HD double log_(int64_t x) { return ::log(static_cast<double>(x)); }
+VOLT_HD double sqrt_(int64_t x) { return ::sqrt(static_cast<double>(x)); }
+VOLT_HD double tanh_(int64_t x) { return ::tanh(static_cast<double>(x)); }
+VOLT_HD double erf_(int64_t x) { return ::erf(static_cast<double>(x)); }
 template <class A> VOLT_HD A pow_(A x, A y) {  // integers: exact repeated multiplication
   if (y < 0) return x == 1 ? 1 : 0;
   A r = 1;

@@ -61,7 +61,7 @@ VOLT_HD float normal_at(uint64_t seed, uint64_t offset, uint64_t i) {
   float u1 = (static_cast<float>(a >> 8) + 1.0f) * (1.0f / 16777217.0f);  // (0, 1]
   float u2 = uniform(b);
   // Single-precision libm on both sides: CPU and CUDA agree to within a few ulps (uniforms agree exactly).
-  return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958648f * u2);
+  return ::sqrtf(-2.0f * ::logf(u1)) * ::cosf(6.28318530717958648f * u2);
 }
 
 }  // namespace volt::philox
