@@ -1,0 +1,118 @@
+#pragma once
+// Per-element optimizer updates shared by the CPU loops (kernels/cpu/optim.cpp) and the CUDA kernels
+// (kernels/cuda/optim.cu). Each function updates one parameter element and its state in registers; the
+// callers load/store in the storage types. A is the arithmetic type (float for f32/f16/bf16, double for f64).
+//
+// The formulas follow PyTorch's documented single-tensor algorithms (torch.optim.SGD / Adam / AdamW).
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/macros.h"
+
+namespace volt {
+
+// Host-side description of one Adam/AdamW step; the loop sees only the derived AdamScalars.
+struct AdamHyper {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr * wd, instead of g += wd * p
+  bool amsgrad = false;
+  int64_t step = 1;  // the step being taken (1 for the first update), for bias correction
+};
+
+struct SgdHyper {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool first_step = false;  // the momentum buffer is initialised to the (decayed) gradient
+};
+
+namespace optim_math {
+
+VOLT_HD float sqrt_(float x) { return ::sqrtf(x); }
+VOLT_HD double sqrt_(double x) { return ::sqrt(x); }
+template <class A> VOLT_HD A max_(A a, A b) { return a < b ? b : a; }
+
+template <class A>
+struct AdamScalars {
+  A lr, beta1, beta2, eps, weight_decay;
+  A one_minus_beta1, one_minus_beta2;
+  A step_size;              // lr / (1 - beta1^t)
+  A inv_bias_correction2_sqrt;  // 1 / sqrt(1 - beta2^t)
+  A decay_factor;           // AdamW: 1 - lr * weight_decay
+};
+
+template <class A>
+inline AdamScalars<A> make_adam_scalars(const AdamHyper& h) {
+  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
+  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
+  AdamScalars<A> s;
+  s.lr = A(h.lr);
+  s.beta1 = A(h.beta1);
+  s.beta2 = A(h.beta2);
+  s.eps = A(h.eps);
+  s.weight_decay = A(h.weight_decay);
+  s.one_minus_beta1 = A(1.0 - h.beta1);
+  s.one_minus_beta2 = A(1.0 - h.beta2);
+  s.step_size = A(h.lr / bc1);
+  s.inv_bias_correction2_sqrt = A(1.0 / std::sqrt(bc2));
+  s.decay_factor = A(1.0 - h.lr * h.weight_decay);
+  return s;
+}
+
+// One Adam(W) update. kDecay: weight_decay != 0; kDecoupled: AdamW; kAms: amsgrad (vmax holds max(v)).
+// Flags are template parameters so that the CPU loop has no branches and vectorises.
+template <class A, bool kDecay, bool kDecoupled, bool kAms>
+VOLT_HD void adam_update(A& p, A g, A& m, A& v, A& vmax, const AdamScalars<A>& s) {
+  if constexpr (kDecay) {
+    if constexpr (kDecoupled) p = p * s.decay_factor;
+    else g = g + s.weight_decay * p;
+  }
+  m = m + s.one_minus_beta1 * (g - m);  // m.lerp_(g, 1 - beta1)
+  v = s.beta2 * v + s.one_minus_beta2 * g * g;
+  A vhat = v;
+  if constexpr (kAms) {
+    vmax = max_(vmax, v);
+    vhat = vmax;
+  }
+  const A denom = sqrt_(vhat) * s.inv_bias_correction2_sqrt + s.eps;
+  p = p - s.step_size * m / denom;
+}
+
+template <class A>
+struct SgdScalars {
+  A lr, momentum, one_minus_dampening, weight_decay;
+};
+
+template <class A>
+inline SgdScalars<A> make_sgd_scalars(const SgdHyper& h) {
+  return {A(h.lr), A(h.momentum), A(1.0 - h.dampening), A(h.weight_decay)};
+}
+
+// One SGD update. kMomentum: momentum != 0 (buf is the momentum buffer); first: buf is uninitialised.
+template <class A, bool kDecay, bool kMomentum, bool kNesterov>
+VOLT_HD void sgd_update(A& p, A g, A& buf, bool first, const SgdScalars<A>& s) {
+  if constexpr (kDecay) g = g + s.weight_decay * p;
+  if constexpr (kMomentum) {
+    buf = first ? g : s.momentum * buf + s.one_minus_dampening * g;
+    if constexpr (kNesterov) g = g + s.momentum * buf;
+    else g = buf;
+  }
+  p = p - s.lr * g;
+}
+
+// Calls f(std::integral_constant<bool, b>...) so that runtime flags select a template instantiation.
+template <class F>
+void with_bool(bool b, F&& f) {
+  if (b) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+}  // namespace optim_math
+}  // namespace volt

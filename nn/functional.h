@@ -1,0 +1,28 @@
+#pragma once
+// The functional ops of kernels/ops.h under volt::nn (torch.nn.functional's names), so model code can write
+// nn::cross_entropy(logits, target) next to nn::Linear.
+#include "kernels/ops.h"
+
+namespace volt::nn {
+
+using volt::Reduction;
+using volt::avg_pool2d;
+using volt::batch_norm;
+using volt::conv2d;
+using volt::cross_entropy;
+using volt::dropout;
+using volt::embedding;
+using volt::gelu;
+using volt::leaky_relu;
+using volt::linear;
+using volt::log_softmax;
+using volt::max_pool2d;
+using volt::mse_loss;
+using volt::nll_loss;
+using volt::one_hot;
+using volt::relu;
+using volt::sigmoid;
+using volt::softmax;
+using volt::tanh;
+
+}  // namespace volt::nn

@@ -1,0 +1,66 @@
+#pragma once
+// Parameter-free layers: activations, Flatten, Dropout.
+#include "nn/module.h"
+
+namespace volt::nn {
+
+class ReLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string type_name() const override { return "ReLU"; }
+};
+
+class GELU : public UnaryModule {  // exact (erf) form
+ public:
+  Tensor forward(const Tensor& x) override { return gelu(x); }
+  std::string type_name() const override { return "GELU"; }
+};
+
+class Tanh : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+  std::string type_name() const override { return "Tanh"; }
+};
+
+class Sigmoid : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+  std::string type_name() const override { return "Sigmoid"; }
+};
+
+class LeakyReLU : public UnaryModule {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
+  std::string type_name() const override { return "LeakyReLU"; }
+  double negative_slope;
+};
+
+class Identity : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string type_name() const override { return "Identity"; }
+};
+
+// Flattens dims [start_dim, end_dim] into one (a view when strides allow).
+class Flatten : public UnaryModule {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
+  std::string type_name() const override { return "Flatten"; }
+  std::string extra_repr() const override;
+  int64_t start_dim, end_dim;
+};
+
+// Zeroes elements with probability p in training (scaling the rest by 1/(1-p)); identity in eval.
+// Masks come from the global Philox generator, so manual_seed makes them reproducible.
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+  double p;
+};
+
+}  // namespace volt::nn

@@ -1,0 +1,44 @@
+#pragma once
+#include "nn/module.h"
+
+namespace volt::nn {
+
+// Batch normalisation over the channel dim (dim 1). Parameters weight (C) = 1, bias (C) = 0 when affine;
+// buffers running_mean (C) = 0, running_var (C) = 1, num_batches_tracked () i64 when tracking. In training mode
+// it normalises with batch statistics and updates the running estimates with `momentum`; in eval it uses them.
+class BatchNormBase : public UnaryModule {
+ public:
+  BatchNormBase(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats);
+  void reset_running_stats();
+  std::string extra_repr() const override;
+
+  int64_t num_features;
+  double eps, momentum;
+  Tensor weight, bias;                                 // (C)
+  Tensor running_mean, running_var, num_batches_tracked;  // (C), (C), ()
+
+ protected:
+  Tensor normalize(const Tensor& x);  // x (N, C) or (N, C, H, W)
+};
+
+// Input (N, C) or (N, C, L).
+class BatchNorm1d : public BatchNormBase {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "BatchNorm1d"; }
+};
+
+// Input (N, C, H, W).
+class BatchNorm2d : public BatchNormBase {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "BatchNorm2d"; }
+};
+
+}  // namespace volt::nn

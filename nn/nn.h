@@ -1,0 +1,16 @@
+#pragma once
+// Everything in volt::nn: modules, layers, init, functional ops, optimizers, schedulers, clipping, files.
+#include "nn/clip_grad.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+#include "nn/layers/activation.h"
+#include "nn/layers/batchnorm.h"
+#include "nn/layers/conv.h"
+#include "nn/layers/embedding.h"
+#include "nn/layers/linear.h"
+#include "nn/layers/pooling.h"
+#include "nn/layers/sequential.h"
+#include "nn/lr_scheduler.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/serialization.h"

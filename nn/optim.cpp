@@ -1,0 +1,314 @@
+// kernels/common/elementwise.h (via optim_backend.h) must come before kernels/ops.h: once volt::exp(Tensor)
+// and friends are declared, its unqualified exp(double) calls no longer find the C functions.
+#include "kernels/cpu/optim_backend.h"
+// (keep the line above first)
+#include "nn/optim.h"
+
+#include <cmath>
+#include <unordered_set>
+
+namespace volt::optim {
+
+namespace {
+
+DType state_dtype(DType param) { return param == DType::f16 || param == DType::bf16 ? DType::f32 : param; }
+
+// "state.<g>.<i>.<name>" -> (g, i, name); false when the key does not have that form.
+bool parse_state_key(const std::string& key, size_t& g, size_t& i, std::string& name) {
+  if (key.rfind("state.", 0) != 0) return false;
+  size_t a = key.find('.', 6);
+  if (a == std::string::npos) return false;
+  size_t b = key.find('.', a + 1);
+  if (b == std::string::npos) return false;
+  try {
+    size_t used = 0;
+    g = std::stoul(key.substr(6, a - 6), &used);
+    if (used != a - 6) return false;
+    i = std::stoul(key.substr(a + 1, b - a - 1), &used);
+    if (used != b - a - 1) return false;
+  } catch (const std::exception&) {
+    return false;
+  }
+  name = key.substr(b + 1);
+  return !name.empty();
+}
+
+std::string prefix(size_t g, size_t i) { return "state." + std::to_string(g) + "." + std::to_string(i) + "."; }
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults)
+    : defaults_(std::move(defaults)) {
+  VOLT_CHECK(!groups.empty(), "optimizer: got no parameter groups");
+  for (auto& g : groups) add_param_group(std::move(g));
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  VOLT_CHECK(!group.params.empty(), "optimizer: parameter group ", groups_.size(),
+             " has an empty parameter list");
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) seen.insert(p.impl());
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    const Tensor& p = group.params[i];
+    VOLT_CHECK(p.defined(), "optimizer: parameter ", i, " of group ", groups_.size(), " is undefined");
+    VOLT_CHECK(is_floating(p.dtype()), "optimizer: parameter ", i, " of group ", groups_.size(), " has dtype ",
+               dtype_name(p.dtype()), "; only floating-point tensors can be optimized");
+    VOLT_CHECK(seen.insert(p.impl()).second, "optimizer: parameter ", i, " of group ", groups_.size(),
+               " appears more than once across the parameter groups");
+  }
+  if (std::isnan(group.lr)) group.lr = defaults_.at("lr");
+  VOLT_CHECK(group.lr >= 0.0, "optimizer: lr must be >= 0, got ", group.lr, " for group ", groups_.size());
+  for (const auto& [k, v] : defaults_)
+    if (k != "lr") group.options.emplace(k, v);
+  for (const auto& [k, v] : group.options)
+    VOLT_CHECK(k == "initial_lr" || k == "max_lr" || k == "base_momentum" || k == "max_momentum" || defaults_.count(k),
+               "optimizer: unknown option '", k, "' in parameter group ", groups_.size());
+  groups_.push_back(std::move(group));
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (auto& g : groups_)
+    for (auto& p : g.params) {
+      if (!p.impl()->autograd || !p.impl()->autograd->grad.defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else {
+        NoGradGuard ng;
+        p.impl()->autograd->grad.zero_();
+      }
+    }
+}
+
+Optimizer::ParamState& Optimizer::state(size_t g, size_t i) {
+  if (state_.size() < groups_.size()) state_.resize(groups_.size());
+  if (state_[g].size() < groups_[g].params.size()) state_[g].resize(groups_[g].params.size());
+  return state_[g][i];
+}
+
+int64_t Optimizer::step_count(size_t g, size_t i) const {
+  if (g >= state_.size() || i >= state_[g].size()) return 0;
+  return state_[g][i].step;
+}
+
+double Optimizer::option(const ParamGroup& group, const char* name) const {
+  auto it = group.options.find(name);
+  if (it != group.options.end()) return it->second;
+  auto d = defaults_.find(name);
+  VOLT_ASSERT(d != defaults_.end(), "no default for option ", name);
+  return d->second;
+}
+
+Tensor Optimizer::usable_grad(const Tensor& p, size_t g, size_t i) const {
+  if (!p.impl()->autograd) return Tensor();
+  Tensor grad = p.impl()->autograd->grad;
+  if (!grad.defined()) return grad;
+  VOLT_CHECK(p.is_contiguous(), type_name(), ".step: parameter ", i, " of group ", g, " (shape ", p.shape_str(),
+             ") is not contiguous; fused updates need contiguous parameters");
+  VOLT_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), type_name(),
+             ".step: gradient of parameter ", i, " of group ", g, " is ", grad.shape_str(), " ",
+             dtype_name(grad.dtype()), " on ", grad.device().str(), " but the parameter is ", p.shape_str(), " ",
+             dtype_name(p.dtype()), " on ", p.device().str());
+  return grad.is_contiguous() ? grad : grad.contiguous();
+}
+
+void Optimizer::ensure_buffers(ParamState& st, const Tensor& p, size_t count) {
+  if (st.buffers.size() < count) st.buffers.resize(count);
+  const DType dt = state_dtype(p.dtype());
+  for (size_t k = 0; k < count; ++k) {
+    Tensor& b = st.buffers[k];
+    // Parameters moved (Module::to) after the state was created: follow them.
+    if (b.defined() && (b.device() != p.device() || b.dtype() != dt)) b = b.to(p.device()).to(dt).contiguous();
+    if (!b.defined()) b = zeros(p.shape(), dt, p.device());
+  }
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict out;
+  for (size_t g = 0; g < state_.size() && g < groups_.size(); ++g) {
+    std::vector<std::string> names = state_names(groups_[g]);
+    for (size_t i = 0; i < state_[g].size(); ++i) {
+      const ParamState& st = state_[g][i];
+      if (st.step == 0) continue;
+      out.emplace_back(prefix(g, i) + "step", scalar_tensor(static_cast<double>(st.step), DType::i64));
+      for (size_t k = 0; k < st.buffers.size() && k < names.size(); ++k)
+        if (st.buffers[k].defined()) out.emplace_back(prefix(g, i) + names[k], st.buffers[k]);
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& sd) {
+  struct Item {
+    size_t g, i, k;  // k: buffer index, or SIZE_MAX for the step count
+    const Tensor* t;
+  };
+  std::vector<Item> items;
+  for (const auto& [key, t] : sd) {
+    size_t g = 0, i = 0;
+    std::string name;
+    VOLT_CHECK(parse_state_key(key, g, i, name), type_name(), ".load_state_dict: unexpected key '", key,
+               "'; expected state.<group>.<index>.<name>");
+    VOLT_CHECK(g < groups_.size() && i < groups_[g].params.size(), type_name(), ".load_state_dict: key '", key,
+               "' names parameter ", i, " of group ", g, " but the optimizer has ", groups_.size(), " group(s)",
+               g < groups_.size() ? " and " + std::to_string(groups_[g].params.size()) + " parameter(s) in that group"
+                                  : std::string());
+    VOLT_CHECK(t.defined(), type_name(), ".load_state_dict: tensor '", key, "' is undefined");
+    if (name == "step") {
+      VOLT_CHECK(t.numel() == 1, type_name(), ".load_state_dict: '", key, "' must hold one number, got shape ",
+                 t.shape_str());
+      items.push_back({g, i, SIZE_MAX, &t});
+      continue;
+    }
+    std::vector<std::string> names = state_names(groups_[g]);
+    size_t k = 0;
+    while (k < names.size() && names[k] != name) ++k;
+    VOLT_CHECK(k < names.size(), type_name(), ".load_state_dict: unexpected state '", name, "' in key '", key, "'");
+    const Tensor& p = groups_[g].params[i];
+    VOLT_CHECK(t.shape() == p.shape(), type_name(), ".load_state_dict: '", key, "' has shape ", t.shape_str(),
+               " but the parameter has shape ", p.shape_str());
+    items.push_back({g, i, k, &t});
+  }
+  state_.clear();
+  for (const auto& it : items) {
+    ParamState& st = state(it.g, it.i);
+    if (it.k == SIZE_MAX) {
+      st.step = static_cast<int64_t>(it.t->item());
+      continue;
+    }
+    const Tensor& p = groups_[it.g].params[it.i];
+    if (st.buffers.size() <= it.k) st.buffers.resize(it.k + 1);
+    NoGradGuard ng;
+    Tensor b = empty(p.shape(), state_dtype(p.dtype()), p.device());
+    b.copy_(*it.t);
+    st.buffers[it.k] = b;
+  }
+}
+
+std::map<std::string, double> Optimizer::hyper_state() const {
+  std::map<std::string, double> out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string pre = "group." + std::to_string(g) + ".";
+    out[pre + "lr"] = groups_[g].lr;
+    for (const auto& [k, v] : groups_[g].options) out[pre + k] = v;
+  }
+  return out;
+}
+
+void Optimizer::load_hyper_state(const std::map<std::string, double>& hs) {
+  for (const auto& [key, v] : hs) {
+    VOLT_CHECK(key.rfind("group.", 0) == 0, type_name(), ".load_hyper_state: unexpected key '", key, "'");
+    size_t dot = key.find('.', 6);
+    VOLT_CHECK(dot != std::string::npos, type_name(), ".load_hyper_state: malformed key '", key, "'");
+    size_t g = std::stoul(key.substr(6, dot - 6));
+    VOLT_CHECK(g < groups_.size(), type_name(), ".load_hyper_state: key '", key, "' names group ", g,
+               " but the optimizer has ", groups_.size());
+    std::string name = key.substr(dot + 1);
+    if (name == "lr") groups_[g].lr = v;
+    else groups_[g].options[name] = v;
+  }
+}
+
+// ---- SGD ------------------------------------------------------------------------------------------------------
+
+namespace {
+std::map<std::string, double> sgd_defaults(const SGDOptions& o) {
+  VOLT_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0, "SGD: expected lr, momentum, weight_decay >= 0, got ",
+             o.lr, ", ", o.momentum, ", ", o.weight_decay);
+  VOLT_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: nesterov needs momentum > 0 and dampening 0, got "
+             "momentum=", o.momentum, ", dampening=", o.dampening);
+  return {{"lr", o.lr}, {"momentum", o.momentum}, {"dampening", o.dampening}, {"weight_decay", o.weight_decay},
+          {"nesterov", o.nesterov ? 1.0 : 0.0}};
+}
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o) {}
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), sgd_defaults(o)) {}
+
+std::vector<std::string> SGD::state_names(const ParamGroup& group) const {
+  if (option(group, "momentum") == 0.0) return {};
+  return {"momentum_buffer"};
+}
+
+void SGD::step() {
+  NoGradGuard ng;
+  static const Tensor kNone;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& group = groups_[g];
+    SgdHyper h;
+    h.lr = group.lr;
+    h.momentum = option(group, "momentum");
+    h.dampening = option(group, "dampening");
+    h.weight_decay = option(group, "weight_decay");
+    h.nesterov = option(group, "nesterov") != 0.0;
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      const Tensor& p = group.params[i];
+      Tensor grad = usable_grad(p, g, i);
+      if (!grad.defined()) continue;
+      ParamState& st = state(g, i);
+      h.first_step = h.momentum != 0.0 && (st.buffers.empty() || !st.buffers[0].defined());
+      if (h.momentum != 0.0) ensure_buffers(st, p, 1);
+      ++st.step;
+      const Tensor& buf = h.momentum != 0.0 ? st.buffers[0] : kNone;
+      VOLT_DISPATCH_DEVICE(p.device(), sgd_step, p, grad, buf, h);
+    }
+  }
+}
+
+// ---- Adam / AdamW ---------------------------------------------------------------------------------------------
+
+namespace {
+std::map<std::string, double> adam_defaults(const AdamOptions& o, const char* name) {
+  VOLT_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0, name, ": expected lr, eps, weight_decay >= 0, got ",
+             o.lr, ", ", o.eps, ", ", o.weight_decay);
+  VOLT_CHECK(o.betas.first >= 0 && o.betas.first < 1 && o.betas.second >= 0 && o.betas.second < 1, name,
+             ": betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
+  return {{"lr", o.lr}, {"beta1", o.betas.first}, {"beta2", o.betas.second}, {"eps", o.eps},
+          {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+}
+AdamOptions from_adamw(const AdamWOptions& o) { return {o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad}; }
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o)
+    : Adam(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o, false) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, false) {}
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
+    : Optimizer(std::move(groups), adam_defaults(o, decoupled ? "AdamW" : "Adam")), decoupled_(decoupled) {}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
+    : Adam(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, from_adamw(o), true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam(std::move(groups), from_adamw(o), true) {}
+
+std::vector<std::string> Adam::state_names(const ParamGroup& group) const {
+  if (option(group, "amsgrad") != 0.0) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+void Adam::step() {
+  NoGradGuard ng;
+  static const Tensor kNone;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& group = groups_[g];
+    AdamHyper h;
+    h.lr = group.lr;
+    h.beta1 = option(group, "beta1");
+    h.beta2 = option(group, "beta2");
+    h.eps = option(group, "eps");
+    h.weight_decay = option(group, "weight_decay");
+    h.amsgrad = option(group, "amsgrad") != 0.0;
+    h.decoupled_weight_decay = decoupled_;
+    const size_t nbuf = h.amsgrad ? 3 : 2;
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      const Tensor& p = group.params[i];
+      Tensor grad = usable_grad(p, g, i);
+      if (!grad.defined()) continue;
+      ParamState& st = state(g, i);
+      ensure_buffers(st, p, nbuf);
+      h.step = ++st.step;
+      VOLT_DISPATCH_DEVICE(p.device(), adam_step, p, grad, st.buffers[0], st.buffers[1],
+                           h.amsgrad ? st.buffers[2] : kNone, h);
+    }
+  }
+}
+
+}  // namespace volt::optim

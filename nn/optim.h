@@ -1,0 +1,154 @@
+#pragma once
+// Optimizers (torch.optim): SGD, Adam, AdamW.
+//
+// An optimizer holds parameter groups, each with its own lr and options (a name -> number map, e.g.
+// "momentum", "beta1", "weight_decay"); options missing from a group take the optimizer's defaults.
+// step() reads lr and options from the groups every time, so schedulers (nn/lr_scheduler.h) adjust them in
+// place. Each parameter's update is ONE fused pass over (param, grad, state) in kernels/cpu/optim_backend.h
+// (per-element math in kernels/common/optim_math.h), with no allocation after the state exists.
+// Parameters whose grad is undefined are skipped (their state and step count do not advance).
+//
+// Per-parameter state is created lazily at the first update, on the parameter's device, in the parameter's
+// dtype (f32 for f16/bf16 parameters). state_dict() names it "state.<group>.<index>.<name>" (e.g.
+// "state.0.1.exp_avg") plus a 0-d i64 "state.<group>.<index>.step", so it can be saved as safetensors;
+// hyper_state() carries the group hyperparameters as numbers ("group.<g>.lr", "group.<g>.<option>").
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "nn/module.h"
+
+namespace volt::optim {
+
+using nn::StateDict;
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  double lr = std::numeric_limits<double>::quiet_NaN();  // NaN: the optimizer's default lr
+  std::map<std::string, double> options;                 // missing entries: the optimizer's defaults
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  virtual void step() = 0;
+  // Clears (set_to_none) or zeroes the gradients of every parameter in every group.
+  void zero_grad(bool set_to_none = true);
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // Appends a group; its missing lr/options are filled from the defaults.
+  void add_param_group(ParamGroup group);
+  const std::map<std::string, double>& defaults() const { return defaults_; }
+
+  // Per-parameter state tensors and step counts (see the header comment). Tensors share storage with the
+  // optimizer's state; load_state_dict copies.
+  virtual StateDict state_dict() const;
+  // Restores state saved by state_dict() of an optimizer of the same kind over parameters of the same shapes.
+  // Throws volt::Error for keys that name no parameter or state, and for mis-shaped tensors.
+  virtual void load_state_dict(const StateDict& sd);
+  // Group hyperparameters (lr and options) as numbers, keyed "group.<g>.lr" / "group.<g>.<option>".
+  std::map<std::string, double> hyper_state() const;
+  void load_hyper_state(const std::map<std::string, double>& hs);
+
+  virtual std::string type_name() const = 0;
+  // The names of the per-parameter state tensors this optimizer keeps (for its current options).
+  virtual std::vector<std::string> state_names(const ParamGroup& group) const = 0;
+
+  // Step count of parameter `index` of group `group` (0 before its first update).
+  int64_t step_count(size_t group, size_t index) const;
+
+ protected:
+  Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults);
+
+  struct ParamState {
+    int64_t step = 0;
+    std::vector<Tensor> buffers;  // parallel to state_names(group); undefined until the first update
+  };
+  // The state of groups_[g].params[i], sized to the groups' current parameter lists.
+  ParamState& state(size_t g, size_t i);
+  // Checks the parameter/grad pair for a fused update and returns the (contiguous) gradient, or an undefined
+  // tensor when the parameter has no gradient.
+  Tensor usable_grad(const Tensor& param, size_t g, size_t i) const;
+  // Creates missing state buffers as zeros of the param's shape in the state dtype, on the param's device.
+  void ensure_buffers(ParamState& st, const Tensor& param, size_t count);
+  double option(const ParamGroup& group, const char* name) const;
+
+  std::vector<ParamGroup> groups_;
+  std::map<std::string, double> defaults_;
+  std::vector<std::vector<ParamState>> state_;
+};
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// PyTorch's SGD: g += wd * p; buf = momentum * buf + (1 - dampening) * g (buf = g at the first step);
+// g = nesterov ? g + momentum * buf : buf; p -= lr * g.
+class SGD : public Optimizer {
+ public:
+  explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
+  explicit SGD(std::vector<ParamGroup> groups, SGDOptions defaults = {});
+  void step() override;
+  std::string type_name() const override { return "SGD"; }
+  std::vector<std::string> state_names(const ParamGroup& group) const override;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+};
+
+// PyTorch's Adam (L2 weight decay added to the gradient) and, with decoupled weight decay, AdamW
+// (p *= 1 - lr * wd before the update). Options: beta1, beta2, eps, weight_decay, amsgrad (0/1).
+class Adam : public Optimizer {
+ public:
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  explicit Adam(std::vector<ParamGroup> groups, AdamOptions defaults = {});
+  void step() override;
+  std::string type_name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  std::vector<std::string> state_names(const ParamGroup& group) const override;
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled);
+  bool decoupled_ = false;
+};
+
+class AdamW : public Adam {
+ public:
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  explicit AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults = {});
+};
+
+}  // namespace volt::optim
+
+namespace volt::nn {
+using optim::Adam;
+using optim::AdamOptions;
+using optim::AdamW;
+using optim::AdamWOptions;
+using optim::Optimizer;
+using optim::ParamGroup;
+using optim::SGD;
+using optim::SGDOptions;
+}  // namespace volt::nn

@@ -1,0 +1,236 @@
+#include "nn/serialization.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <unordered_set>
+
+namespace volt::nn {
+
+namespace {
+
+std::string errno_str() { return std::strerror(errno); }
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+const char* safetensors_dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::f64: return "F64";
+    case DType::i64: return "I64";
+    case DType::i32: return "I32";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+  }
+  VOLT_FAIL("safetensors: unsupported dtype");
+}
+
+DType parse_safetensors_dtype(const std::string& s) {
+  static const std::pair<const char*, DType> table[] = {
+      {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"F64", DType::f64},
+      {"I64", DType::i64}, {"I32", DType::i32}, {"U8", DType::u8},     {"BOOL", DType::boolean}};
+  for (const auto& [name, dt] : table)
+    if (s == name) return dt;
+  VOLT_FAIL("safetensors: unsupported dtype '", s, "'; expected F32, F16, BF16, F64, I64, I32, U8 or BOOL");
+}
+
+// ---- atomic writes ----------------------------------------------------------------------------------------------
+
+void atomic_write_file(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string dir = dir_of(path);
+  const std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  VOLT_CHECK(!base.empty(), "atomic_write_file: path '", path, "' names a directory, expected a file");
+  const std::string tmp = (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + base +
+                          ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  VOLT_CHECK(fd >= 0, "atomic_write_file: cannot create temporary file '", tmp, "': ", errno_str());
+  try {
+    ByteSink sink = [&](const void* data, size_t n) {
+      const char* p = static_cast<const char*>(data);
+      while (n > 0) {
+        ssize_t w = ::write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        VOLT_CHECK(w > 0, "atomic_write_file: writing '", tmp, "' failed: ", errno_str());
+        p += w;
+        n -= static_cast<size_t>(w);
+      }
+    };
+    produce(sink);
+    VOLT_CHECK(::fsync(fd) == 0, "atomic_write_file: fsync of '", tmp, "' failed: ", errno_str());
+    int rc = ::close(fd);
+    fd = -1;
+    VOLT_CHECK(rc == 0, "atomic_write_file: closing '", tmp, "' failed: ", errno_str());
+    VOLT_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "atomic_write_file: renaming '", tmp, "' to '", path,
+               "' failed: ", errno_str());
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable; failure here leaves a complete file, so it is not an error.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void atomic_write_file(const std::string& path, const std::string& bytes) {
+  atomic_write_file(path, [&](const ByteSink& write) { write(bytes.data(), bytes.size()); });
+}
+
+void save_json_atomic(const std::string& path, const nlohmann::json& j) { atomic_write_file(path, j.dump(2) + "\n"); }
+
+nlohmann::json load_json(const std::string& path) {
+  std::ifstream in(path);
+  VOLT_CHECK(in.good(), "load_json: cannot open '", path, "'");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    VOLT_FAIL("load_json: '", path, "' is not valid JSON: ", e.what());
+  }
+}
+
+// ---- safetensors --------------------------------------------------------------------------------------------
+
+void save_safetensors(const std::string& path, const StateDict& tensors, const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = m;
+  }
+  std::unordered_set<std::string> names;
+  std::vector<Tensor> host;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    VOLT_CHECK(!name.empty() && name != "__metadata__", "save_safetensors: invalid tensor name '", name, "'");
+    VOLT_CHECK(names.insert(name).second, "save_safetensors: duplicate tensor name '", name, "'");
+    VOLT_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    Tensor h = t.detach().contiguous().cpu();
+    const uint64_t n = h.nbytes();
+    header[name] = {{"dtype", safetensors_dtype_name(h.dtype())}, {"shape", h.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    host.push_back(std::move(h));
+  }
+  std::string hs = header.dump();
+  hs.append((8 - hs.size() % 8) % 8, ' ');
+  atomic_write_file(path, [&](const ByteSink& write) {
+    unsigned char len[8];
+    uint64_t n = hs.size();
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+    write(len, 8);
+    write(hs.data(), hs.size());
+    for (const auto& h : host) write(h.data_ptr(), h.nbytes());
+  });
+}
+
+StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::ifstream in(path, std::ios::binary);
+  VOLT_CHECK(in.good(), "load_safetensors: cannot open '", path, "'");
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  VOLT_CHECK(file_size >= 8, "load_safetensors: '", path, "' is truncated: ", file_size,
+             " bytes, expected at least the 8-byte header length");
+  unsigned char len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(len[i]) << (8 * i);
+  VOLT_CHECK(header_len <= file_size - 8, "load_safetensors: '", path, "' is truncated or corrupt: header length ",
+             header_len, " exceeds the ", file_size - 8, " bytes after the length field");
+  std::string hs(header_len, '\0');
+  in.read(hs.data(), static_cast<std::streamsize>(header_len));
+  VOLT_CHECK(in.good(), "load_safetensors: reading the header of '", path, "' failed");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(hs);
+  } catch (const nlohmann::json::exception& e) {
+    VOLT_FAIL("load_safetensors: '", path, "' has a corrupt JSON header: ", e.what());
+  }
+  VOLT_CHECK(header.is_object(), "load_safetensors: '", path, "': the header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - header_len;
+
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& v = it.value();
+    if (name == "__metadata__") {
+      VOLT_CHECK(v.is_object(), "load_safetensors: '", path, "': __metadata__ must be an object of strings");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        VOLT_CHECK(m.value().is_string(), "load_safetensors: '", path, "': __metadata__ value of '", m.key(),
+                   "' is not a string");
+        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& what) { VOLT_FAIL("load_safetensors: '", path, "': tensor '", name, "' ", what); };
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      bad("needs dtype, shape and data_offsets");
+    if (!v["dtype"].is_string()) bad("has a non-string dtype");
+    Entry e{name, parse_safetensors_dtype(v["dtype"].get<std::string>()), {}, 0, 0};
+    if (!v["shape"].is_array()) bad("has a shape that is not an array");
+    for (const auto& d : v["shape"]) {
+      if (!d.is_number_unsigned()) bad("has a shape entry that is not a non-negative integer");
+      e.shape.push_back(d.get<int64_t>());
+    }
+    const auto& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      bad("needs data_offsets [begin, end] of non-negative integers");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end || e.end > data_size)
+      bad("has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] outside the " +
+          std::to_string(data_size) + "-byte data buffer (file truncated?)");
+    const uint64_t want = static_cast<uint64_t>(shape_numel(e.shape)) * itemsize(e.dtype);
+    if (e.end - e.begin != want)
+      bad("spans " + std::to_string(e.end - e.begin) + " bytes but shape " + shape_to_string(e.shape) + " of " +
+          v["dtype"].get<std::string>() + " needs " + std::to_string(want));
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  uint64_t expect = 0;
+  for (const auto& e : entries) {
+    VOLT_CHECK(e.begin == expect, "load_safetensors: '", path, "': tensor '", e.name, "' starts at byte ", e.begin,
+               " but the previous tensor ends at ", expect, " (overlapping or non-contiguous data)");
+    expect = e.end;
+  }
+  VOLT_CHECK(expect == data_size, "load_safetensors: '", path, "': the tensors cover ", expect,
+             " bytes but the data buffer has ", data_size);
+
+  StateDict out;
+  out.reserve(entries.size());
+  const uint64_t data_start = 8 + header_len;
+  for (const auto& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    if (e.end > e.begin) {
+      in.seekg(static_cast<std::streamoff>(data_start + e.begin));
+      in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
+      VOLT_CHECK(in.good(), "load_safetensors: reading tensor '", e.name, "' from '", path, "' failed");
+    }
+    out.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace volt::nn
