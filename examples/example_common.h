@@ -4,7 +4,6 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -12,7 +11,7 @@
 
 #include "nn/serialization.h"
 #include "runtime/allocator.h"
-#include "trainer/callback.h"
+#include "trainer/throughput_monitor.h"
 #include "trainer/trainer.h"
 
 namespace volt::examples {
@@ -59,28 +58,6 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   return true;
 }
 
-// Measures training throughput: samples per second of wall time spent in training epochs (validation and
-// checkpointing excluded).
-class ThroughputMonitor : public Callback {
- public:
-  std::string state_key() const override { return "ThroughputMonitor"; }
-  void on_train_epoch_start(Trainer&, TrainModule&) override { start_ = std::chrono::steady_clock::now(); }
-  void on_train_batch_end(Trainer&, TrainModule&, const Tensor&, const Batch& batch, int64_t) override {
-    samples_ += batch.size();
-  }
-  void on_train_epoch_end(Trainer&, TrainModule&) override {
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  double samples_per_second() const { return seconds_ > 0 ? static_cast<double>(samples_) / seconds_ : 0.0; }
-  int64_t samples() const { return samples_; }
-  double seconds() const { return seconds_; }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-  int64_t samples_ = 0;
-  double seconds_ = 0;
-};
-
 inline int64_t peak_rss_bytes() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -89,7 +66,7 @@ inline int64_t peak_rss_bytes() {
 
 // Writes <out>/results.json (atomically) with the test metrics, throughput and memory figures.
 inline void write_results(const std::string& out_dir, const std::string& example, const MetricMap& test_metrics,
-                          const ThroughputMonitor& tp, Device device, const Args& a) {
+                          const volt::ThroughputMonitor& tp, Device device, const Args& a) {
   nlohmann::json j;
   j["example"] = example;
   for (const auto& [k, v] : test_metrics) j[k] = v;

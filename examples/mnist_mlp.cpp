@@ -7,47 +7,11 @@
 
 #include "data/data_module.h"
 #include "examples/example_common.h"
-#include "nn/functional.h"
-#include "nn/metrics.h"
-#include "nn/nn.h"
-#include "nn/optim.h"
+#include "examples/mnist_models.h"
 #include "trainer/trainer.h"
 
 using namespace volt;
 
-namespace {
-
-struct MnistMlp : TrainModule {
-  nn::Linear l1{28 * 28, 128}, l2{128, 10};
-  metrics::Accuracy val_acc{{.num_classes = 10}}, test_acc{{.num_classes = 10}};
-  double lr;
-
-  explicit MnistMlp(double lr_) : lr(lr_) {
-    register_module("l1", l1);
-    register_module("l2", l2);
-    save_hyperparameters({{"hidden_dim", 128}, {"learning_rate", lr}});
-  }
-  std::string type_name() const override { return "MnistMlp"; }
-
-  Tensor forward(const Tensor& x) { return l2(l1(x.flatten(1)).relu()); }  // x (B, 1, 28, 28) -> (B, 10)
-
-  Tensor training_step(const Batch& b, int64_t) override {
-    Tensor loss = cross_entropy(forward(b.input), b.target);
-    log("train_loss", loss);
-    return loss;
-  }
-  void validation_step(const Batch& b, int64_t) override {
-    val_acc.update(argmax(softmax(forward(b.input), 1), 1), b.target);
-    log("val_acc", val_acc, {.prog_bar = true});
-  }
-  void test_step(const Batch& b, int64_t) override {
-    test_acc.update(argmax(softmax(forward(b.input), 1), 1), b.target);
-    log("test_acc", test_acc);
-  }
-  Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   examples::Args args;
@@ -55,11 +19,11 @@ int main(int argc, char** argv) {
   if (!examples::parse_args(argc, argv, "Volt MNIST MLP (784-128-10, Adam)", args, code)) return code;
   try {
     seed_everything(args.seed);
-    MnistMlp model(args.lr);
+    examples::MnistMlp model(args.lr);
     // The recipe's loaders: no shuffling (the random split already permutes the training images).
     data::MnistDataModule dm(args.data, args.batch_size, args.num_workers, args.seed, /*pin_memory=*/true,
                              /*shuffle_train=*/false);
-    auto throughput = std::make_shared<examples::ThroughputMonitor>();
+    auto throughput = std::make_shared<ThroughputMonitor>();
     Trainer trainer({.accelerator = args.accelerator, .devices = args.devices, .strategy = args.strategy,
                      .precision = args.precision, .max_epochs = args.epochs,
                      .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,

@@ -1,0 +1,84 @@
+#pragma once
+// The example models: the MNIST MLP recipe and a small CNN, shared by examples/ and benchmarks/.
+#include "nn/functional.h"
+#include "nn/metrics.h"
+#include "nn/nn.h"
+#include "nn/optim.h"
+#include "trainer/train_module.h"
+
+namespace volt::examples {
+
+struct MnistMlp : TrainModule {
+  nn::Linear l1{28 * 28, 128}, l2{128, 10};
+  metrics::Accuracy val_acc{{.num_classes = 10}}, test_acc{{.num_classes = 10}};
+  double lr;
+
+  explicit MnistMlp(double lr_) : lr(lr_) {
+    register_module("l1", l1);
+    register_module("l2", l2);
+    save_hyperparameters({{"hidden_dim", 128}, {"learning_rate", lr}});
+  }
+  std::string type_name() const override { return "MnistMlp"; }
+
+  Tensor forward(const Tensor& x) { return l2(l1(x.flatten(1)).relu()); }  // x (B, 1, 28, 28) -> (B, 10)
+
+  Tensor training_step(const Batch& b, int64_t) override {
+    Tensor loss = cross_entropy(forward(b.input), b.target);
+    log("train_loss", loss);
+    return loss;
+  }
+  void validation_step(const Batch& b, int64_t) override {
+    val_acc.update(argmax(softmax(forward(b.input), 1), 1), b.target);
+    log("val_acc", val_acc, {.prog_bar = true});
+  }
+  void test_step(const Batch& b, int64_t) override {
+    test_acc.update(argmax(softmax(forward(b.input), 1), 1), b.target);
+    log("test_acc", test_acc);
+  }
+  Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
+};
+
+
+struct MnistCnn : TrainModule {
+  nn::Conv2d c1{1, 16, 3, 1, 1}, c2{16, 32, 3, 1, 1};
+  nn::BatchNorm2d b1{16}, b2{32};
+  nn::MaxPool2d pool{2};
+  nn::Dropout drop{0.25};
+  nn::Linear fc{32 * 7 * 7, 10};
+  metrics::Accuracy val_acc{{.num_classes = 10}}, test_acc{{.num_classes = 10}};
+  double lr;
+
+  explicit MnistCnn(double lr_) : lr(lr_) {
+    register_module("c1", c1);
+    register_module("b1", b1);
+    register_module("c2", c2);
+    register_module("b2", b2);
+    register_module("pool", pool);
+    register_module("drop", drop);
+    register_module("fc", fc);
+    save_hyperparameters({{"learning_rate", lr}});
+  }
+  std::string type_name() const override { return "MnistCnn"; }
+
+  Tensor forward(const Tensor& x) {  // x (B, 1, 28, 28)
+    Tensor h = pool(b1(c1(x)).relu());  // (B, 16, 14, 14)
+    h = pool(b2(c2(h)).relu());         // (B, 32, 7, 7)
+    return fc(drop(h.flatten(1)));      // (B, 10)
+  }
+  Tensor training_step(const Batch& b, int64_t) override {
+    Tensor loss = cross_entropy(forward(b.input), b.target);
+    log("train_loss", loss);
+    return loss;
+  }
+  void validation_step(const Batch& b, int64_t) override {
+    val_acc.update(argmax(forward(b.input), 1), b.target);
+    log("val_acc", val_acc, {.prog_bar = true});
+  }
+  void test_step(const Batch& b, int64_t) override {
+    test_acc.update(argmax(forward(b.input), 1), b.target);
+    log("test_acc", test_acc);
+  }
+  Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
+};
+
+}  // namespace volt::examples
