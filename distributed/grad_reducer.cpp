@@ -1,0 +1,171 @@
+#include "distributed/grad_reducer.h"
+
+#include <map>
+#include <sstream>
+
+#include "kernels/ops.h"
+
+namespace volt::dist {
+
+GradReducer::GradReducer(ProcessGroup& group, NamedParams params, Options options)
+    : group_(group), options_(options) {
+  VOLT_CHECK(options.bucket_cap_bytes > 0, "GradReducer: bucket_cap_bytes must be > 0");
+  for (auto& [name, p] : params) {
+    VOLT_CHECK(p.defined(), "GradReducer: parameter '", name, "' is undefined");
+    if (!p.requires_grad()) continue;
+    VOLT_CHECK(p.is_leaf(), "GradReducer: parameter '", name, "' is not a leaf tensor (it has a grad_fn)");
+    slots_.push_back(Slot{name, p});
+  }
+  // Reverse registration order: the gradients of the last parameters arrive first in backward.
+  size_t bytes = 0;
+  int64_t numel = 0;
+  for (int i = static_cast<int>(slots_.size()) - 1; i >= 0; --i) {
+    Slot& s = slots_[i];
+    bool fresh = buckets_.empty() || bytes >= options.bucket_cap_bytes;
+    if (!fresh) {
+      const Tensor& first = slots_[buckets_.back().slots.front()].param;
+      fresh = first.dtype() != s.param.dtype() || first.device() != s.param.device();
+    }
+    if (fresh) {
+      if (!buckets_.empty()) buckets_.back().flat = empty({numel}, slots_[buckets_.back().slots[0]].param.dtype(),
+                                                          slots_[buckets_.back().slots[0]].param.device());
+      buckets_.emplace_back();
+      bytes = 0;
+      numel = 0;
+    }
+    s.bucket = static_cast<int>(buckets_.size()) - 1;
+    s.offset = numel;
+    numel += s.param.numel();
+    bytes += s.param.nbytes();
+    buckets_.back().slots.push_back(i);
+  }
+  if (!buckets_.empty())
+    buckets_.back().flat = empty({numel}, slots_[buckets_.back().slots[0]].param.dtype(),
+                                 slots_[buckets_.back().slots[0]].param.device());
+  for (size_t i = 0; i < slots_.size(); ++i)
+    slots_[i].hook = slots_[i].param.register_grad_ready_hook([this, i](const Tensor&) { on_grad_ready(static_cast<int>(i)); });
+  reset_step();
+}
+
+GradReducer::~GradReducer() {
+  for (auto& s : slots_) s.param.remove_grad_ready_hook(s.hook);
+}
+
+std::vector<std::vector<std::string>> GradReducer::bucket_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& b : buckets_) {
+    out.emplace_back();
+    for (int i : b.slots) out.back().push_back(slots_[i].name);
+  }
+  return out;
+}
+
+void GradReducer::reset_step() {
+  for (auto& s : slots_) s.ready = false;
+  for (auto& b : buckets_) {
+    b.pending = static_cast<int>(b.slots.size());
+    b.work.reset();
+  }
+  next_launch_ = 0;
+  in_finalize_ = false;
+}
+
+void GradReducer::on_grad_ready(int i) {
+  if (!sync_) return;
+  Slot& s = slots_[i];
+  VOLT_CHECK(!s.ready, "GradReducer: the gradient of parameter '", s.name, "' became ready twice in one synced "
+             "step (two backward passes before finalize()); run all but the last micro-batch under no_sync()");
+  Tensor g = s.param.grad();
+  VOLT_ASSERT(g.defined(), "grad-ready hook without a gradient for ", s.name);
+  Bucket& b = buckets_[s.bucket];
+  {
+    NoGradGuard ng;
+    b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape()).copy_(g);
+  }
+  s.ready = true;
+  if (--b.pending == 0) launch_ready_buckets();
+}
+
+void GradReducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_++];
+    b.work = group_.all_reduce_async(b.flat, ReduceOp::Avg);
+    if (!in_finalize_) ++launched_in_backward_;
+  }
+}
+
+void GradReducer::finalize() {
+  if (!sync_ || slots_.empty()) return;
+  in_finalize_ = true;
+  std::vector<std::string> unused;
+  for (auto& s : slots_)
+    if (!s.ready) unused.push_back(s.name);
+  try {
+    if (!unused.empty() && options_.find_unused_parameters) {
+      NoGradGuard ng;
+      for (auto& s : slots_) {
+        if (s.ready) continue;
+        buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).zero_();
+        s.ready = true;
+        --buckets_[s.bucket].pending;
+      }
+      launch_ready_buckets();
+    }
+    // Every rank launched the same prefix of buckets (if its unused set matches), so waiting is safe.
+    for (auto& b : buckets_)
+      if (b.work) b.work->wait();
+  } catch (...) {
+    reset_step();
+    throw;
+  }
+  if (!unused.empty() && !options_.find_unused_parameters) {
+    reset_step();
+    std::ostringstream os;
+    for (size_t i = 0; i < unused.size(); ++i) os << (i ? ", " : "") << "'" << unused[i] << "'";
+    VOLT_FAIL("GradReducer::finalize: ", unused.size(), " parameter(s) received no gradient in this synced step: ",
+              os.str(), ". Every rank would wait for their buckets forever; make them take part in the loss, set "
+              "requires_grad(false), or enable Options::find_unused_parameters");
+  }
+  NoGradGuard ng;
+  for (auto& s : slots_) {
+    Tensor avg = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
+    Tensor g = s.param.grad();
+    if (g.defined() && g.shape() == s.param.shape() && g.dtype() == avg.dtype())
+      g.copy_(avg);
+    else
+      s.param.set_grad(avg.clone());
+  }
+  reset_step();
+}
+
+void broadcast_parameters(ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {
+  // Group by (dtype, device) in first-seen order, which is the same on every rank.
+  std::vector<std::pair<std::pair<DType, Device>, std::vector<Tensor>>> groups;
+  for (const auto& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    auto key = std::make_pair(t.dtype(), t.device());
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
+    if (it == groups.end()) groups.push_back({key, {t}});
+    else it->second.push_back(t);
+  }
+  NoGradGuard ng;
+  for (auto& [key, ts] : groups) {
+    int64_t total = 0;
+    for (auto& t : ts) total += t.numel();
+    Tensor flat = empty({total}, key.first, key.second);
+    int64_t off = 0;
+    for (auto& t : ts) {
+      flat.narrow(0, off, t.numel()).view(t.shape()).copy_(t);
+      off += t.numel();
+    }
+    group.broadcast(flat, root);
+    off = 0;
+    for (auto& t : ts) {
+      Tensor dst = t;
+      dst.copy_(flat.narrow(0, off, t.numel()).view(t.shape()));
+      off += t.numel();
+    }
+  }
+}
+
+}  // namespace volt::dist

@@ -1,0 +1,101 @@
+#pragma once
+// Bucketed data-parallel gradient averaging (the core of DDP), overlapped with backward.
+//
+// Parameters are grouped into buckets of about `bucket_cap_bytes` in REVERSE registration order (backward
+// produces the last layers' gradients first). A grad-ready hook on each parameter copies its gradient into its
+// bucket's flat buffer (bucket_numel,); once every parameter of a bucket is ready, the bucket's all-reduce is
+// launched without blocking while backward continues. Buckets are launched strictly in bucket order on every
+// rank, so the collectives match even if parameters become ready in different orders on different ranks.
+//
+// Use per optimisation step (every rank, same parameters, same order):
+//     reducer.broadcast_parameters(params_and_buffers);   // once, before training: rank 0's weights win
+//     loss.backward();
+//     reducer.finalize();        // waits for all buckets, writes grad = average over ranks into param.grad
+//     optimizer.step();
+// Gradient accumulation: steps under `auto guard = reducer.no_sync();` (or set_sync(false)) do no
+// communication; gradients accumulate locally in .grad, and the next synced backward reduces the sums.
+//
+// A parameter that requires grad but receives none in a synced step is an error naming it (the other ranks
+// would wait for its bucket forever), unless Options::find_unused_parameters: then it contributes zeros and
+// its .grad is set to the average of the other ranks' gradients (zeros when all are unused).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distributed/process_group.h"
+
+namespace volt::dist {
+
+class GradReducer {
+ public:
+  struct Options {
+    size_t bucket_cap_bytes = 25u << 20;
+    bool find_unused_parameters = false;
+  };
+  using NamedParams = std::vector<std::pair<std::string, Tensor>>;
+
+  // Registers grad-ready hooks on every parameter that requires grad. All parameters of one bucket share a
+  // dtype and device (a change starts a new bucket).
+  GradReducer(ProcessGroup& group, NamedParams params, Options options);
+  GradReducer(ProcessGroup& group, NamedParams params) : GradReducer(group, std::move(params), Options{}) {}
+  ~GradReducer();  // removes the hooks
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+
+  // Waits for every bucket (launching the rest), averages, writes param.grad. A no-op when sync is off.
+  void finalize();
+
+  void set_sync(bool on) { sync_ = on; }
+  bool sync() const { return sync_; }
+  // RAII scope with sync off (restores the previous setting).
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(GradReducer& r) : r_(r), prev_(r.sync()) { r.set_sync(false); }
+    ~NoSyncGuard() { r_.set_sync(prev_); }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+   private:
+    GradReducer& r_;
+    bool prev_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  // Bucket layout, for logging and tests: the parameter names of each bucket in launch order.
+  std::vector<std::vector<std::string>> bucket_names() const;
+  int64_t buckets_launched_during_backward() const { return launched_in_backward_; }
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor param;
+    int bucket = 0;
+    int64_t offset = 0;  // in elements, into the bucket buffer
+    int hook = -1;
+    bool ready = false;
+  };
+  struct Bucket {
+    std::vector<int> slots;
+    Tensor flat;  // (numel,) dtype/device of its parameters
+    int pending = 0;
+    std::shared_ptr<Work> work;
+  };
+  void on_grad_ready(int slot);
+  void launch_ready_buckets();
+  void reset_step();
+
+  ProcessGroup& group_;
+  Options options_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;
+  bool sync_ = true;
+  bool in_finalize_ = false;
+  int64_t launched_in_backward_ = 0;
+};
+
+// Copies rank `root`'s values of `tensors` (parameters and buffers, same order on every rank) to all ranks,
+// so every replica starts identical. One coalesced collective per dtype.
+void broadcast_parameters(ProcessGroup& group, const std::vector<Tensor>& tensors, int root = 0);
+
+}  // namespace volt::dist
