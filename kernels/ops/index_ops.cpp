@@ -1,0 +1,255 @@
+// Indexing and joining: cat, stack, index_select, gather, embedding, one_hot.
+//
+// Forward passes copy through the backend kernels (kernels/cpu/index_backend.h). Backward passes of the
+// selecting ops scatter-add the output gradient into a zero tensor of the input's shape, accumulating in
+// f32/f64 (16-bit inputs get their gradient rounded once at the end, not at every addition).
+#include <algorithm>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/index_backend.h"
+#include "kernels/ops.h"
+
+namespace volt {
+
+namespace {
+
+// The dtype gradients of `dt` are accumulated in.
+DType accum_dtype(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
+
+void check_defined(const Tensor& t, const char* op, const char* arg) {
+  VOLT_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
+}
+
+void check_same_device(const Tensor& a, const Tensor& index, const char* op, const char* arg) {
+  VOLT_CHECK(a.device() == index.device(), op, ": argument '", arg, "' is on ", index.device().str(),
+             " but the input is on ", a.device().str(), "; move it with .to(device)");
+}
+
+// Index tensors may be i64 or (where allowed) i32; kernels read contiguous i64.
+Tensor as_index(const Tensor& index, const char* op, const char* arg, bool allow_i32) {
+  VOLT_CHECK(index.dtype() == DType::i64 || (allow_i32 && index.dtype() == DType::i32), op, ": argument '", arg,
+             "' must have dtype int64", allow_i32 ? " or int32" : "", ", got ", dtype_name(index.dtype()));
+  Tensor idx = index.detach();
+  if (idx.dtype() != DType::i64) idx = idx.to(DType::i64);
+  return idx.contiguous();
+}
+
+// Throws naming the first index outside [0, limit). On CUDA this reads the indices back to the host (one
+// synchronisation): a bad index must be a clear error, not an out-of-bounds read inside a kernel.
+void check_index_range(const Tensor& idx, int64_t limit, const char* op, const char* arg, const std::string& what) {
+  if (idx.numel() == 0) return;
+  Tensor host = idx.is_cuda() ? idx.to(kCPU) : idx;
+  const int64_t* p = static_cast<const int64_t*>(host.data_ptr());
+  for (int64_t i = 0; i < host.numel(); ++i)
+    VOLT_CHECK(p[i] >= 0 && p[i] < limit, op, ": ", arg, " value ", p[i], " at position ", i,
+               " is out of range for ", what, " of size ", limit, " (expected 0 <= index < ", limit, ")");
+}
+
+int64_t prod(const Shape& s, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= s[i];
+  return n;
+}
+
+GatherGeometry make_geometry(const Shape& index_shape, const Shape& src_strides, int64_t dim) {
+  GatherGeometry g;
+  g.ndim = static_cast<int>(index_shape.size());
+  g.dim = static_cast<int>(dim);
+  for (int d = 0; d < g.ndim; ++d) {
+    g.sizes[d] = index_shape[d];
+    g.src_strides[d] = src_strides[d];
+  }
+  return g;
+}
+
+// grad (outer, n, inner) scattered into a zero (outer, D, inner) tensor of `shape`, returned as `dtype`.
+Tensor index_add_backward(const Tensor& grad, const Tensor& idx, const Shape& shape, DType dtype, int64_t outer,
+                          int64_t D, int64_t inner) {
+  DType acc = accum_dtype(dtype);
+  Tensor out = zeros(shape, acc, grad.device());
+  Tensor g = grad.to(acc).contiguous();
+  VOLT_DISPATCH_DEVICE(out.device(), index_add, out, g, idx, outer, D, inner);
+  return out.to(dtype);
+}
+
+}  // namespace
+
+// ---- cat / stack ------------------------------------------------------------------------------------------
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  VOLT_CHECK(!tensors.empty(), "cat: argument 'tensors' is empty; expected at least one tensor");
+  for (size_t i = 0; i < tensors.size(); ++i)
+    VOLT_CHECK(tensors[i].defined(), "cat: tensors[", i, "] is an undefined tensor");
+  const Tensor& first = tensors[0];
+  VOLT_CHECK(first.dim() > 0, "cat: tensors[0] is zero-dimensional; expected tensors with at least one dim "
+             "(unsqueeze scalars, or use stack)");
+  const int64_t d = wrap_dim(dim, first.dim(), "cat");
+  Shape out_shape = first.shape();
+  out_shape[d] = 0;
+  DType dt = first.dtype();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    VOLT_CHECK(t.device() == first.device(), "cat: tensors[", i, "] is on ", t.device().str(), " but tensors[0] is on ",
+               first.device().str(), "; expected all tensors on one device");
+    VOLT_CHECK(t.dim() == first.dim(), "cat: tensors[", i, "] has shape ", t.shape_str(), " (", t.dim(),
+               " dims) but tensors[0] has shape ", first.shape_str(), "; expected the same number of dims");
+    for (int64_t k = 0; k < first.dim(); ++k)
+      VOLT_CHECK(k == d || t.size(k) == first.size(k), "cat: tensors[", i, "] has shape ", t.shape_str(),
+                 " but tensors[0] has shape ", first.shape_str(), "; expected equal sizes except in dim ", d,
+                 " (mismatch in dim ", k, ")");
+    out_shape[d] += t.size(d);
+    dt = promote_types(dt, t.dtype());
+  }
+  Tensor out = empty(out_shape, dt, first.device());
+  std::vector<int64_t> sizes;
+  std::vector<DType> dtypes;
+  std::vector<bool> needs;
+  {
+    NoGradGuard ng;
+    int64_t off = 0;
+    for (const Tensor& t : tensors) {
+      const int64_t n = t.size(d);
+      // The cast kernel writes through the strided slice, converting dtypes on the way.
+      if (n > 0 && out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), cast, out.narrow(d, off, n), t.detach());
+      off += n;
+      sizes.push_back(n);
+      dtypes.push_back(t.dtype());
+      needs.push_back(t.requires_grad());
+    }
+  }
+  autograd::attach(out, "CatBackward", tensors, [d, sizes, dtypes, needs](const std::vector<Tensor>& g) {
+    std::vector<Tensor> r;
+    int64_t off = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Tensor gi;
+      if (needs[i]) {
+        gi = g[0].narrow(d, off, sizes[i]);
+        if (gi.dtype() != dtypes[i]) gi = gi.to(dtypes[i]);
+      }
+      r.push_back(gi);
+      off += sizes[i];
+    }
+    return r;
+  });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  VOLT_CHECK(!tensors.empty(), "stack: argument 'tensors' is empty; expected at least one tensor");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    VOLT_CHECK(tensors[i].defined(), "stack: tensors[", i, "] is an undefined tensor");
+    VOLT_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: tensors[", i, "] has shape ", tensors[i].shape_str(),
+               " but tensors[0] has shape ", tensors[0].shape_str(), "; expected all shapes equal");
+  }
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
+  return cat(parts, d);
+}
+
+// ---- index_select / embedding -------------------------------------------------------------------------------
+
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  check_defined(a, "index_select", "input");
+  check_defined(index, "index_select", "index");
+  check_same_device(a, index, "index_select", "index");
+  VOLT_CHECK(a.dim() >= 1, "index_select: argument 'input' is zero-dimensional; expected at least one dim");
+  VOLT_CHECK(index.dim() <= 1, "index_select: argument 'index' must be 1-D, got shape ", index.shape_str());
+  const int64_t d = wrap_dim(dim, a.dim(), "index_select");
+  Tensor idx = as_index(index, "index_select", "index", /*allow_i32=*/true);
+  check_index_range(idx, a.size(d), "index_select", "index", "dim " + std::to_string(d));
+  const Shape& s = a.shape();
+  const int64_t outer = prod(s, 0, d), D = s[d], inner = prod(s, d + 1, s.size());
+  Shape out_shape = s;
+  out_shape[d] = idx.numel();
+  Tensor out = empty(out_shape, a.dtype(), a.device());
+  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), index_select, out, a.detach().contiguous(), idx, outer, D, inner);
+  Shape in_shape = s;
+  DType dt = a.dtype();
+  autograd::attach(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{index_add_backward(g[0], idx, in_shape, dt, outer, D, inner)};
+  });
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  check_defined(weight, "embedding", "weight");
+  check_defined(indices, "embedding", "indices");
+  check_same_device(weight, indices, "embedding", "indices");
+  VOLT_CHECK(weight.dim() == 2, "embedding: argument 'weight' must be 2-D (num_embeddings, embedding_dim), got shape ",
+             weight.shape_str());
+  Tensor idx = as_index(indices, "embedding", "indices", /*allow_i32=*/true);
+  const int64_t V = weight.size(0), D = weight.size(1);
+  check_index_range(idx, V, "embedding", "indices", "an embedding table (num_embeddings)");
+  Shape out_shape = indices.shape();
+  out_shape.push_back(D);
+  Tensor out = empty(out_shape, weight.dtype(), weight.device());
+  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), index_select, out, weight.detach().contiguous(), idx, 1, V, D);
+  Shape w_shape = weight.shape();
+  DType dt = weight.dtype();
+  autograd::attach(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{index_add_backward(g[0], idx, w_shape, dt, 1, V, D)};
+  });
+  return out;
+}
+
+// ---- gather ------------------------------------------------------------------------------------------------
+
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  check_defined(a, "gather", "input");
+  check_defined(index, "gather", "index");
+  check_same_device(a, index, "gather", "index");
+  VOLT_CHECK(a.dim() >= 1, "gather: argument 'input' is zero-dimensional; expected at least one dim");
+  VOLT_CHECK(a.dim() <= kIndexMaxDims, "gather: at most ", kIndexMaxDims, " dims are supported, got ", a.dim());
+  VOLT_CHECK(index.dim() == a.dim(), "gather: argument 'index' has shape ", index.shape_str(), " but input has shape ",
+             a.shape_str(), "; expected the same number of dims");
+  const int64_t d = wrap_dim(dim, a.dim(), "gather");
+  for (int64_t k = 0; k < a.dim(); ++k)
+    VOLT_CHECK(k == d || index.size(k) <= a.size(k), "gather: argument 'index' has shape ", index.shape_str(),
+               " which exceeds input shape ", a.shape_str(), " in dim ", k, "; expected index.size(k) <= input.size(k) "
+               "for every dim k != ", d);
+  Tensor idx = as_index(index, "gather", "index", /*allow_i32=*/true);
+  check_index_range(idx, a.size(d), "gather", "index", "dim " + std::to_string(d));
+  Tensor src = a.detach();
+  Tensor out = empty(index.shape(), a.dtype(), a.device());
+  if (out.numel() > 0)
+    VOLT_DISPATCH_DEVICE(out.device(), gather, out, src, idx, make_geometry(index.shape(), src.strides(), d));
+  Shape in_shape = a.shape();
+  DType dt = a.dtype();
+  autograd::attach(out, "GatherBackward", {a}, [=](const std::vector<Tensor>& g) {
+    DType acc = accum_dtype(dt);
+    Tensor grad = zeros(in_shape, acc, g[0].device());
+    Tensor gc = g[0].to(acc).contiguous();
+    if (gc.numel() > 0)
+      VOLT_DISPATCH_DEVICE(grad.device(), scatter_add, grad, gc, idx, make_geometry(idx.shape(), grad.strides(), d));
+    return std::vector<Tensor>{grad.to(dt)};
+  });
+  return out;
+}
+
+// ---- one_hot -----------------------------------------------------------------------------------------------
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  check_defined(indices, "one_hot", "indices");
+  Tensor idx = as_index(indices, "one_hot", "indices", /*allow_i32=*/false);
+  VOLT_CHECK(num_classes == -1 || num_classes >= 1, "one_hot: argument 'num_classes' is ", num_classes,
+             "; expected a positive count or -1 (infer max + 1)");
+  if (num_classes == -1) {
+    VOLT_CHECK(idx.numel() > 0, "one_hot: num_classes = -1 cannot be inferred from an empty 'indices' tensor");
+    Tensor host = idx.is_cuda() ? idx.to(kCPU) : idx;
+    const int64_t* p = static_cast<const int64_t*>(host.data_ptr());
+    num_classes = *std::max_element(p, p + host.numel()) + 1;
+    VOLT_CHECK(num_classes >= 1, "one_hot: every index is negative (max ", num_classes - 1,
+               "); expected class indices >= 0");
+  }
+  check_index_range(idx, num_classes, "one_hot", "indices", "num_classes");
+  Shape out_shape = indices.shape();
+  out_shape.push_back(num_classes);
+  Tensor out = empty(out_shape, DType::i64, indices.device());
+  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), one_hot, out, idx, num_classes);
+  return out;
+}
+
+}  // namespace volt

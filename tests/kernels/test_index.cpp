@@ -1,0 +1,217 @@
+// Indexing and joining ops: values against hand-computed results, gradients against finite differences
+// (including non-contiguous inputs and repeated indices), and error messages.
+#include <gtest/gtest.h>
+
+#include "common/gradcheck.h"
+#include "kernels/ops.h"
+
+using namespace volt;
+using volt::testing::expect_gradients_match;
+using volt::testing::rand_f64;
+
+namespace {
+Tensor iota_f64(const Shape& shape) { return arange(0.0, static_cast<double>(shape_numel(shape)), 1.0, DType::f64).view(shape); }
+}  // namespace
+
+// ---- cat / stack ------------------------------------------------------------------------------------------
+
+TEST(Cat, ValuesAlongEachDim) {
+  Tensor a = from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Tensor b = from_vector<float>({5, 6}, {1, 2});
+  Tensor c0 = cat({a, b}, 0);
+  EXPECT_EQ(c0.shape(), (Shape{3, 2}));
+  EXPECT_EQ(c0.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  Tensor d = from_vector<float>({7, 8}, {2, 1});
+  Tensor c1 = cat({a, d}, -1);
+  EXPECT_EQ(c1.shape(), (Shape{2, 3}));
+  EXPECT_EQ(c1.to_vector<float>(), (std::vector<float>{1, 2, 7, 3, 4, 8}));
+}
+
+TEST(Cat, PromotesDtypesAndReadsStridedInputs) {
+  Tensor a = from_vector<int64_t>({1, 2, 3, 4}, {2, 2}).t();  // non-contiguous: [[1,3],[2,4]]
+  Tensor b = from_vector<double>({0.5, 0.25}, {2, 1});
+  Tensor c = cat({a, b}, 1);
+  EXPECT_EQ(c.dtype(), DType::f64);
+  EXPECT_EQ(c.to_vector<double>(), (std::vector<double>{1, 3, 0.5, 2, 4, 0.25}));
+}
+
+TEST(Cat, EmptyPieceIsAllowed) {
+  Tensor a = from_vector<float>({1, 2}, {1, 2});
+  Tensor e = zeros({0, 2});
+  Tensor c = cat({e, a, e}, 0);
+  EXPECT_EQ(c.shape(), (Shape{1, 2}));
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
+TEST(Cat, GradientsAreSlices) {
+  Tensor a = rand_f64({2, 3}, 1).set_requires_grad();
+  Tensor b = rand_f64({2, 2}, 2).set_requires_grad();
+  Tensor c = rand_f64({3, 2}, 3).set_requires_grad();  // used transposed: non-contiguous
+  expect_gradients_match([](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2].t()}, 1); }, {a, b, c});
+}
+
+TEST(Cat, GradientFlowsOnlyToInputsThatNeedIt) {
+  Tensor a = from_vector<double>({1, 2}, {2}).set_requires_grad();
+  Tensor b = from_vector<double>({3}, {1});
+  Tensor y = cat({a, b}) * from_vector<double>({10, 20, 30}, {3});
+  y.sum().backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{10, 20}));
+  EXPECT_FALSE(b.grad().defined());
+}
+
+TEST(Cat, Errors) {
+  VOLT_EXPECT_ERROR(cat({}, 0), "cat", "empty");
+  VOLT_EXPECT_ERROR(cat({zeros({2, 3}), zeros({2, 4})}, 0), "cat", "tensors[1]", "(2, 4)", "(2, 3)", "dim 1");
+  VOLT_EXPECT_ERROR(cat({zeros({2, 3}), zeros({3})}, 0), "cat", "tensors[1]", "dims");
+  VOLT_EXPECT_ERROR(cat({zeros({2, 3})}, 2), "cat", "dim 2");
+  VOLT_EXPECT_ERROR(cat({scalar_tensor(1.0)}, 0), "cat", "zero-dimensional");
+}
+
+TEST(Stack, ValuesAndNewDim) {
+  Tensor a = from_vector<float>({1, 2, 3}, {3});
+  Tensor b = from_vector<float>({4, 5, 6}, {3});
+  Tensor s0 = stack({a, b}, 0);
+  EXPECT_EQ(s0.shape(), (Shape{2, 3}));
+  EXPECT_EQ(s0.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  Tensor s1 = stack({a, b}, -1);
+  EXPECT_EQ(s1.shape(), (Shape{3, 2}));
+  EXPECT_EQ(s1.to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(Stack, GradientAndErrors) {
+  Tensor a = rand_f64({2, 3}, 4).set_requires_grad();
+  Tensor b = rand_f64({2, 3}, 5).set_requires_grad();
+  expect_gradients_match([](const std::vector<Tensor>& in) { return stack({in[0], in[1], in[0]}, 1); }, {a, b});
+  VOLT_EXPECT_ERROR(stack({zeros({2}), zeros({3})}), "stack", "tensors[1]", "(3,)", "(2,)");
+}
+
+// ---- index_select -------------------------------------------------------------------------------------------
+
+TEST(IndexSelect, ValuesForI64AndI32Indices) {
+  Tensor a = iota_f64({3, 4});  // rows [0..3], [4..7], [8..11]
+  Tensor r = index_select(a, 0, from_vector<int64_t>({2, 0, 2}));
+  EXPECT_EQ(r.shape(), (Shape{3, 4}));
+  EXPECT_EQ(r.to_vector<double>(), (std::vector<double>{8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11}));
+  Tensor c = index_select(a, 1, from_vector<int32_t>({3, 1}));
+  EXPECT_EQ(c.shape(), (Shape{3, 2}));
+  EXPECT_EQ(c.to_vector<double>(), (std::vector<double>{3, 1, 7, 5, 11, 9}));
+  // Non-contiguous input, middle dim of a 3-D tensor.
+  Tensor b = iota_f64({2, 3, 2}).transpose(0, 2);  // (2, 3, 2), b[i][j][k] = k*6 + j*2 + i
+  Tensor m = index_select(b, 1, from_vector<int64_t>({1}));
+  EXPECT_EQ(m.shape(), (Shape{2, 1, 2}));
+  EXPECT_EQ(m.to_vector<double>(), (std::vector<double>{2, 8, 3, 9}));
+}
+
+TEST(IndexSelect, GradientScatterAddsRepeatedIndices) {
+  Tensor a = rand_f64({4, 3}, 6).set_requires_grad();
+  Tensor idx = from_vector<int64_t>({1, 3, 1, 1});
+  expect_gradients_match([idx](const std::vector<Tensor>& in) { return index_select(in[0], 0, idx); }, {a});
+  Tensor b = rand_f64({4, 5}, 7).set_requires_grad();
+  expect_gradients_match([idx](const std::vector<Tensor>& in) { return index_select(in[0].t(), 1, idx); }, {b});
+  // Exact counts: row 1 picked three times.
+  Tensor w = ones({4, 2}, DType::f32).set_requires_grad();
+  index_select(w, 0, idx).sum().backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 0, 3, 3, 0, 0, 1, 1}));
+}
+
+TEST(IndexSelect, Errors) {
+  Tensor a = zeros({3, 5});
+  VOLT_EXPECT_ERROR(index_select(a, 1, from_vector<int64_t>({0, 7})), "index_select", "7", "position 1", "size 5");
+  VOLT_EXPECT_ERROR(index_select(a, 0, from_vector<int64_t>({-1})), "index_select", "-1");
+  VOLT_EXPECT_ERROR(index_select(a, 0, from_vector<float>({0})), "index_select", "index", "int64", "float32");
+  VOLT_EXPECT_ERROR(index_select(a, 0, zeros({1, 1}, DType::i64)), "index_select", "1-D", "(1, 1)");
+  VOLT_EXPECT_ERROR(index_select(a, 2, from_vector<int64_t>({0})), "index_select", "dim 2");
+}
+
+// ---- gather ------------------------------------------------------------------------------------------------
+
+TEST(Gather, ValuesAlongDims) {
+  Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor g1 = gather(a, 1, from_vector<int64_t>({2, 0, 1, 1}, {2, 2}));
+  EXPECT_EQ(g1.shape(), (Shape{2, 2}));
+  EXPECT_EQ(g1.to_vector<float>(), (std::vector<float>{3, 1, 5, 5}));
+  Tensor g0 = gather(a, 0, from_vector<int64_t>({1, 0, 1}, {1, 3}));
+  EXPECT_EQ(g0.to_vector<float>(), (std::vector<float>{4, 2, 6}));
+  // Strided input: gather from the transpose without a copy.
+  Tensor gt = gather(a.t(), 1, from_vector<int64_t>({1, 0, 1}, {3, 1}));  // a.t() = [[1,4],[2,5],[3,6]]
+  EXPECT_EQ(gt.to_vector<float>(), (std::vector<float>{4, 2, 6}));
+}
+
+TEST(Gather, GradientScatterAdds) {
+  Tensor a = rand_f64({3, 4}, 8).set_requires_grad();
+  Tensor idx = from_vector<int64_t>({0, 0, 3, 2, 1, 1}, {3, 2});
+  expect_gradients_match([idx](const std::vector<Tensor>& in) { return gather(in[0], 1, idx); }, {a});
+  Tensor b = rand_f64({4, 3}, 9).set_requires_grad();
+  expect_gradients_match([idx](const std::vector<Tensor>& in) { return gather(in[0].t(), 1, idx); }, {b});
+  Tensor c = rand_f64({2, 3, 2}, 10).set_requires_grad();
+  Tensor idx3 = from_vector<int64_t>({2, 2, 0, 1}, {1, 2, 2});
+  expect_gradients_match([idx3](const std::vector<Tensor>& in) { return gather(in[0], 1, idx3); }, {c});
+}
+
+TEST(Gather, Errors) {
+  Tensor a = zeros({2, 3});
+  VOLT_EXPECT_ERROR(gather(a, 1, from_vector<int64_t>({3}, {1, 1})), "gather", "3", "size 3");
+  VOLT_EXPECT_ERROR(gather(a, 1, from_vector<int64_t>({0, 1})), "gather", "index", "same number of dims");
+  VOLT_EXPECT_ERROR(gather(a, 1, zeros({3, 1}, DType::i64)), "gather", "(3, 1)", "dim 0");
+}
+
+// ---- embedding ---------------------------------------------------------------------------------------------
+
+TEST(Embedding, LooksUpRowsForAnyIndexShape) {
+  Tensor w = iota_f64({5, 3});
+  Tensor idx = from_vector<int64_t>({4, 0, 2, 4}, {2, 2});
+  Tensor e = embedding(w, idx);
+  EXPECT_EQ(e.shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(e.to_vector<double>(), (std::vector<double>{12, 13, 14, 0, 1, 2, 6, 7, 8, 12, 13, 14}));
+  Tensor s = embedding(w, scalar_tensor(1.0, DType::i64));
+  EXPECT_EQ(s.shape(), (Shape{3}));
+  EXPECT_EQ(s.to_vector<double>(), (std::vector<double>{3, 4, 5}));
+}
+
+TEST(Embedding, BackwardScatterAddsIntoTable) {
+  Tensor w = zeros({4, 2}).set_requires_grad();
+  Tensor idx = from_vector<int64_t>({3, 1, 3}, {3});
+  Tensor g = from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  embedding(w, idx).backward(g);
+  EXPECT_EQ(w.grad().shape(), (Shape{4, 2}));
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 0, 3, 4, 0, 0, 6, 8}));
+  Tensor w2 = rand_f64({5, 3}, 11).set_requires_grad();
+  Tensor idx2 = from_vector<int64_t>({0, 4, 4, 2, 0, 0}, {2, 3});
+  expect_gradients_match([idx2](const std::vector<Tensor>& in) { return embedding(in[0], idx2); }, {w2});
+}
+
+TEST(Embedding, HalfPrecisionGradientAccumulatesInFloat) {
+  // 2048 + 1 + 1 in f16 would round back to 2048 after each step; accumulating in f32 gives 2050.
+  Tensor w = zeros({2, 1}, DType::f16).set_requires_grad();
+  Tensor idx = from_vector<int64_t>({0, 0, 0});
+  embedding(w, idx).backward(from_vector<float>({2048, 1, 1}, {3, 1}).to(DType::f16));
+  EXPECT_EQ(w.grad().dtype(), DType::f16);
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2050, 0}));
+}
+
+TEST(Embedding, Errors) {
+  Tensor w = zeros({4, 2});
+  VOLT_EXPECT_ERROR(embedding(w, from_vector<int64_t>({1, 4})), "embedding", "4", "size 4");
+  VOLT_EXPECT_ERROR(embedding(zeros({4}), from_vector<int64_t>({1})), "embedding", "weight", "2-D", "(4,)");
+  VOLT_EXPECT_ERROR(embedding(w, from_vector<double>({1})), "embedding", "indices", "int64");
+}
+
+// ---- one_hot -----------------------------------------------------------------------------------------------
+
+TEST(OneHot, ExplicitAndInferredClasses) {
+  Tensor idx = from_vector<int64_t>({2, 0, 1, 2}, {2, 2});
+  Tensor o = one_hot(idx, 4);
+  EXPECT_EQ(o.dtype(), DType::i64);
+  EXPECT_EQ(o.shape(), (Shape{2, 2, 4}));
+  EXPECT_EQ(o.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}));
+  Tensor inferred = one_hot(from_vector<int64_t>({1, 3}), -1);
+  EXPECT_EQ(inferred.shape(), (Shape{2, 4}));
+  EXPECT_EQ(inferred.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 0, 0, 0, 0, 0, 1}));
+}
+
+TEST(OneHot, Errors) {
+  VOLT_EXPECT_ERROR(one_hot(from_vector<int64_t>({0, 3}), 3), "one_hot", "3", "num_classes");
+  VOLT_EXPECT_ERROR(one_hot(from_vector<int64_t>({-2}), 3), "one_hot", "-2");
+  VOLT_EXPECT_ERROR(one_hot(from_vector<int32_t>({0}), 3), "one_hot", "int64", "int32");
+  VOLT_EXPECT_ERROR(one_hot(from_vector<int64_t>({0}), 0), "one_hot", "num_classes", "0");
+}
