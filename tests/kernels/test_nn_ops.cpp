@@ -1,0 +1,307 @@
+// softmax / log_softmax, cross_entropy, nll_loss, mse_loss, dropout: naive references, finite-difference
+// gradients, determinism and error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/gradcheck.h"
+
+using namespace volt;
+using volt::testing::expect_close;
+using volt::testing::expect_gradients_match;
+using volt::testing::rand_f64;
+
+namespace {
+
+// Softmax over `dim` of a contiguous tensor, naive.
+std::vector<double> softmax_ref(const std::vector<double>& x, const Shape& shape, int64_t dim, bool log) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dim; ++i) outer *= shape[i];
+  for (size_t i = dim + 1; i < shape.size(); ++i) inner *= shape[i];
+  const int64_t r = shape[dim];
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double m = -INFINITY, s = 0;
+      for (int64_t k = 0; k < r; ++k) m = std::max(m, x[(o * r + k) * inner + i]);
+      for (int64_t k = 0; k < r; ++k) s += std::exp(x[(o * r + k) * inner + i] - m);
+      for (int64_t k = 0; k < r; ++k) {
+        double v = x[(o * r + k) * inner + i] - m;
+        y[(o * r + k) * inner + i] = log ? v - std::log(s) : std::exp(v) / s;
+      }
+    }
+  return y;
+}
+
+// Per-row cross-entropy with PyTorch's label smoothing; logits (N, C, inner), target (N, inner).
+// Returns per-row losses (0 for ignored rows) and the number of non-ignored rows.
+std::pair<std::vector<double>, int64_t> ce_ref(const std::vector<double>& x, const std::vector<int64_t>& t,
+                                               int64_t n, int64_t c, int64_t inner, int64_t ignore, double eps) {
+  std::vector<double> loss;
+  int64_t count = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t tgt = t[b * inner + i];
+      if (tgt == ignore) { loss.push_back(0); continue; }
+      ++count;
+      double m = -INFINITY, s = 0;
+      for (int64_t j = 0; j < c; ++j) m = std::max(m, x[(b * c + j) * inner + i]);
+      for (int64_t j = 0; j < c; ++j) s += std::exp(x[(b * c + j) * inner + i] - m);
+      double lse = m + std::log(s);
+      double nll = lse - x[(b * c + tgt) * inner + i];
+      double smooth = 0;
+      for (int64_t j = 0; j < c; ++j) smooth += (lse - x[(b * c + j) * inner + i]) / c;
+      loss.push_back((1 - eps) * nll + eps * smooth);
+    }
+  return {loss, count};
+}
+
+double total(const std::vector<double>& v) { double s = 0; for (double x : v) s += x; return s; }
+
+}  // namespace
+
+// ---- softmax ------------------------------------------------------------------------------------------------
+
+TEST(Softmax, EveryDimMatchesReference) {
+  Shape shape{2, 3, 4};
+  Tensor x = rand_f64(shape, 11, -3, 3);
+  std::vector<double> xv = x.to_vector<double>();
+  for (int64_t d = 0; d < 3; ++d) {
+    expect_close(softmax(x, d), softmax_ref(xv, shape, d, false), 1e-12);
+    expect_close(log_softmax(x, d), softmax_ref(xv, shape, d, true), 1e-12);
+  }
+  expect_close(x.softmax(-1), softmax_ref(xv, shape, 2, false), 1e-12);
+}
+
+TEST(Softmax, FloatIsStableForLargeLogits) {
+  Tensor x = from_vector<float>({1000, 1001, 1002, -1000, 0, 1000}, {2, 3});
+  std::vector<double> ref = softmax_ref({1000, 1001, 1002, -1000, 0, 1000}, {2, 3}, 1, false);
+  expect_close(softmax(x, 1), ref, 1e-6);
+  std::vector<double> lref = softmax_ref({1000, 1001, 1002, -1000, 0, 1000}, {2, 3}, 1, true);
+  expect_close(log_softmax(x, 1), lref, 1e-4);
+}
+
+TEST(Softmax, NonContiguousInput) {
+  Tensor base = rand_f64({4, 5}, 12);
+  Tensor xt = base.t();
+  std::vector<double> rv = xt.contiguous().to_vector<double>();
+  expect_close(softmax(xt, 1), softmax_ref(rv, {5, 4}, 1, false), 1e-12);
+  expect_close(log_softmax(xt, 0), softmax_ref(rv, {5, 4}, 0, true), 1e-12);
+}
+
+TEST(SoftmaxGrad, AllDimsAndNonContiguous) {
+  Tensor x = rand_f64({2, 3, 4}, 13).set_requires_grad();
+  for (int64_t d = 0; d < 3; ++d) {
+    expect_gradients_match([d](const std::vector<Tensor>& in) { return softmax(in[0], d); }, {x});
+    expect_gradients_match([d](const std::vector<Tensor>& in) { return log_softmax(in[0], d); }, {x});
+  }
+  Tensor y = rand_f64({5, 3}, 14).set_requires_grad();
+  Tensor b = rand_f64({3}, 15).set_requires_grad();
+  expect_gradients_match([](const std::vector<Tensor>& in) { return softmax(in[0].t(), 1); }, {y});
+  expect_gradients_match([](const std::vector<Tensor>& in) { return log_softmax(add(in[0], in[1]), 0); }, {y, b});
+}
+
+// ---- cross entropy / nll ---------------------------------------------------------------------------------
+
+TEST(CrossEntropy, MatchesReferenceAllReductionsAndSmoothing) {
+  const int64_t n = 6, c = 5;
+  Tensor x = rand_f64({n, c}, 21, -2, 2);
+  std::vector<int64_t> tv{0, 4, 2, 2, 1, 3};
+  Tensor t = from_vector<int64_t>(tv, {n});
+  for (double eps : {0.0, 0.1, 1.0}) {
+    auto [rows, cnt] = ce_ref(x.to_vector<double>(), tv, n, c, 1, -100, eps);
+    expect_close(cross_entropy(x, t, Reduction::None, -100, eps), rows, 1e-12);
+    EXPECT_NEAR(cross_entropy(x, t, Reduction::Sum, -100, eps).item(), total(rows), 1e-12);
+    EXPECT_NEAR(cross_entropy(x, t, Reduction::Mean, -100, eps).item(), total(rows) / cnt, 1e-12);
+  }
+}
+
+TEST(CrossEntropy, IgnoreIndexMeanDividesByNonIgnored) {
+  const int64_t n = 5, c = 4;
+  Tensor x = rand_f64({n, c}, 22);
+  std::vector<int64_t> tv{1, -100, 3, -100, 0};
+  Tensor t = from_vector<int64_t>(tv, {n});
+  auto [rows, cnt] = ce_ref(x.to_vector<double>(), tv, n, c, 1, -100, 0.2);
+  ASSERT_EQ(cnt, 3);
+  EXPECT_NEAR(cross_entropy(x, t, Reduction::Mean, -100, 0.2).item(), total(rows) / 3, 1e-12);
+  expect_close(cross_entropy(x, t, Reduction::None, -100, 0.2), rows, 1e-12);
+  // A custom ignore_index value that is a valid class.
+  std::vector<int64_t> tv2{1, 2, 3, 2, 0};
+  auto [rows2, cnt2] = ce_ref(x.to_vector<double>(), tv2, n, c, 1, 2, 0.0);
+  EXPECT_NEAR(cross_entropy(x, from_vector<int64_t>(tv2, {n}), Reduction::Mean, 2).item(), total(rows2) / cnt2,
+              1e-12);
+  // All ignored: the mean is 0/0.
+  EXPECT_TRUE(std::isnan(cross_entropy(x, full({n}, -100, DType::i64)).item()));
+}
+
+TEST(CrossEntropy, SpatialTargets) {
+  const int64_t n = 2, c = 3, h = 2, w = 2;
+  Tensor x = rand_f64({n, c, h, w}, 23);
+  std::vector<int64_t> tv{0, 2, 1, -100, 2, 2, 0, 1};
+  Tensor t = from_vector<int64_t>(tv, {n, h, w});
+  auto [rows, cnt] = ce_ref(x.to_vector<double>(), tv, n, c, h * w, -100, 0.1);
+  Tensor none = cross_entropy(x, t, Reduction::None, -100, 0.1);
+  EXPECT_EQ(none.shape(), (Shape{n, h, w}));
+  expect_close(none, rows, 1e-12);
+  EXPECT_NEAR(cross_entropy(x, t, Reduction::Mean, -100, 0.1).item(), total(rows) / cnt, 1e-12);
+}
+
+TEST(CrossEntropy, Float32BatchShapes) {
+  for (int64_t n : {16, 256}) {
+    Generator g(n);
+    Tensor x = rand({n, 10}, DType::f32, kCPU, &g, -4, 4);
+    std::vector<int64_t> tv;
+    for (int64_t i = 0; i < n; ++i) tv.push_back((i * 7) % 10);
+    Tensor t = from_vector<int64_t>(tv, {n});
+    auto [rows, cnt] = ce_ref(x.to_vector<double>(), tv, n, 10, 1, -100, 0.0);
+    Tensor loss = cross_entropy(x, t);
+    EXPECT_EQ(loss.dtype(), DType::f32);
+    EXPECT_NEAR(loss.item(), total(rows) / cnt, 1e-5);
+  }
+}
+
+TEST(CrossEntropy, EqualsNllOfLogSoftmax) {
+  Tensor x = rand_f64({4, 6}, 24);
+  Tensor t = from_vector<int64_t>({5, 0, 3, 3}, {4});
+  EXPECT_NEAR(cross_entropy(x, t).item(), nll_loss(log_softmax(x, 1), t).item(), 1e-12);
+  Tensor lp = log_softmax(x, 1);
+  std::vector<double> lv = lp.to_vector<double>();
+  expect_close(nll_loss(lp, t, Reduction::None), {-lv[5], -lv[6], -lv[15], -lv[21]}, 1e-12);
+  EXPECT_NEAR(nll_loss(lp, t, Reduction::Sum).item(), -(lv[5] + lv[6] + lv[15] + lv[21]), 1e-12);
+  EXPECT_NEAR(nll_loss(lp, from_vector<int64_t>({5, -100, 3, -100}, {4})).item(), -(lv[5] + lv[15]) / 2, 1e-12);
+}
+
+TEST(CrossEntropyGrad, FusedBackwardMatchesFiniteDifferences) {
+  Tensor x = rand_f64({4, 5}, 25, -2, 2).set_requires_grad();
+  Tensor t = from_vector<int64_t>({1, -100, 4, 0}, {4});
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
+    for (double eps : {0.0, 0.3}) {
+      expect_gradients_match([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, r, -100, eps); },
+                             {x});
+    }
+  // softmax - onehot, exactly, for the plain sum.
+  x.set_grad(Tensor());
+  Tensor t2 = from_vector<int64_t>({1, 2, 4, 0}, {4});
+  cross_entropy(x, t2, Reduction::Sum).backward();
+  std::vector<double> p = softmax(x.detach(), 1).to_vector<double>();
+  std::vector<int64_t> tv{1, 2, 4, 0};
+  for (int64_t i = 0; i < 4; ++i) p[i * 5 + tv[i]] -= 1;
+  expect_close(x.grad(), p, 1e-12);
+}
+
+TEST(CrossEntropyGrad, SpatialNonContiguousAndNll) {
+  Tensor x = rand_f64({2, 3, 4}, 26).set_requires_grad();
+  Tensor t = from_vector<int64_t>({0, 1, 2, -100, 2, 2, 1, 0}, {2, 4});
+  expect_gradients_match([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, Reduction::Mean, -100, 0.1); },
+                         {x});
+  // Logits (N, C) built by transposing a (C, N) leaf.
+  Tensor y = rand_f64({5, 3}, 27).set_requires_grad();
+  Tensor ty = from_vector<int64_t>({4, 0, 2}, {3});
+  expect_gradients_match([&](const std::vector<Tensor>& in) { return cross_entropy(in[0].t(), ty); }, {y});
+  expect_gradients_match([&](const std::vector<Tensor>& in) { return nll_loss(in[0].t(), ty, Reduction::Sum); }, {y});
+  expect_gradients_match(
+      [&](const std::vector<Tensor>& in) { return nll_loss(log_softmax(in[0], 1), t, Reduction::None); }, {x});
+}
+
+TEST(CrossEntropyErrors, TargetDtypeShapeRangeAndArgs) {
+  Tensor x = zeros({4, 3});
+  VOLT_EXPECT_ERROR(cross_entropy(x, zeros({4}, DType::i32)), "cross_entropy", "target", "int64", "int32");
+  VOLT_EXPECT_ERROR(cross_entropy(x, zeros({4}, DType::f32)), "cross_entropy", "int64");
+  VOLT_EXPECT_ERROR(cross_entropy(x, zeros({3}, DType::i64)), "cross_entropy", "(3,)", "(4, 3)", "(4,)");
+  VOLT_EXPECT_ERROR(cross_entropy(x, from_vector<int64_t>({0, 1, 7, 2}, {4})), "cross_entropy", "7",
+                    "out of range", "3 classes");
+  VOLT_EXPECT_ERROR(cross_entropy(x, from_vector<int64_t>({0, -1, 1, 2}, {4})), "cross_entropy", "-1");
+  VOLT_EXPECT_ERROR(cross_entropy(x, zeros({4}, DType::i64), Reduction::Mean, -100, 1.5), "label_smoothing", "1.5");
+  VOLT_EXPECT_ERROR(cross_entropy(zeros({4}, DType::i64), zeros({}, DType::i64)), "cross_entropy", "floating");
+  VOLT_EXPECT_ERROR(nll_loss(zeros({2, 3, 5}), zeros({2, 3}, DType::i64)), "nll_loss", "(2, 5)");
+  VOLT_EXPECT_ERROR(nll_loss(x, from_vector<int64_t>({0, 3, 1, 1}, {4})), "nll_loss", "3", "out of range");
+}
+
+// ---- mse ----------------------------------------------------------------------------------------------------
+
+TEST(MseLoss, ValuesGradientsAndErrors) {
+  Tensor a = rand_f64({3, 4}, 31).set_requires_grad();
+  Tensor b = rand_f64({3, 4}, 32).set_requires_grad();
+  std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>(), sq;
+  for (size_t i = 0; i < av.size(); ++i) sq.push_back((av[i] - bv[i]) * (av[i] - bv[i]));
+  expect_close(mse_loss(a, b, Reduction::None), sq, 1e-12);
+  EXPECT_NEAR(mse_loss(a, b, Reduction::Sum).item(), total(sq), 1e-12);
+  EXPECT_NEAR(mse_loss(a, b).item(), total(sq) / 12, 1e-12);
+  expect_gradients_match([](const std::vector<Tensor>& in) { return mse_loss(in[0], in[1]); }, {a, b});
+  expect_gradients_match([](const std::vector<Tensor>& in) { return mse_loss(in[0].t(), in[1].t(), Reduction::None); },
+                         {a, b});
+  VOLT_EXPECT_ERROR(mse_loss(zeros({3, 1}), zeros({3})), "mse_loss", "(3, 1)", "(3,)");
+}
+
+// ---- dropout ------------------------------------------------------------------------------------------------
+
+TEST(Dropout, SameSeedSameMaskAndMatchesRandStream) {
+  Tensor x = ones({1000});
+  Generator g1(77), g2(77);
+  Tensor y1 = dropout(x, 0.3, true, &g1);
+  Tensor y2 = dropout(x, 0.3, true, &g2);
+  EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
+  // The next call on the same generator draws a different mask.
+  Tensor y3 = dropout(x, 0.3, true, &g1);
+  EXPECT_NE(y1.to_vector<float>(), y3.to_vector<float>());
+  EXPECT_EQ(g1.offset(), 2u * 250u);
+  // keep_i == (rand_with_seed(seed, offset)[i] >= p)
+  std::vector<float> u = rand_with_seed({1000}, 77, 0).to_vector<float>();
+  std::vector<float> v = y1.to_vector<float>();
+  for (size_t i = 0; i < u.size(); ++i) EXPECT_EQ(v[i] != 0.0f, u[i] >= 0.3f) << i;
+}
+
+TEST(Dropout, IdentityWhenEvalOrZeroP) {
+  Tensor x = rand_f64({10}, 41);
+  EXPECT_TRUE(dropout(x, 0.5, false).is_same(x));
+  EXPECT_TRUE(dropout(x, 0.0, true).is_same(x));
+}
+
+TEST(Dropout, ScalingAndExpectedFraction) {
+  const double p = 0.25;
+  Generator g(5);
+  Tensor x = full({20000}, 2.0);
+  std::vector<float> y = dropout(x, p, true, &g).to_vector<float>();
+  int64_t kept = 0;
+  for (float v : y) {
+    if (v != 0) {
+      ++kept;
+      EXPECT_FLOAT_EQ(v, static_cast<float>(2.0 / (1 - p)));
+    }
+  }
+  double frac = static_cast<double>(kept) / y.size();
+  EXPECT_NEAR(frac, 1 - p, 0.015);  // ~5 standard deviations
+  Generator g1(6);
+  std::vector<float> all = dropout(x, 1.0, true, &g1).to_vector<float>();
+  for (float v : all) ASSERT_EQ(v, 0.0f);
+}
+
+TEST(DropoutGrad, MaskIsSavedAndGradientMatches) {
+  Tensor x = rand_f64({6, 5}, 42).set_requires_grad();
+  // Re-seed on every call so finite differences see the same mask.
+  expect_gradients_match(
+      [](const std::vector<Tensor>& in) {
+        Generator g(9);
+        return dropout(in[0], 0.4, true, &g);
+      },
+      {x});
+  expect_gradients_match(
+      [](const std::vector<Tensor>& in) {
+        Generator g(10);
+        return dropout(in[0].t(), 0.5, true, &g);
+      },
+      {x});
+  x.set_grad(Tensor());
+  Generator g(11);
+  Tensor y = dropout(x, 0.5, true, &g);
+  y.sum().backward();
+  std::vector<double> yv = y.to_vector<double>(), gv = x.grad().to_vector<double>();
+  for (size_t i = 0; i < yv.size(); ++i) EXPECT_DOUBLE_EQ(gv[i], yv[i] != 0 ? 2.0 : 0.0);
+}
+
+TEST(DropoutErrors, BadProbability) {
+  VOLT_EXPECT_ERROR(dropout(ones({3}), 1.5, true), "dropout", "p", "1.5");
+  VOLT_EXPECT_ERROR(dropout(ones({3}), -0.1, true), "dropout", "-0.1");
+  VOLT_EXPECT_ERROR(softmax(ones({3}), 1), "softmax");
+  VOLT_EXPECT_ERROR(log_softmax(ones({2, 3}), -3), "log_softmax");
+}
