@@ -1,0 +1,176 @@
+#include "trainer/model_checkpoint.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "trainer/trainer.h"
+
+namespace volt {
+
+namespace fs = std::filesystem;
+
+ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : opt_(std::move(options)) {
+  VOLT_CHECK(opt_.mode == "min" || opt_.mode == "max", "ModelCheckpoint: mode=\"", opt_.mode,
+             "\"; expected \"min\" or \"max\"");
+  VOLT_CHECK(opt_.save_top_k >= -1, "ModelCheckpoint: save_top_k=", opt_.save_top_k, "; expected -1, 0 or more");
+  VOLT_CHECK(opt_.every_n_epochs >= 1, "ModelCheckpoint: every_n_epochs=", opt_.every_n_epochs, " must be >= 1");
+  VOLT_CHECK(!opt_.filename.empty(), "ModelCheckpoint: filename template is empty");
+  best_score_ = std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string ModelCheckpoint::state_key() const {
+  return "ModelCheckpoint{monitor=" + opt_.monitor + ",mode=" + opt_.mode + ",every_n_epochs=" +
+         std::to_string(opt_.every_n_epochs) + "}";
+}
+
+std::string ModelCheckpoint::format_name(const std::string& tmpl, int64_t epoch, int64_t step,
+                                         const std::map<std::string, double>& metrics) {
+  std::string out;
+  size_t i = 0;
+  while (i < tmpl.size()) {
+    if (tmpl[i] != '{') {
+      out += tmpl[i++];
+      continue;
+    }
+    size_t close = tmpl.find('}', i);
+    VOLT_CHECK(close != std::string::npos, "ModelCheckpoint: filename template \"", tmpl, "\" has an unclosed '{'");
+    std::string field = tmpl.substr(i + 1, close - i - 1);
+    std::string spec;
+    size_t colon = field.find(':');
+    if (colon != std::string::npos) {
+      spec = field.substr(colon + 1);
+      field = field.substr(0, colon);
+    }
+    if (field == "epoch") {
+      out += std::to_string(epoch);
+    } else if (field == "step") {
+      out += std::to_string(step);
+    } else {
+      auto it = metrics.find(field);
+      VOLT_CHECK(it != metrics.end(), "ModelCheckpoint: filename template uses {", field,
+                 "} but no metric of that name was logged");
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), ("%" + (spec.empty() ? std::string(".4f") : spec)).c_str(), it->second);
+      out += buf;
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+void ModelCheckpoint::on_validation_end(Trainer& trainer, TrainModule&) { maybe_save(trainer); }
+
+void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
+  if (!trainer.has_validation()) maybe_save(trainer);
+}
+
+void ModelCheckpoint::remove_checkpoint(Trainer& trainer, const std::string& stem) {
+  if (!trainer.strategy().is_global_zero() || stem.empty()) return;
+  std::error_code ec;
+  fs::remove(stem + ".json", ec);  // the record first: a half-deleted checkpoint is never "valid"
+  fs::remove(stem + ".safetensors", ec);
+}
+
+std::string ModelCheckpoint::worst_key() const {
+  std::string worst;
+  double w = 0;
+  for (auto& [k, v] : best_k_)
+    if (worst.empty() || better(w, v) || std::isnan(v)) { worst = k; w = v; }
+  return worst;
+}
+
+void ModelCheckpoint::maybe_save(Trainer& trainer) {
+  if (trainer.sanity_checking() || opt_.save_top_k == 0 && !opt_.save_last) return;
+  if ((trainer.current_epoch() + 1) % opt_.every_n_epochs != 0) return;
+  if (trainer.global_step() == last_saved_step_) return;  // already saved at this step
+  if (dir_.empty()) dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
+  dir_ = trainer.strategy().broadcast_string(dir_, 0);
+  MetricMap metrics = trainer.callback_metrics();
+  last_saved_step_ = trainer.global_step();
+  std::string name = format_name(opt_.filename, trainer.current_epoch(), trainer.global_step(), metrics);
+  std::string stem = (fs::path(dir_) / name).string();
+
+  if (opt_.save_top_k != 0) {
+    if (opt_.monitor.empty()) {
+      if (best_k_.count(stem) == 0 && fs::exists(stem + ".json")) {
+        for (int v = 1;; ++v) {
+          std::string s = stem + "-v" + std::to_string(v);
+          if (!fs::exists(s + ".json")) { stem = s; break; }
+        }
+      }
+      trainer.save_checkpoint(stem);
+      if (opt_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != stem) {
+        remove_checkpoint(trainer, latest_path_);
+        best_k_.erase(latest_path_);
+      }
+      best_k_[stem] = std::numeric_limits<double>::quiet_NaN();
+      latest_path_ = best_path_ = stem;
+    } else {
+      auto it = metrics.find(opt_.monitor);
+      bool present = trainer.strategy().reduce_decision(it != metrics.end(), /*all=*/false);
+      if (!present) {
+        std::ostringstream avail;
+        for (auto& [k, v] : metrics) avail << " " << k;
+        VOLT_FAIL("ModelCheckpoint: the monitored metric \"", opt_.monitor,
+                  "\" was not logged; available metrics:", avail.str());
+      }
+      double v = trainer.strategy().broadcast_value(it != metrics.end() ? it->second : 0.0, 0);
+      if (std::isnan(v)) v = opt_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                                : -std::numeric_limits<double>::infinity();
+      bool keep = opt_.save_top_k == -1 || static_cast<int64_t>(best_k_.size()) < opt_.save_top_k;
+      std::string worst;
+      if (!keep) {
+        worst = worst_key();
+        keep = better(v, best_k_.at(worst));
+      }
+      if (keep) {
+        if (best_k_.count(stem) == 0 && fs::exists(stem + ".json")) {
+          for (int n = 1;; ++n) {
+            std::string s = stem + "-v" + std::to_string(n);
+            if (!fs::exists(s + ".json")) { stem = s; break; }
+          }
+        }
+        trainer.save_checkpoint(stem);
+        if (!worst.empty() && worst != stem) {
+          remove_checkpoint(trainer, worst);
+          best_k_.erase(worst);
+        }
+        best_k_[stem] = v;
+        best_path_.clear();
+        for (auto& [k, s] : best_k_)
+          if (best_path_.empty() || better(s, best_score_)) { best_path_ = k; best_score_ = s; }
+      }
+    }
+  }
+  if (opt_.save_last) {
+    last_path_ = (fs::path(dir_) / "last").string();
+    trainer.save_checkpoint(last_path_);
+  }
+}
+
+nlohmann::json ModelCheckpoint::state_dict() const {
+  nlohmann::json bk = nlohmann::json::object();
+  for (auto& [k, v] : best_k_) bk[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  return {{"dirpath", dir_}, {"best_model_path", best_path_},
+          {"best_model_score", std::isfinite(best_score_) ? nlohmann::json(best_score_) : nlohmann::json(nullptr)},
+          {"best_k_models", bk}, {"last_model_path", last_path_}, {"latest_path", latest_path_}};
+}
+
+void ModelCheckpoint::load_state_dict(const nlohmann::json& s) {
+  dir_ = s.value("dirpath", std::string());
+  best_path_ = s.value("best_model_path", std::string());
+  last_path_ = s.value("last_model_path", std::string());
+  latest_path_ = s.value("latest_path", std::string());
+  best_score_ = s.contains("best_model_score") && s.at("best_model_score").is_number()
+                    ? s.at("best_model_score").get<double>()
+                    : std::numeric_limits<double>::quiet_NaN();
+  best_k_.clear();
+  if (s.contains("best_k_models"))
+    for (auto& [k, v] : s.at("best_k_models").items())
+      best_k_[k] = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace volt

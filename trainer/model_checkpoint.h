@@ -1,0 +1,67 @@
+#pragma once
+// ModelCheckpoint: saves Trainer checkpoints (trainer/checkpoint.cpp format: <stem>.safetensors +
+// <stem>.json) after validation runs, or at train epoch end when the fit has no validation loop.
+//
+//  - filename: a template; "{epoch}" and "{step}" become the epoch index and global_step, "{name}" or
+//    "{name:.4f}" a logged metric's value. Default "epoch={epoch}-step={step}". A name already used by a
+//    different save gets "-v1", "-v2", ...
+//  - monitor empty: every save is "the latest"; save_top_k = 1 keeps only the newest, -1 keeps all.
+//  - monitor set: keeps the save_top_k best by `mode` ("min"/"max"); -1 keeps all, 0 saves none.
+//  - save_last: also writes "last" (overwritten each time).
+//  - every_n_epochs: only on epochs where (epoch + 1) % every_n_epochs == 0.
+// Every rank runs the same decision (monitored values are broadcast from rank 0); rank 0 writes and deletes.
+#include <map>
+#include <string>
+
+#include "trainer/callback.h"
+
+namespace volt {
+
+struct ModelCheckpointOptions {
+  std::string dirpath;  // empty: <trainer.log_dir()>/checkpoints
+  std::string filename = "epoch={epoch}-step={step}";
+  std::string monitor;
+  std::string mode = "min";
+  int64_t save_top_k = 1;
+  bool save_last = false;
+  int64_t every_n_epochs = 1;
+};
+
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {});
+  std::string state_key() const override;
+  bool is_monitoring() const override { return true; }
+  void on_validation_end(Trainer& trainer, TrainModule& module) override;
+  void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
+  nlohmann::json state_dict() const override;
+  void load_state_dict(const nlohmann::json& state) override;
+
+  // Stems (paths without extension) of the kept checkpoints and their scores (NaN without monitor).
+  const std::map<std::string, double>& best_k_models() const { return best_k_; }
+  const std::string& best_model_path() const { return best_path_; }
+  double best_model_score() const { return best_score_; }
+  const std::string& last_model_path() const { return last_path_; }
+  const std::string& dirpath() const { return dir_; }
+
+  // The filename for the given values (exposed for tests).
+  static std::string format_name(const std::string& tmpl, int64_t epoch, int64_t step,
+                                 const std::map<std::string, double>& metrics);
+
+ private:
+  void maybe_save(Trainer& trainer);
+  void remove_checkpoint(Trainer& trainer, const std::string& stem);
+  bool better(double a, double b) const { return opt_.mode == "min" ? a < b : a > b; }
+  std::string worst_key() const;
+
+  ModelCheckpointOptions opt_;
+  std::string dir_;
+  std::map<std::string, double> best_k_;
+  std::string best_path_;
+  double best_score_;
+  std::string last_path_;
+  std::string latest_path_;  // newest top-k save (no monitor)
+  int64_t last_saved_step_ = -1;
+};
+
+}  // namespace volt

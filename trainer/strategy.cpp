@@ -1,0 +1,36 @@
+#include "trainer/strategy.h"
+
+#include "kernels/ops.h"
+#include "trainer/device_parser.h"
+#include "trainer/train_module.h"
+
+namespace volt {
+
+void Strategy::setup(TrainModule& module) { module.to(root_device()); }
+
+void Strategy::backward(const Tensor& loss, bool sync_grad) { loss.backward(); }
+
+Tensor Strategy::all_gather(const Tensor& t) { return t.unsqueeze(0); }
+
+static DDPFactory g_ddp_factory = nullptr;
+void register_ddp_strategy(DDPFactory factory) { g_ddp_factory = factory; }
+
+std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices) {
+  Device root = devices.accelerator == "gpu" && !devices.device_ids.empty() ? cuda_device(devices.device_ids[0])
+                                                                              : kCPU;
+  bool several = devices.num_processes > 1;
+  if (strategy == "single_device" || (strategy == "auto" && !several)) {
+    VOLT_CHECK(!several, "Trainer: strategy=\"single_device\" needs one device but devices selects ",
+               devices.num_processes, "; use strategy=\"ddp\" or devices=\"1\"");
+    return std::make_unique<SingleDeviceStrategy>(root);
+  }
+  if (strategy == "ddp" || strategy == "ddp_spawn" || strategy == "auto") {
+    VOLT_CHECK(g_ddp_factory != nullptr, "Trainer: strategy=\"", strategy, "\" with ", devices.num_processes,
+               " processes needs the DDP strategy, which is not available in this build");
+    return g_ddp_factory(devices);
+  }
+  VOLT_FAIL("Trainer: strategy=\"", strategy, "\" is not supported; expected \"auto\", \"single_device\", ",
+            "\"ddp\" or \"ddp_spawn\"");
+}
+
+}  // namespace volt

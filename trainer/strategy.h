@@ -1,0 +1,89 @@
+#pragma once
+// Strategy: how the Trainer places the model and how ranks cooperate. The Trainer's loops are written once
+// against this interface; SingleDeviceStrategy (one process, one device) is the identity for every
+// collective, and a DDP strategy (one process per device, gradient all-reduce through a bucketed reducer on
+// grad-ready hooks) slots in by overriding the virtuals below.
+//
+// Collective contract: every method marked (collective) must be called by every rank, in the same order.
+// The Trainer guarantees that: all decisions that could differ per rank (stop, save, skip) are agreed
+// through reduce_decision / broadcast_* before anyone acts on them.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/data_loader.h"
+#include "distributed/process_group.h"
+#include "runtime/tensor.h"
+
+namespace volt {
+
+class TrainModule;
+namespace optim {
+class Optimizer;
+}
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+
+  virtual Device root_device() const = 0;
+  virtual int global_rank() const { return 0; }
+  virtual int local_rank() const { return 0; }
+  virtual int world_size() const { return 1; }
+  bool is_global_zero() const { return global_rank() == 0; }
+
+  // Moves the module to root_device() and (DDP) broadcasts rank 0's parameters and buffers so that every
+  // replica starts identical, then installs gradient hooks. (collective)
+  virtual void setup(TrainModule& module);
+  // Called once the optimizers exist (DDP: nothing; sharded strategies would shard their state here).
+  virtual void setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {}
+  // Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
+  // skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
+  virtual void backward(const Tensor& loss, bool sync_grad);
+  // Called after backward and before clipping/optimizer.step(): DDP waits for in-flight gradient buckets
+  // here, so gradients are final (and averaged) before anyone reads them.
+  virtual void finish_gradient_sync() {}
+  virtual void teardown(TrainModule& module) {}
+
+  // Replaces a loader's sampler with this rank's distributed shard (training: shuffled with `seed` and
+  // padded; evaluation: user order, every sample exactly once). Single device: unchanged.
+  virtual void process_dataloader(data::DataLoader& loader, bool training, uint64_t seed) {}
+
+  // ---- collectives (identity on one rank) ----------------------------------------------------------------
+  // In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)
+  virtual void reduce_values(std::vector<double>& values, dist::ReduceOp op) {}
+  virtual void barrier(const std::string& name = "") {}
+  // (s...) -> (world, s...); a one-rank strategy adds a leading dim of 1. (collective)
+  virtual Tensor all_gather(const Tensor& t);
+  // Rank `src`'s value on every rank (rank_zero_only values that a callback monitors). (collective)
+  virtual double broadcast_value(double value, int src = 0) { return value; }
+  virtual std::string broadcast_string(const std::string& s, int src = 0) { return s; }
+  // Agreement on a boolean: all=true -> true only if every rank says true; all=false -> true if any
+  // does. Used for should_stop and checkpoint decisions. (collective)
+  virtual bool reduce_decision(bool decision, bool all = false) { return decision; }
+};
+
+// One process on one device (CPU or one GPU).
+class SingleDeviceStrategy : public Strategy {
+ public:
+  explicit SingleDeviceStrategy(Device device = kCPU) : device_(device) {}
+  std::string name() const override { return "single_device"; }
+  Device root_device() const override { return device_; }
+
+ private:
+  Device device_;
+};
+
+// Builds the strategy a TrainerOptions asks for: "auto" (one device -> single_device; several -> ddp),
+// "single_device", "ddp", "ddp_spawn". `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
+// processes). DDP variants throw until distributed/ provides the strategy (see make_ddp_strategy).
+struct DeviceSelection;
+std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices);
+
+// Hook for the DDP strategy: when set (by trainer/ddp_strategy.cpp at static-init time, or by a test), the
+// factory above uses it for "ddp"/"ddp_spawn" and "auto" with several devices.
+using DDPFactory = std::unique_ptr<Strategy> (*)(const DeviceSelection& devices);
+void register_ddp_strategy(DDPFactory factory);
+
+}  // namespace volt

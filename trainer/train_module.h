@@ -1,0 +1,167 @@
+#pragma once
+// TrainModule: the model-plus-recipe base class the Trainer drives (the LightningModule contract).
+//
+// A subclass registers its layers like any nn::Module and overrides:
+//   training_step(batch, batch_idx) -> loss   (an undefined Tensor skips the backward/step for this batch)
+//   validation_step / test_step               (log metrics; optional: no override = no validation loop)
+//   predict_step -> Tensor                    (default: forward of nothing; override to predict)
+//   configure_optimizers() -> Optimizers      (one or more optimizers, optional LR schedulers)
+// and any hook it needs. Hooks run on every rank.
+//
+// Logging (SEMANTICS.md "Logging"): log(name, value, options) records a scalar in the Trainer's result
+// collection for the current stage. Defaults depend on the hook: training-step hooks log on_step, epoch-level
+// and evaluation hooks log on_epoch. on_step && on_epoch sends `name_step` and `name_epoch` to the logger;
+// callbacks see the plain name too. Tensor values stay on their device until something reads them.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/batch.h"
+#include "nn/lr_scheduler.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+
+namespace volt {
+
+namespace metrics {
+class Metric;
+}
+
+using Batch = data::Batch;
+class Trainer;
+class ResultCollection;
+
+struct LogOptions {
+  std::optional<bool> on_step;   // default: per hook (see above)
+  std::optional<bool> on_epoch;  // default: per hook
+  bool prog_bar = false;
+  bool logger = true;
+  std::string reduce_fx = "mean";  // epoch reduction: "mean" (batch-size weighted), "sum", "min", "max"
+  bool sync_dist = false;          // reduce across ranks (one collective per step for all such values)
+  bool rank_zero_only = false;     // value only logged on rank 0; monitoring callbacks get it broadcast
+  std::optional<int64_t> batch_size;  // default: the current batch's first dimension
+};
+
+// An LR scheduler and when the Trainer steps it: every `frequency` epochs ("epoch") or optimizer steps
+// ("step").
+struct SchedulerConfig {
+  std::shared_ptr<optim::LRScheduler> scheduler;
+  std::string interval = "epoch";
+  int64_t frequency = 1;
+};
+
+// What configure_optimizers() returns. Converts implicitly from one optimizer (by value or shared_ptr).
+// With several optimizers, automatic optimisation runs one backward per batch and steps them all in order.
+struct Optimizers {
+  std::vector<std::shared_ptr<optim::Optimizer>> optimizers;
+  std::vector<SchedulerConfig> schedulers;
+
+  Optimizers() = default;
+  Optimizers(std::shared_ptr<optim::Optimizer> opt) { optimizers.push_back(std::move(opt)); }  // NOLINT
+  template <class O>
+    requires std::is_base_of_v<optim::Optimizer, std::decay_t<O>> && (!std::is_lvalue_reference_v<O>)
+  Optimizers(O&& opt) {  // NOLINT: `return SGD(params, {...});`
+    optimizers.push_back(std::make_shared<std::decay_t<O>>(std::move(opt)));
+  }
+  template <class O>
+    requires std::is_base_of_v<optim::Optimizer, O>
+  Optimizers(std::shared_ptr<O> opt) { optimizers.push_back(std::move(opt)); }  // NOLINT
+  Optimizers(std::shared_ptr<optim::Optimizer> opt, SchedulerConfig sched) {
+    optimizers.push_back(std::move(opt));
+    schedulers.push_back(std::move(sched));
+  }
+};
+
+class TrainModule : public nn::Module {
+ public:
+  TrainModule() = default;
+  ~TrainModule() override = default;
+  std::string type_name() const override { return "TrainModule"; }
+
+  // ---- steps ---------------------------------------------------------------------------------------------
+  virtual Tensor training_step(const Batch& batch, int64_t batch_idx);
+  virtual void validation_step(const Batch& batch, int64_t batch_idx);
+  virtual void test_step(const Batch& batch, int64_t batch_idx);
+  virtual Tensor predict_step(const Batch& batch, int64_t batch_idx);
+  virtual Optimizers configure_optimizers();
+
+  // ---- hooks (default: nothing) --------------------------------------------------------------------------
+  virtual void on_fit_start() {}
+  virtual void on_fit_end() {}
+  virtual void on_train_epoch_start() {}
+  virtual void on_train_epoch_end() {}
+  virtual void on_validation_epoch_start() {}
+  virtual void on_validation_epoch_end() {}
+  virtual void on_test_epoch_start() {}
+  virtual void on_test_epoch_end() {}
+  // Returning false from on_train_batch_start skips the rest of this batch (no step, no logging).
+  virtual bool on_train_batch_start(const Batch& batch, int64_t batch_idx) { return true; }
+  virtual void on_train_batch_end(const Tensor& loss, const Batch& batch, int64_t batch_idx) {}
+  virtual void on_before_backward(const Tensor& loss) {}
+  virtual void on_after_backward() {}
+  virtual void on_before_optimizer_step(optim::Optimizer& optimizer, int optimizer_idx) {}
+  virtual void on_before_zero_grad(optim::Optimizer& optimizer) {}
+
+  // ---- logging -------------------------------------------------------------------------------------------
+  // `value` must hold one element (any float dtype, any device); it is detached.
+  void log(const std::string& name, const Tensor& value, LogOptions options = {});
+  void log(const std::string& name, double value, LogOptions options = {});
+  // A metric object: compute() at epoch end (synced across ranks by the metric's sync hook), then reset().
+  // Only on_epoch logging is supported for metric objects (on_step=true throws).
+  void log(const std::string& name, metrics::Metric& metric, LogOptions options = {});
+  void log_dict(const std::map<std::string, Tensor>& values, LogOptions options = {});
+  void log_dict(const std::map<std::string, double>& values, LogOptions options = {});
+
+  // ---- context -------------------------------------------------------------------------------------------
+  Device device() const { return device_; }
+  Trainer* trainer() const { return trainer_; }
+  int global_rank() const;
+  int world_size() const;
+  bool is_global_zero() const { return global_rank() == 0; }
+  int64_t current_epoch() const;
+  int64_t global_step() const;
+
+  // Stored in checkpoints and written by the logger (hparams.yaml).
+  void save_hyperparameters(nlohmann::json hparams) { hparams_ = std::move(hparams); }
+  const nlohmann::json& hparams() const { return hparams_; }
+
+  // Sets requires_grad=false on parameters that `optimizer` does not own (and remembers the previous flags);
+  // untoggle_optimizer restores them. For multi-optimizer modules (GAN-style) that want per-optimizer grads.
+  void toggle_optimizer(const optim::Optimizer& optimizer);
+  void untoggle_optimizer();
+
+ private:
+  friend class Trainer;
+  friend class LogScope;
+  Trainer* trainer_ = nullptr;
+  Device device_ = kCPU;
+  nlohmann::json hparams_ = nlohmann::json::object();
+  // Where log() writes and what the current hook is (set by the Trainer around every hook call).
+  ResultCollection* results_ = nullptr;
+  const char* hook_ = nullptr;
+  int64_t batch_size_ = 0;
+  bool default_step_called_ = false;  // set by the default validation/test step: "not overridden"
+  std::vector<std::pair<Tensor, bool>> toggled_;
+};
+
+// RAII: points a module's log() at `results` for the duration of one hook call.
+class LogScope {
+ public:
+  LogScope(TrainModule& m, ResultCollection* results, const char* hook, int64_t batch_size = 0);
+  ~LogScope();
+  LogScope(const LogScope&) = delete;
+  LogScope& operator=(const LogScope&) = delete;
+
+ private:
+  TrainModule& m_;
+  ResultCollection* prev_results_;
+  const char* prev_hook_;
+  int64_t prev_batch_size_;
+};
+
+}  // namespace volt

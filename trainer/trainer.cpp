@@ -1,0 +1,402 @@
+// Trainer: construction, fit/validate/test/predict entry points and the epoch loop. The per-batch training
+// step and the evaluation loop live in training_loop.cpp; checkpoints in checkpoint.cpp.
+#include "trainer/trainer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "kernels/ops.h"
+#include "runtime/generator.h"
+#include "trainer/device_parser.h"
+#include "trainer/model_checkpoint.h"
+#include "trainer/progress_bar.h"
+#if __has_include("trainer/model_summary.h")
+#include "trainer/model_summary.h"
+#define VOLT_HAS_MODEL_SUMMARY 1
+#endif
+
+namespace volt {
+
+namespace {
+int64_t g_seed = -1;
+}
+
+void seed_everything(uint64_t seed) {
+  g_seed = static_cast<int64_t>(seed);
+  manual_seed(seed);
+}
+int64_t global_seed() { return g_seed; }
+
+Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
+  const std::string& p = opt_.precision;
+  VOLT_CHECK(p == "32-true" || p == "32" || p == "16-mixed" || p == "bf16-mixed" || p == "16" || p == "bf16",
+             "Trainer: precision=\"", p, "\" is not supported; expected \"32-true\", \"16-mixed\" or \"bf16-mixed\"");
+  VOLT_CHECK(p == "32-true" || p == "32", "Trainer: precision=\"", p,
+             "\" needs the mixed-precision (autocast + loss scaling) path, which this build of the Trainer does "
+             "not provide yet; use precision=\"32-true\"");
+  VOLT_CHECK(opt_.accumulate_grad_batches >= 1, "Trainer: accumulate_grad_batches=", opt_.accumulate_grad_batches,
+             " must be >= 1");
+  VOLT_CHECK(opt_.check_val_every_n_epoch >= 1, "Trainer: check_val_every_n_epoch=", opt_.check_val_every_n_epoch,
+             " must be >= 1");
+  VOLT_CHECK(opt_.log_every_n_steps >= 1, "Trainer: log_every_n_steps=", opt_.log_every_n_steps, " must be >= 1");
+  VOLT_CHECK(opt_.gradient_clip_val >= 0, "Trainer: gradient_clip_val=", opt_.gradient_clip_val, " must be >= 0");
+  VOLT_CHECK(opt_.gradient_clip_algorithm == "norm" || opt_.gradient_clip_algorithm == "value",
+             "Trainer: gradient_clip_algorithm=\"", opt_.gradient_clip_algorithm, "\"; expected \"norm\" or \"value\"");
+  VOLT_CHECK(opt_.max_epochs >= -1, "Trainer: max_epochs=", opt_.max_epochs, "; expected -1 (default) or >= 0");
+  VOLT_CHECK(opt_.max_steps >= -1, "Trainer: max_steps=", opt_.max_steps, "; expected -1 (no limit) or >= 0");
+  VOLT_CHECK(opt_.val_check_interval.is_fraction ? opt_.val_check_interval.fraction > 0
+                                                 : opt_.val_check_interval.count > 0,
+             "Trainer: val_check_interval must be a fraction in (0, 1] or a batch count >= 1");
+  if (opt_.val_check_interval.is_fraction)
+    VOLT_CHECK(opt_.val_check_interval.fraction <= 1.0, "Trainer: val_check_interval=",
+               opt_.val_check_interval.fraction, " as a fraction must be in (0, 1]");
+  max_epochs_ = opt_.max_epochs;
+  if (max_epochs_ == -1 && opt_.max_steps == -1) max_epochs_ = 1000;  // upstream default
+  max_time_s_ = parse_max_time(opt_.max_time);
+  if (opt_.seed >= 0) seed_everything(static_cast<uint64_t>(opt_.seed));
+  if (opt_.deterministic) set_allow_tf32(false);
+
+  DeviceSelection sel = parse_devices(opt_.accelerator, opt_.devices);
+  strategy_ = make_strategy(opt_.strategy, sel);
+
+  callbacks_ = opt_.callbacks;
+  bool has_ckpt = false;
+  for (auto& c : callbacks_) has_ckpt |= dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
+  if (opt_.enable_checkpointing && !has_ckpt) callbacks_.push_back(std::make_shared<ModelCheckpoint>());
+  pbar_ = std::make_unique<ProgressBar>();
+  pbar_->set_enabled(opt_.enable_progress_bar && strategy_->is_global_zero());
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::log_dir() const {
+  if (logger_) return logger_->log_dir();
+  return opt_.default_root_dir;
+}
+
+void Trainer::attach(TrainModule& module) {
+  module_ = &module;
+  module.trainer_ = this;
+  strategy_->setup(module);
+  module.device_ = strategy_->root_device();
+  if (opt_.logger && strategy_->is_global_zero() && !logger_) {
+    logger_ = std::make_unique<CSVLogger>(opt_.default_root_dir);
+    logger_->log_hyperparams(module.hparams());
+  }
+}
+
+void Trainer::detach() {
+  if (logger_) logger_->save();
+  if (module_) strategy_->teardown(*module_);
+  stage_.clear();
+}
+
+void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
+  uint64_t seed = g_seed >= 0 ? static_cast<uint64_t>(g_seed) : loader.options().seed;
+  if (training && g_seed >= 0 && loader.options().shuffle && !loader.options().sampler && strategy_->world_size() == 1)
+    loader.set_sampler(std::make_shared<data::RandomSampler>(loader.dataset()->size(), seed));
+  strategy_->process_dataloader(loader, training, seed);
+}
+
+void Trainer::setup_fit(TrainModule& module) {
+  attach(module);
+  Optimizers o = module.configure_optimizers();
+  VOLT_CHECK(!o.optimizers.empty(), module.type_name(), ": configure_optimizers returned no optimizer");
+  for (auto& s : o.schedulers) {
+    VOLT_CHECK(s.scheduler != nullptr, "configure_optimizers: a SchedulerConfig has no scheduler");
+    VOLT_CHECK(s.interval == "epoch" || s.interval == "step", "configure_optimizers: scheduler interval=\"",
+               s.interval, "\"; expected \"epoch\" or \"step\"");
+    VOLT_CHECK(s.frequency >= 1, "configure_optimizers: scheduler frequency=", s.frequency, " must be >= 1");
+  }
+  optimizers_ = std::move(o.optimizers);
+  schedulers_ = std::move(o.schedulers);
+  strategy_->setup_optimizers(optimizers_);
+}
+
+void Trainer::fit(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
+  if (strategy_->local_rank() == 0) dm.prepare_data();
+  strategy_->barrier("prepare_data");
+  dm.setup("fit");
+  auto train = dm.train_dataloader();
+  auto val = dm.val_dataloader();
+  fit(module, train, val, ckpt_path);
+}
+
+void Trainer::fit(TrainModule& module, std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
+                  const std::string& ckpt_path) {
+  VOLT_CHECK(train != nullptr, "Trainer::fit: no training loader (train_dataloader returned nullptr)");
+  setup_fit(module);
+  run_fit(std::move(train), std::move(val), ckpt_path);
+}
+
+bool Trainer::stop_allowed() const { return epoch_ >= opt_.min_epochs && global_step_ >= opt_.min_steps; }
+
+bool Trainer::time_exceeded() const {
+  if (max_time_s_ < 0) return false;
+  double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start_).count();
+  // Every rank must agree, or one rank would leave the loop while the others wait in a collective.
+  return strategy_->reduce_decision(el >= max_time_s_, /*all=*/false);
+}
+
+void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
+                      const std::string& ckpt_path) {
+  TrainModule& m = *module_;
+  prepare_loader(*train, true);
+  if (val) prepare_loader(*val, false);
+  epoch_ = 0;
+  global_step_ = 0;
+  batches_done_ = 0;
+  resume_skip_ = 0;
+  should_stop_ = false;
+  val_has_step_ = true;
+  has_val_ = val != nullptr;
+  callback_metrics_.clear();
+  if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/true);
+#ifdef VOLT_HAS_MODEL_SUMMARY
+  if (opt_.enable_model_summary && strategy_->is_global_zero()) std::cout << model_summary(m) << std::flush;
+#endif
+  fit_start_ = std::chrono::steady_clock::now();
+  stage_ = "train";
+  for (auto& c : callbacks_) c->on_fit_start(*this, m);
+  m.on_fit_start();
+
+  if (val && opt_.num_sanity_val_steps != 0) run_validation(*val, /*sanity=*/true);
+  if (!pending_rng_.is_null()) {
+    default_generator().manual_seed(pending_rng_.at("seed").get<uint64_t>());
+    default_generator().set_offset(pending_rng_.at("offset").get<uint64_t>());
+    pending_rng_ = nullptr;
+  }
+
+  while (true) {
+    if (max_epochs_ >= 0 && epoch_ >= max_epochs_) break;
+    if (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) break;
+    if (should_stop_ && stop_allowed()) break;
+    if (time_exceeded()) break;
+    train_epoch(*train, val.get());
+  }
+  stage_ = "train";
+  for (auto& c : callbacks_) c->on_fit_end(*this, m);
+  m.on_fit_end();
+  detach();
+}
+
+bool Trainer::due_val_check(int64_t batch_idx) const {
+  if (!has_val_ || !val_has_step_) return false;
+  if ((epoch_ + 1) % opt_.check_val_every_n_epoch != 0) return false;
+  int64_t interval = opt_.val_check_interval.is_fraction
+                         ? std::max<int64_t>(1, static_cast<int64_t>(num_train_batches_ * opt_.val_check_interval.fraction))
+                         : opt_.val_check_interval.count;
+  if (opt_.val_check_interval.is_fraction && opt_.val_check_interval.fraction == 1.0) interval = num_train_batches_;
+  return interval > 0 && (batch_idx + 1) % interval == 0;
+}
+
+void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
+  TrainModule& m = *module_;
+  stage_ = "train";
+  m.train();
+  num_train_batches_ = opt_.limit_train_batches.resolve(train.size(), "limit_train_batches");
+  int64_t start = resume_skip_;
+  resume_skip_ = 0;
+  if (start > 0) train.load_state({epoch_, start});
+  else train.set_epoch(epoch_);
+  results_train_.reset();
+  batches_done_ = start;
+  for (auto& c : callbacks_) c->on_train_epoch_start(*this, m);
+  {
+    LogScope s(m, &results_train_, "on_train_epoch_start");
+    m.on_train_epoch_start();
+  }
+  pbar_->start("Epoch " + std::to_string(epoch_), num_train_batches_, epoch_);
+  bool validated_last = false;
+  bool completed = true;
+  for (int64_t idx = start; idx < num_train_batches_; ++idx) {
+    std::optional<Batch> b = train.next();
+    if (!b) break;
+    Batch batch = b->to(strategy_->root_device());
+    is_last_batch_ = idx + 1 == num_train_batches_;
+    batch_idx_ = idx;
+    training_batch(batch, idx);
+    batches_done_ = idx + 1;
+    if (pbar_->enabled()) {
+      MetricMap pm;
+      if (pbar_->wants_refresh(idx)) {
+        pm = last_pbar_;
+        for (auto& [k, v] : results_train_.step_pbar_metrics()) pm[k] = v;
+      }
+      pbar_->update(idx, pm);
+    }
+    validated_last = false;
+    if (val && due_val_check(idx) && !is_last_batch_) {
+      run_validation(*val, false);
+      validated_last = true;
+    }
+    bool hard_stop = (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) || time_exceeded();
+    if (hard_stop || (should_stop_ && stop_allowed())) {
+      if (hard_stop) should_stop_ = true;
+      completed = is_last_batch_;
+      break;
+    }
+  }
+  train.reset();
+  pbar_->finish(last_pbar_);
+  // "epoch" schedulers step before the epoch-end validation, so that a checkpoint written there already holds
+  // the scheduler state of the next epoch (a resumed run then continues bit-identically).
+  step_schedulers("epoch");
+  if (val && !validated_last && batches_done_ > 0 && due_val_check(batches_done_ - 1) &&
+      (completed || batches_done_ == num_train_batches_))
+    run_validation(*val, false);
+  stage_ = "train";
+  for (auto& c : callbacks_)
+    if (!c->is_monitoring()) c->on_train_epoch_end(*this, m);
+  {
+    LogScope s(m, &results_train_, "on_train_epoch_end");
+    m.on_train_epoch_end();
+  }
+  results_train_.compute_epoch(*strategy_);
+  update_callback_metrics(results_train_.epoch_callback_metrics());
+  for (auto& [k, v] : results_train_.epoch_pbar_metrics()) last_pbar_[k] = v;
+  log_epoch_metrics(results_train_);
+  for (auto& c : callbacks_)
+    if (c->is_monitoring()) c->on_train_epoch_end(*this, m);
+  // A stop request must hold on every rank before anyone leaves the loop.
+  should_stop_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
+  ++epoch_;
+  batches_done_ = 0;
+  if (logger_) logger_->save();
+}
+
+void Trainer::step_schedulers(const std::string& interval) {
+  for (auto& s : schedulers_) {
+    if (s.interval != interval) continue;
+    int64_t count = interval == "step" ? global_step_ : epoch_ + 1;
+    if (count % s.frequency == 0) s.scheduler->step();
+  }
+}
+
+void Trainer::update_callback_metrics(const MetricMap& m) {
+  for (auto& [k, v] : m) callback_metrics_[k] = v;
+}
+
+MetricMap Trainer::callback_metrics() const {
+  MetricMap out = callback_metrics_;
+  if (stage_ == "train")
+    for (auto& [k, v] : results_train_.step_callback_metrics()) out[k] = v;
+  return out;
+}
+
+void Trainer::log_step_metrics(ResultCollection& rc, int64_t step) {
+  if (!logger_) return;
+  MetricMap m = rc.step_logger_metrics();
+  if (m.empty()) return;
+  m["epoch"] = static_cast<double>(epoch_);
+  logger_->log_metrics(m, step);
+  logged_metrics_ = m;
+}
+
+void Trainer::log_epoch_metrics(ResultCollection& rc) {
+  if (!logger_) return;
+  MetricMap m = rc.epoch_logger_metrics();
+  if (m.empty()) return;
+  m["epoch"] = static_cast<double>(epoch_);
+  logger_->log_metrics(m, std::max<int64_t>(global_step_ - 1, 0));
+  logged_metrics_ = m;
+}
+
+// ---- evaluation entry points -------------------------------------------------------------------------------
+
+std::vector<MetricMap> Trainer::run_eval_entry(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                                               const char* stage, const std::string& ckpt_path) {
+  VOLT_CHECK(loader != nullptr, "Trainer::", stage, ": no loader (the data module returned nullptr)");
+  attach(module);
+  prepare_loader(*loader, false);
+  if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/false);
+  bool is_test = std::string(stage) == "test";
+  int64_t n = (is_test ? opt_.limit_test_batches : opt_.limit_val_batches)
+                  .resolve(loader->size(), is_test ? "limit_test_batches" : "limit_val_batches");
+  stage_ = stage;
+  module.eval();
+  eval_loop(*loader, stage, n, false);
+  MetricMap cb = results_eval_.epoch_callback_metrics();
+  update_callback_metrics(cb);
+  log_epoch_metrics(results_eval_);
+  MetricMap out = results_eval_.epoch_logger_metrics();
+  if (is_test)
+    for (auto& c : callbacks_) c->on_test_end(*this, module);
+  if (strategy_->is_global_zero() && opt_.enable_progress_bar) print_results_table(is_test ? "Test" : "Validate", out);
+  module.train();
+  detach();
+  return {out};
+}
+
+std::vector<MetricMap> Trainer::validate(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                                         const std::string& ckpt_path) {
+  return run_eval_entry(module, std::move(loader), "validate", ckpt_path);
+}
+std::vector<MetricMap> Trainer::validate(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
+  if (strategy_->local_rank() == 0) dm.prepare_data();
+  dm.setup("validate");
+  return validate(module, dm.val_dataloader(), ckpt_path);
+}
+std::vector<MetricMap> Trainer::test(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                                     const std::string& ckpt_path) {
+  return run_eval_entry(module, std::move(loader), "test", ckpt_path);
+}
+std::vector<MetricMap> Trainer::test(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
+  if (strategy_->local_rank() == 0) dm.prepare_data();
+  dm.setup("test");
+  return test(module, dm.test_dataloader(), ckpt_path);
+}
+
+std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                                     const std::string& ckpt_path) {
+  VOLT_CHECK(loader != nullptr, "Trainer::predict: no loader (the data module returned nullptr)");
+  attach(module);
+  prepare_loader(*loader, false);
+  if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/false);
+  int64_t n = opt_.limit_predict_batches.resolve(loader->size(), "limit_predict_batches");
+  stage_ = "predict";
+  module.eval();
+  NoGradGuard ng;
+  std::vector<Tensor> out;
+  pbar_->start("Predicting", n);
+  loader->reset();
+  for (int64_t i = 0; i < n; ++i) {
+    auto b = loader->next();
+    if (!b) break;
+    out.push_back(module.predict_step(b->to(strategy_->root_device()), i));
+    pbar_->update(i);
+  }
+  loader->reset();
+  pbar_->finish();
+  module.train();
+  detach();
+  return out;
+}
+std::vector<Tensor> Trainer::predict(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
+  if (strategy_->local_rank() == 0) dm.prepare_data();
+  dm.setup("predict");
+  return predict(module, dm.predict_dataloader(), ckpt_path);
+}
+
+void Trainer::print_results_table(const std::string& stage, const MetricMap& m) const {
+  std::string head = stage + " metric";
+  size_t w = head.size();
+  for (auto& [k, v] : m) w = std::max(w, k.size());
+  w += 2;
+  std::string line(w + 22, '-');
+  std::ostringstream os;
+  os << line << "\n" << std::left << std::setw(static_cast<int>(w)) << head << "DataLoader 0\n" << line << "\n";
+  for (auto& [k, v] : m) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.6g", v);
+    os << std::setw(static_cast<int>(w)) << k << buf << "\n";
+  }
+  os << line << "\n";
+  std::cout << os.str() << std::flush;
+}
+
+}  // namespace volt

@@ -1,0 +1,172 @@
+#pragma once
+// Trainer: runs fit / validate / test / predict for a TrainModule (the Lightning Trainer contract, see
+// SEMANTICS.md "Samplers and loops").
+//
+// fit():
+//   setup (strategy places the module, optimizers from configure_optimizers, callbacks, logger, resume from
+//   ckpt_path) -> sanity validation (num_sanity_val_steps batches, results discarded) -> epochs until
+//   max_epochs / max_steps / max_time / an agreed stop request (but never before min_epochs and min_steps).
+// A training batch: on_train_batch_start -> training_step -> loss / accumulate_grad_batches ->
+//   on_before_backward -> backward (gradient sync skipped on non-stepping batches) -> on_after_backward ->
+//   [stepping batch: every N batches and the epoch's last] per optimizer: on_before_optimizer_step, gradient
+//   clipping (norm or value), step, on_before_zero_grad, zero_grad; global_step += 1; "step" schedulers ->
+//   on_train_batch_end -> maybe validation (val_check_interval).
+// Epoch end: "epoch" schedulers -> validation (check_val_every_n_epoch) -> on_train_epoch_end (callbacks,
+//   module, monitoring callbacks) -> epoch metrics logged.
+//
+// Logged "step" column: the index of the latest optimizer step (global_step - 1, at least 0). Step rows are
+// written when global_step % log_every_n_steps == 0 after a stepping batch.
+//
+// Checkpoints (trainer/checkpoint.h): <stem>.safetensors (module state + "optimizer.<i>.<key>") and
+// <stem>.json (trainer state), written atomically in that order; fit(..., ckpt_path) restores both so that
+// training continues exactly where it stopped.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/data_loader.h"
+#include "data/data_module.h"
+#include "trainer/callback.h"
+#include "trainer/csv_logger.h"
+#include "trainer/result_collection.h"
+#include "trainer/strategy.h"
+#include "trainer/train_module.h"
+#include "trainer/trainer_options.h"
+
+namespace volt {
+
+class ProgressBar;
+
+// Seeds the global Philox generator and remembers the seed for the loaders the Trainer prepares (shuffling
+// training loaders without an explicit sampler get RandomSampler(n, seed)).
+void seed_everything(uint64_t seed);
+// The seed last given to seed_everything, or -1.
+int64_t global_seed();
+
+using MetricMap = std::map<std::string, double>;
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerOptions options = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  void fit(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path = "");
+  void fit(TrainModule& module, std::shared_ptr<data::DataLoader> train,
+           std::shared_ptr<data::DataLoader> val = nullptr, const std::string& ckpt_path = "");
+  // One metric map (the epoch values logged during the run) per loader; prints a results table on rank 0.
+  std::vector<MetricMap> validate(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                                  const std::string& ckpt_path = "");
+  std::vector<MetricMap> validate(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path = "");
+  std::vector<MetricMap> test(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                              const std::string& ckpt_path = "");
+  std::vector<MetricMap> test(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path = "");
+  // predict_step outputs, one per batch, in order.
+  std::vector<Tensor> predict(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                              const std::string& ckpt_path = "");
+  std::vector<Tensor> predict(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path = "");
+
+  // ---- state ---------------------------------------------------------------------------------------------
+  const TrainerOptions& options() const { return opt_; }
+  Strategy& strategy() { return *strategy_; }
+  int64_t current_epoch() const { return epoch_; }
+  int64_t global_step() const { return global_step_; }
+  bool sanity_checking() const { return sanity_checking_; }
+  bool training() const { return stage_ == "train"; }
+  const std::string& stage() const { return stage_; }
+  int64_t num_training_batches() const { return num_train_batches_; }
+  bool is_last_batch() const { return is_last_batch_; }
+  // Set by callbacks or the module to end fit; acted on once all ranks agree and min_epochs/min_steps allow.
+  void request_stop() { should_stop_ = true; }
+  bool should_stop() const { return should_stop_; }
+  // Latest values: step values of the running batch and epoch values of finished epochs/validation runs.
+  MetricMap callback_metrics() const;
+  // What went to the logger last (including "epoch"), and what the progress bar shows.
+  const MetricMap& logged_metrics() const { return logged_metrics_; }
+  MetricMap progress_bar_metrics() const { return last_pbar_; }
+  std::vector<std::shared_ptr<optim::Optimizer>>& optimizers() { return optimizers_; }
+  std::vector<SchedulerConfig>& lr_schedulers() { return schedulers_; }
+  std::vector<std::shared_ptr<Callback>>& callbacks() { return callbacks_; }
+  CSVLogger* logger() { return logger_.get(); }
+  // Where checkpoints and logs go: the logger's version dir, else default_root_dir.
+  std::string log_dir() const;
+  TrainModule* module() { return module_; }
+  // Counts for tests and tools: validation runs (not sanity), optimizer steps skipped, etc.
+  int64_t validation_runs() const { return val_runs_; }
+  // True while fitting with a validation loader whose module implements validation_step.
+  bool has_validation() const { return has_val_ && val_has_step_; }
+
+  // Writes <stem>.safetensors then <stem>.json (both atomic; see checkpoint.h). Rank 0 writes; every rank
+  // must call (the decision is agreed). `stem` may be relative to the working directory.
+  void save_checkpoint(const std::string& stem);
+
+ private:
+  struct LoopPosition {
+    int64_t epoch = 0;
+    int64_t batches_done = 0;  // training batches finished in `epoch`
+  };
+  void setup_fit(TrainModule& module);
+  void attach(TrainModule& module);
+  void detach();
+  void run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
+               const std::string& ckpt_path);
+  void train_epoch(data::DataLoader& train, data::DataLoader* val);
+  void training_batch(const Batch& batch, int64_t batch_idx);
+  void optimizer_step();
+  void run_validation(data::DataLoader& val, bool sanity);
+  // Evaluation pass used by validation, test and sanity checking; fills results_eval_. Returns batches run.
+  int64_t eval_loop(data::DataLoader& loader, const char* stage, int64_t max_batches, bool sanity);
+  std::vector<MetricMap> run_eval_entry(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
+                                        const char* stage, const std::string& ckpt_path);
+  bool stop_allowed() const;
+  bool time_exceeded() const;
+  bool due_val_check(int64_t batch_idx) const;
+  void log_step_metrics(ResultCollection& rc, int64_t step);
+  void log_epoch_metrics(ResultCollection& rc);
+  void update_callback_metrics(const MetricMap& m);
+  void step_schedulers(const std::string& interval);
+  void resume_from(const std::string& ckpt_path, bool fitting);
+  void print_results_table(const std::string& stage, const MetricMap& m) const;
+  void prepare_loader(data::DataLoader& loader, bool training);
+
+  TrainerOptions opt_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<ProgressBar> pbar_;
+  std::unique_ptr<CSVLogger> logger_;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+  std::vector<std::shared_ptr<optim::Optimizer>> optimizers_;
+  std::vector<SchedulerConfig> schedulers_;
+  TrainModule* module_ = nullptr;
+
+  ResultCollection results_train_{"train"};
+  ResultCollection results_eval_{"validate"};
+  MetricMap callback_metrics_;
+  MetricMap logged_metrics_;
+  MetricMap last_pbar_;
+
+  std::string stage_;
+  int64_t epoch_ = 0;
+  int64_t global_step_ = 0;
+  int64_t batch_idx_ = 0;
+  int64_t batches_done_ = 0;  // training batches finished in the current epoch
+  int64_t num_train_batches_ = 0;
+  int64_t resume_skip_ = 0;   // batches of the first epoch already done before a resume
+  bool is_last_batch_ = false;
+  bool should_stop_ = false;
+  bool sanity_checking_ = false;
+  bool val_has_step_ = true;
+  bool has_val_ = false;
+  int64_t val_runs_ = 0;
+  int64_t max_epochs_ = 1000;
+  double max_time_s_ = -1;
+  std::chrono::steady_clock::time_point fit_start_;
+  nlohmann::json pending_rng_;  // RNG state to restore after the sanity check on resume
+};
+
+}  // namespace volt

@@ -1,0 +1,65 @@
+#pragma once
+// TrainerOptions: every Trainer flag, designated-initialiser friendly:
+//   volt::Trainer trainer({.max_epochs = 3, .limit_train_batches = 0.25, .val_check_interval = 100});
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace volt {
+
+class Callback;
+
+// A batch count or a fraction of an epoch: `= 10` means 10 batches, `= 0.25` a quarter of the loader
+// (1.0, the default for limits, means all of it).
+struct BatchAmount {
+  bool is_fraction = true;
+  double fraction = 1.0;
+  int64_t count = 0;
+  BatchAmount() = default;
+  BatchAmount(double f) : is_fraction(true), fraction(f) {}                       // NOLINT
+  BatchAmount(int n) : is_fraction(false), count(n) {}                            // NOLINT
+  BatchAmount(int64_t n) : is_fraction(false), count(n) {}                        // NOLINT
+  // Batches out of `total` (what limit_*_batches yields). `what` names the option in errors.
+  int64_t resolve(int64_t total, const char* what) const;
+};
+
+struct TrainerOptions {
+  std::string accelerator = "auto";   // "cpu", "gpu" ("cuda"), "auto"
+  std::string devices = "auto";       // "auto", "1", "2", "-1", "1,3", ...
+  std::string strategy = "auto";      // "auto", "single_device", "ddp", "ddp_spawn"
+  std::string precision = "32-true";  // "32-true" | "32"; "16-mixed", "bf16-mixed" (see Trainer docs)
+
+  int64_t max_epochs = -1;  // -1: 1000 when max_steps is also -1 (upstream default), else unlimited
+  int64_t min_epochs = 0;
+  int64_t max_steps = -1;   // optimizer steps; -1 = unlimited
+  int64_t min_steps = 0;
+  std::string max_time;     // "DD:HH:MM:SS" or seconds ("90", "1.5"); empty = no limit
+
+  BatchAmount val_check_interval = 1.0;  // fraction of the epoch, or every N training batches
+  int64_t check_val_every_n_epoch = 1;
+  BatchAmount limit_train_batches = 1.0;
+  BatchAmount limit_val_batches = 1.0;
+  BatchAmount limit_test_batches = 1.0;
+  BatchAmount limit_predict_batches = 1.0;
+  int64_t num_sanity_val_steps = 2;      // -1 = the whole validation set
+
+  int64_t accumulate_grad_batches = 1;
+  double gradient_clip_val = 0.0;              // 0 = no clipping
+  std::string gradient_clip_algorithm = "norm";  // "norm" | "value"
+  bool deterministic = false;
+
+  bool enable_progress_bar = true;
+  bool enable_model_summary = true;
+  bool enable_checkpointing = true;  // adds a default ModelCheckpoint (last epoch) when none is given
+  std::string default_root_dir = ".";
+  bool logger = true;                // CSV logger under <default_root_dir>/lightning_logs/version_N
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  int64_t log_every_n_steps = 50;
+  int64_t seed = -1;                 // >= 0: seed_everything(seed) at construction
+};
+
+// Parses max_time: "DD:HH:MM:SS" or a number of seconds. Returns seconds (< 0 for "no limit").
+double parse_max_time(const std::string& s);
+
+}  // namespace volt

@@ -1,0 +1,162 @@
+// The Trainer's per-batch training step and the evaluation loop (validation, test, sanity checking).
+#include "kernels/ops.h"
+#include "nn/clip_grad.h"
+#include "trainer/progress_bar.h"
+#include "trainer/trainer.h"
+
+namespace volt {
+
+void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
+  TrainModule& m = *module_;
+  int64_t bs = batch.size();
+  results_train_.begin_step();
+  {
+    LogScope s(m, &results_train_, "on_train_batch_start", bs);
+    if (!m.on_train_batch_start(batch, batch_idx)) return;
+  }
+  Tensor loss;
+  {
+    LogScope s(m, &results_train_, "training_step", bs);
+    loss = m.training_step(batch, batch_idx);
+  }
+  bool stepped = false;
+  if (loss.defined()) {
+    VOLT_CHECK(loss.numel() == 1, m.type_name(), "::training_step returned a tensor of shape ", loss.shape_str(),
+               "; expected a scalar loss (or an undefined Tensor to skip the batch)");
+    VOLT_CHECK(loss.requires_grad(), m.type_name(), "::training_step returned a loss that does not require grad ",
+               "(was it computed under NoGradGuard or from detached tensors?)");
+    int64_t n = opt_.accumulate_grad_batches;
+    bool step_now = (batch_idx + 1) % n == 0 || is_last_batch_;
+    Tensor scaled = n > 1 ? loss / static_cast<double>(n) : loss;
+    {
+      LogScope s(m, &results_train_, "on_before_backward", bs);
+      m.on_before_backward(scaled);
+    }
+    strategy_->backward(scaled, step_now);
+    {
+      LogScope s(m, &results_train_, "on_after_backward", bs);
+      m.on_after_backward();
+    }
+    if (step_now) {
+      optimizer_step();
+      stepped = true;
+    }
+    loss = loss.detach();
+  }
+  {
+    LogScope s(m, &results_train_, "on_train_batch_end", bs);
+    m.on_train_batch_end(loss, batch, batch_idx);
+  }
+  results_train_.end_step(*strategy_);
+  if (stepped && global_step_ % opt_.log_every_n_steps == 0) log_step_metrics(results_train_, global_step_ - 1);
+  for (auto& c : callbacks_) c->on_train_batch_end(*this, m, loss, batch, batch_idx);
+}
+
+void Trainer::optimizer_step() {
+  TrainModule& m = *module_;
+  strategy_->finish_gradient_sync();
+  for (size_t i = 0; i < optimizers_.size(); ++i) {
+    optim::Optimizer& o = *optimizers_[i];
+    {
+      LogScope s(m, &results_train_, "on_before_optimizer_step", m.batch_size_);
+      m.on_before_optimizer_step(o, static_cast<int>(i));
+    }
+    if (opt_.gradient_clip_val > 0) {
+      std::vector<Tensor> params;
+      for (auto& g : o.param_groups())
+        for (auto& p : g.params) params.push_back(p);
+      if (opt_.gradient_clip_algorithm == "norm") nn::clip_grad_norm_(params, opt_.gradient_clip_val);
+      else nn::clip_grad_value_(params, opt_.gradient_clip_val);
+    }
+    o.step();
+    {
+      LogScope s(m, &results_train_, "on_before_zero_grad", m.batch_size_);
+      m.on_before_zero_grad(o);
+    }
+    o.zero_grad();
+  }
+  ++global_step_;
+  step_schedulers("step");
+}
+
+void Trainer::run_validation(data::DataLoader& val, bool sanity) {
+  TrainModule& m = *module_;
+  std::string prev_stage = stage_;
+  stage_ = "validate";
+  sanity_checking_ = sanity;
+  int64_t limit = opt_.limit_val_batches.resolve(val.size(), "limit_val_batches");
+  if (sanity && opt_.num_sanity_val_steps >= 0) limit = std::min(limit, opt_.num_sanity_val_steps);
+  bool was_training = m.is_training();
+  m.eval();
+  if (!sanity)
+    for (auto& c : callbacks_) c->on_validation_start(*this, m);
+  eval_loop(val, "validate", limit, sanity);
+  if (!sanity && val_has_step_) {
+    ++val_runs_;
+    update_callback_metrics(results_eval_.epoch_callback_metrics());
+    for (auto& [k, v] : results_eval_.epoch_pbar_metrics()) last_pbar_[k] = v;
+    log_epoch_metrics(results_eval_);
+    for (auto& c : callbacks_) c->on_validation_end(*this, m);
+  }
+  // A stop request from a validation-end callback must hold on every rank.
+  if (!sanity) should_stop_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
+  m.train(was_training);
+  sanity_checking_ = false;
+  stage_ = prev_stage;
+}
+
+int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t max_batches, bool sanity) {
+  TrainModule& m = *module_;
+  bool is_test = std::string(stage) == "test";
+  NoGradGuard ng;
+  results_eval_ = ResultCollection(is_test ? "test" : "validate");
+  const char* step_hook = is_test ? "test_step" : "validation_step";
+  {
+    LogScope s(m, &results_eval_, is_test ? "on_test_epoch_start" : "on_validation_epoch_start");
+    if (is_test) m.on_test_epoch_start();
+    else m.on_validation_epoch_start();
+  }
+  pbar_->start(sanity ? "Sanity Checking" : is_test ? "Testing" : "Validation", max_batches);
+  loader.reset();
+  int64_t i = 0;
+  for (; i < max_batches; ++i) {
+    std::optional<Batch> b = loader.next();
+    if (!b) break;
+    Batch batch = b->to(strategy_->root_device());
+    results_eval_.begin_step();
+    {
+      LogScope s(m, &results_eval_, step_hook, batch.size());
+      m.default_step_called_ = false;
+      if (is_test) m.test_step(batch, i);
+      else m.validation_step(batch, i);
+    }
+    if (!is_test && m.default_step_called_) {  // validation_step not overridden: no validation loop
+      val_has_step_ = false;
+      break;
+    }
+    results_eval_.end_step(*strategy_);
+    if (!sanity && results_eval_.has_step_values() && logger_) {
+      MetricMap sm = results_eval_.step_logger_metrics();
+      if (!sm.empty()) {
+        sm["epoch"] = static_cast<double>(epoch_);
+        logger_->log_metrics(sm, std::max<int64_t>(global_step_ - 1, 0));
+      }
+    }
+    pbar_->update(i);
+  }
+  loader.reset();
+  if (!val_has_step_ && !is_test) {
+    pbar_->finish();
+    return 0;
+  }
+  {
+    LogScope s(m, &results_eval_, is_test ? "on_test_epoch_end" : "on_validation_epoch_end");
+    if (is_test) m.on_test_epoch_end();
+    else m.on_validation_epoch_end();
+  }
+  results_eval_.compute_epoch(*strategy_);
+  pbar_->finish(results_eval_.epoch_pbar_metrics());
+  return i;
+}
+
+}  // namespace volt
