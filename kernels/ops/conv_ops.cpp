@@ -68,7 +68,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
              weight.shape_str(), "; expected x.size(1) (", x.size(1), ") to equal weight.size(1) (", weight.size(1),
              ")");
   VOLT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "conv2d: bias has shape ",
-             bias.defined() ? bias.shape_str() : "", "; expected (", weight.size(0), ")");
+             bias.defined() ? bias.shape_str() : "", "; expected ", shape_to_string({weight.size(0)}));
   VOLT_CHECK(stride.first > 0 && stride.second > 0, "conv2d: stride (", stride.first, ", ", stride.second,
              ") must be positive");
   VOLT_CHECK(dilation.first > 0 && dilation.second > 0, "conv2d: dilation (", dilation.first, ", ", dilation.second,
@@ -152,7 +152,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     VOLT_CHECK(t.device() == x.device(), op, ": ", name, " is on ", t.device().str(), " but x is on ",
                x.device().str(), "; expected both on one device");
     VOLT_CHECK(t.dim() == 1 && t.size(0) == C, op, ": ", name, " has shape ", t.shape_str(), " but x has shape ",
-               x.shape_str(), "; expected (", C, ") (one value per channel)");
+               x.shape_str(), "; expected ", shape_to_string({C}), " (one value per channel)");
     VOLT_CHECK(t.dtype() == pdt || t.dtype() == x.dtype(), op, ": ", name, " has dtype ", dtype_name(t.dtype()),
                " but x has ", dtype_name(x.dtype()), "; expected ", dtype_name(pdt));
   };

@@ -164,7 +164,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     check_pair(weight, bias, "linear", "weight", "bias");
     VOLT_CHECK(bias.dim() == 1 && bias.size(0) == outf, "linear: bias has shape ", bias.shape_str(),
-               " but weight has shape ", weight.shape_str(), "; expected bias of shape (", outf, ")");
+               " but weight has shape ", weight.shape_str(), "; expected bias of shape ", shape_to_string({outf}));
   }
   if (x.dim() != 2) {
     Shape out_shape(x.shape().begin(), x.shape().end() - 1);
