@@ -31,7 +31,7 @@ VOLT_HD void lse_push(A& m, A& s, A x) {
   if (x > m) {
     s = s * em::exp_(m - x) + A(1);
     m = x;
-  } else {
+  } else if (!(x == x && m == -m && m < A(0))) {  // skip x = m = -inf, whose difference would be NaN
     s += em::exp_(x - m);
   }
 }
