@@ -83,7 +83,7 @@ std::string ModelCheckpoint::worst_key() const {
 }
 
 void ModelCheckpoint::maybe_save(Trainer& trainer) {
-  if (trainer.sanity_checking() || opt_.save_top_k == 0 && !opt_.save_last) return;
+  if (trainer.sanity_checking() || (opt_.save_top_k == 0 && !opt_.save_last)) return;
   if ((trainer.current_epoch() + 1) % opt_.every_n_epochs != 0) return;
   if (trainer.global_step() == last_saved_step_) return;  // already saved at this step
   if (dir_.empty()) dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
