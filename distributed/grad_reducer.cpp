@@ -84,6 +84,10 @@ void GradReducer::on_grad_ready(int i) {
   }
   s.ready = true;
   if (--b.pending == 0) launch_ready_buckets();
+  // MPI's non-blocking collectives advance only inside MPI calls: test the in-flight buckets so that they make
+  // progress while backward computes the rest.
+  for (size_t k = 0; k < next_launch_; ++k)
+    if (buckets_[k].work) buckets_[k].work->is_completed();
 }
 
 void GradReducer::launch_ready_buckets() {

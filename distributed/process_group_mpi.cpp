@@ -124,8 +124,8 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   MPI_Comm_free(&comm_);
 }
 
-void ProcessGroupMPI::shutdown() {
-  if (!broken()) return;
+void ProcessGroupMPI::abort_if_broken(bool is_broken) {
+  if (!is_broken && !broken()) return;
   std::fprintf(stderr, "volt.distributed: rank %d: process group broken by a collective timeout; calling "
                "MPI_Abort so that every rank of the job stops\n", rank());
   std::fflush(stderr);

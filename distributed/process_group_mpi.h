@@ -2,6 +2,9 @@
 // The MPI backend (CPU tensors). Include only where VOLT_WITH_MPI is 1; most code wants process_group.h.
 #include "volt/config.h"
 #if VOLT_WITH_MPI
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // C API only: the deprecated C++ bindings warn under -Wextra
+#endif
 #include <mpi.h>
 
 #include "distributed/process_group.h"
@@ -22,11 +25,17 @@ class ProcessGroupMPI final : public ProcessGroup {
   ~ProcessGroupMPI() override;
   std::string backend_name() const override { return "mpi"; }
   void local_barrier() override;
-  void shutdown() override;
+  void shutdown() override { abort_if_broken(broken()); }
+  // MPI_Abort(MPI_COMM_WORLD) when `broken` (a group layered on this one, e.g. NCCL, passes its own state).
+  void abort_if_broken(bool broken);
   MPI_Comm comm() const { return comm_; }
   MPI_Comm node_comm() const { return node_comm_; }
   // Waits for `req` with the group's timeout; throws the timeout error for `info` (group broken) otherwise.
   void wait_request(MPI_Request& req, const CollectiveInfo& info);
+  // Host all-gather of one fixed-size record per rank (the debug check of other backends built on MPI).
+  std::vector<int64_t> gather_records(const std::vector<int64_t>& mine, const CollectiveInfo& info) {
+    return exchange_records(mine, info);
+  }
 
  protected:
   bool supports_device(Device d) const override { return d.is_cpu(); }
