@@ -87,7 +87,8 @@ void gemm_typed(const GemmDesc& d, const T* a, const T* b, T* c) {
     return;
   }
 #if VOLT_HAVE_OPENBLAS
-  std::vector<T> packed;
+  thread_local std::vector<T> packed;  // reused across calls: no allocation per small GEMM
+  packed.clear();
   // A broadcast B (stride 0) repacked once serves every batch.
   for (int64_t bi = 0; bi < d.batch; ++bi) {
     if (bi > 0 && d.stride_b == 0 && !packed.empty()) {

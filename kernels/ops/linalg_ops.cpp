@@ -94,6 +94,12 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
 // Non-differentiable batched product with broadcast batch dims; a, b have >= 2 dims.
 Tensor mm_raw(const Tensor& a0, const Tensor& b0) {
   Tensor a = a0.detach(), b = b0.detach();
+  if (a.dim() == 2 && b.dim() == 2) {  // the common case, without batch-shape bookkeeping
+    Tensor out = empty({a.size(0), b.size(1)}, a.dtype(), a.device());
+    if (a.size(1) == 0) return out.zero_();
+    gemm_into(out, a, b, false);
+    return out;
+  }
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes(ba, bb, "matmul");
   Shape sa = batch, sb = batch, so = batch;
