@@ -17,7 +17,9 @@
 //     not complete in time throws volt::Error on the waiting ranks naming the collective and its sequence
 //     number. The group is then BROKEN: later collectives throw at once, and finalize_process_group() ends
 //     the job with MPI_Abort (a timed-out MPI request can never be cancelled, so MPI_Finalize could hang).
-//     Catch the error, report it, and exit; do not continue training.
+//     Catch the error, report it, and exit; do not continue training. A broken group that is not the default
+//     one (made with make_mpi_group) is simply destroyed without freeing its communicators, so the other ranks
+//     and MPI_Finalize are unaffected (used by the tests).
 //   * Tensors may be non-contiguous; in-place collectives write the result back into the given view.
 //     f16/bf16 reductions over MPI are computed in f32 (exact for Min/Max, one rounding for Sum/Avg).
 //   * Avg needs a floating dtype.
