@@ -7,5 +7,6 @@
 #include "data/idx.h"
 #include "data/mnist.h"
 #include "data/permutation.h"
+#include "data/pinned_pool.h"
 #include "data/sampler.h"
 #include "data/transforms.h"

@@ -27,7 +27,8 @@
 //
 // Pinned memory. With pin_memory and a usable GPU, batches are assembled directly into page-locked buffers
 // so Batch::to(cuda, /*non_blocking=*/true) can overlap the copy with compute; without a GPU they are plain
-// memory. pins_memory() reports which.
+// memory. pins_memory() reports which. The page-locked buffers come from a pool (data/pinned_pool.h), since
+// freeing page-locked memory synchronises the GPU.
 #include <cstdint>
 #include <iterator>
 #include <memory>

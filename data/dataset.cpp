@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "data/permutation.h"
+#include "data/pinned_pool.h"
 #include "runtime/cuda_api.h"
 
 namespace volt::data {
@@ -13,7 +14,7 @@ namespace volt::data {
 namespace {
 
 Tensor alloc(const Shape& shape, DType dtype, Device device, bool pinned) {
-  return pinned && !device.is_cuda() ? empty_pinned(shape, dtype) : empty(shape, dtype, device);
+  return pinned && !device.is_cuda() ? empty_pinned_batch(shape, dtype) : empty(shape, dtype, device);
 }
 
 void copy(void* dst, const void* src, size_t nbytes, Device device) {
@@ -47,7 +48,7 @@ Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& indices, bool 
 
 Tensor to_pinned(const Tensor& t) {
   if (!t.defined() || t.is_cuda()) return t;
-  Tensor out = empty_pinned(t.shape(), t.dtype());
+  Tensor out = empty_pinned_batch(t.shape(), t.dtype());
   Tensor src = t.contiguous();
   std::memcpy(out.data_ptr(), src.data_ptr(), src.nbytes());
   return out;

@@ -28,14 +28,14 @@ class Dataset {
   // Samples stacked along dim 0: input (B, ...), target (B, ...). Every sample must have the same shapes,
   // dtypes and device. The result owns fresh memory (it never aliases the dataset).
   virtual Batch get_batch(const std::vector<int64_t>& indices) const;
-  // Like get_batch, but host tensors are allocated in page-locked memory (volt::empty_pinned; plain memory
-  // when CUDA is unusable) so their upload to a GPU can be asynchronous. The default copies get_batch's
+  // Like get_batch, but host tensors are allocated in page-locked memory (pooled, see data/pinned_pool.h;
+  // plain memory when CUDA is unusable) so their upload to a GPU can be asynchronous. The default copies get_batch's
   // result; TensorDataset and Subset gather directly into the pinned buffers.
   virtual Batch get_batch_pinned(const std::vector<int64_t>& indices) const;
 };
 
 // Stacks tensors of equal shape, dtype and device along a new dim 0 (a plain memory copy; no autograd).
-// With `pinned`, CPU results are allocated by volt::empty_pinned. `op` names the caller in errors.
+// With `pinned`, CPU results are allocated by empty_pinned_batch. `op` names the caller in errors.
 Tensor stack_samples(const std::vector<Tensor>& samples, bool pinned = false, const char* op = "stack_samples");
 
 class TensorDataset : public Dataset {
