@@ -35,6 +35,14 @@ HookLogRules hook_log_rules(const std::string& hook) {
   return {};
 }
 
+// Epoch-level hooks have no batch: their values weigh 1 unless a batch size is given.
+static int64_t batch_size_for(const std::string& hook, const std::string& name, const LogOptions& o,
+                              int64_t current) {
+  int64_t b = o.batch_size.value_or(current > 0 ? current : 1);
+  VOLT_CHECK(b > 0, "log(\"", name, "\") in ", hook, ": batch_size=", b, " must be > 0 (it weighs the epoch mean)");
+  return b;
+}
+
 ResultCollection::Entry& ResultCollection::entry_for(const std::string& hook, const std::string& name,
                                                      const LogOptions& o, bool is_metric) {
   HookLogRules rules = hook_log_rules(hook);
@@ -127,9 +135,7 @@ void ResultCollection::log(const std::string& hook, const std::string& name, con
              value.shape_str(), "; reduce it first (e.g. .mean())");
   VOLT_CHECK(value.dtype() != DType::boolean, "log(\"", name, "\") in ", hook, ": bool values are not supported");
   Entry& e = entry_for(hook, name, o, false);
-  int64_t b = o.batch_size.value_or(batch_size);
-  VOLT_CHECK(!e.opt.on_epoch || e.opt.reduce != ReduceFx::Mean || b > 0, "log(\"", name, "\") in ", hook,
-             ": the batch size is ", b, "; pass LogOptions{.batch_size = n} with n > 0 for the epoch mean");
+  int64_t b = batch_size_for(hook, name, o, batch_size);
   Tensor t = value.detach();
   accumulate(e, &t, 0.0, b);
 }
@@ -137,9 +143,7 @@ void ResultCollection::log(const std::string& hook, const std::string& name, con
 void ResultCollection::log(const std::string& hook, const std::string& name, double value, const LogOptions& o,
                            int64_t batch_size) {
   Entry& e = entry_for(hook, name, o, false);
-  int64_t b = o.batch_size.value_or(batch_size);
-  VOLT_CHECK(!e.opt.on_epoch || e.opt.reduce != ReduceFx::Mean || b > 0, "log(\"", name, "\") in ", hook,
-             ": the batch size is ", b, "; pass LogOptions{.batch_size = n} with n > 0 for the epoch mean");
+  int64_t b = batch_size_for(hook, name, o, batch_size);
   accumulate(e, nullptr, value, b);
 }
 

@@ -13,6 +13,7 @@
 
 #include "common/gradcheck.h"
 #include "data/data.h"
+#include "nn/metrics.h"
 #include "nn/nn.h"
 #include "trainer/trainer.h"
 
