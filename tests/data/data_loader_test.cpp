@@ -243,39 +243,5 @@ TEST(DataLoader, RejectsBadOptions) {
   VOLT_EXPECT_ERROR(DataLoader(nullptr, {}), "dataset is null");
 }
 
-// Thread CPU time: the machine running the tests may be shared, and descheduled time is not ours.
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Best-of-`passes` microseconds per batch of a shuffled pass over `n` MNIST-sized f32 samples, batch 16.
-double us_per_batch(int64_t n, int passes) {
-  auto ds = std::make_shared<TensorDataset>(ones({n, 1, 28, 28}), zeros({n}, DType::i64));
-  DataLoader loader(ds, {.batch_size = 16, .shuffle = true, .seed = 0});
-  double best = 1e30;
-  for (int pass = 0; pass < passes; ++pass) {
-    int64_t samples = 0;
-    const double t0 = thread_seconds();
-    for (const Batch& b : loader) samples += b.size();
-    best = std::min(best, thread_seconds() - t0);
-    EXPECT_EQ(samples, n);
-  }
-  return best * 1e6 / static_cast<double>(loader.size());
-}
-
-TEST(DataLoader, AssemblesSmallBatchesQuickly) {
-  // The MNIST MLP trainer needs > 70k samples/s at batch 16 on one core, ~230 us per step for everything.
-  // Cache-resident data measures the loader's own overhead (index slicing, allocation, row copies).
-  const double hot = us_per_batch(1024, 5);
-  // The full 60k set (188 MB) adds the DRAM reads of 16 random rows.
-  const double full = us_per_batch(60000, 2);
-  std::printf("[ perf     ] batch 16 of (1,28,28) f32: %.2f us/batch cache-resident, %.2f us/batch from a 60k set\n",
-              hot, full);
-  EXPECT_LT(hot, 15.0);    // typically ~2 us
-  EXPECT_LT(full, 150.0);  // typically 5-15 us; generous for a loaded machine
-}
-
 }  // namespace
 }  // namespace volt::data
