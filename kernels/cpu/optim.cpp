@@ -1,7 +1,15 @@
 // CPU loops of the fused optimizer updates: the per-element math is kernels/common/optim_math.h; here only
 // loads, stores and a branch-free inner loop per flag combination (so the compiler vectorises it).
+//
+// GCC does not vectorise sqrt while it may have to set errno (the default, and not switchable per function),
+// so float Adam runs the same optim_math functions on an 8-lane AVX value type (F8) for the bulk of each
+// tensor, and the scalar path for the tail.
 #include "kernels/common/dispatch.h"
 #include "kernels/cpu/optim_backend.h"
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 namespace volt::cpu {
 
@@ -9,10 +17,57 @@ namespace om = optim_math;
 
 namespace {
 
+#if defined(__AVX__)
+// Eight floats with the arithmetic optim_math needs (found by argument-dependent lookup).
+struct F8 {
+  __m256 v;
+  F8() = default;
+  explicit F8(float x) : v(_mm256_set1_ps(x)) {}
+  explicit F8(__m256 x) : v(x) {}
+  static F8 load(const float* p) { return F8(_mm256_loadu_ps(p)); }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+};
+inline F8 operator+(F8 a, F8 b) { return F8(_mm256_add_ps(a.v, b.v)); }
+inline F8 operator-(F8 a, F8 b) { return F8(_mm256_sub_ps(a.v, b.v)); }
+inline F8 operator*(F8 a, F8 b) { return F8(_mm256_mul_ps(a.v, b.v)); }
+inline F8 operator/(F8 a, F8 b) { return F8(_mm256_div_ps(a.v, b.v)); }
+inline F8 sqrt_(F8 a) { return F8(_mm256_sqrt_ps(a.v)); }
+inline F8 max_(F8 a, F8 b) { return F8(_mm256_max_ps(a.v, b.v)); }
+
+om::AdamScalars<F8> broadcast(const om::AdamScalars<float>& s) {
+  om::AdamScalars<F8> o;
+  o.lr = F8(s.lr);
+  o.beta1 = F8(s.beta1);
+  o.beta2 = F8(s.beta2);
+  o.eps = F8(s.eps);
+  o.weight_decay = F8(s.weight_decay);
+  o.one_minus_beta1 = F8(s.one_minus_beta1);
+  o.one_minus_beta2 = F8(s.one_minus_beta2);
+  o.step_size = F8(s.step_size);
+  o.inv_bias_correction2_sqrt = F8(s.inv_bias_correction2_sqrt);
+  o.decay_factor = F8(s.decay_factor);
+  return o;
+}
+#endif
+
 template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
 void adam_loop(T* __restrict p, const T* __restrict g, S* __restrict m, S* __restrict v, S* __restrict vmax,
                int64_t n, const om::AdamScalars<S>& s) {
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+#if defined(__AVX__)
+  if constexpr (std::is_same_v<T, float>) {
+    const om::AdamScalars<F8> s8 = broadcast(s);
+    for (; i + 8 <= n; i += 8) {
+      F8 pp = F8::load(p + i), mm = F8::load(m + i), vv = F8::load(v + i), vm = kAms ? F8::load(vmax + i) : F8(0.f);
+      om::adam_update<F8, kDecay, kDecoupled, kAms>(pp, F8::load(g + i), mm, vv, vm, s8);
+      pp.store(p + i);
+      mm.store(m + i);
+      vv.store(v + i);
+      if constexpr (kAms) vm.store(vmax + i);
+    }
+  }
+#endif
+  for (; i < n; ++i) {
     S pp = static_cast<S>(p[i]), mm = m[i], vv = v[i], vm = kAms ? vmax[i] : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
     p[i] = T(pp);
@@ -25,12 +80,12 @@ void adam_loop(T* __restrict p, const T* __restrict g, S* __restrict m, S* __res
 template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
 void sgd_loop(T* __restrict p, const T* __restrict g, S* __restrict buf, int64_t n, bool first,
               const om::SgdScalars<S>& s) {
-  S unused = S(0);
   for (int64_t i = 0; i < n; ++i) {
     S pp = static_cast<S>(p[i]);
-    S& b = kMomentum ? buf[i] : unused;
+    S b = kMomentum ? buf[i] : S(0);
     om::sgd_update<S, kDecay, kMomentum, kNesterov>(pp, static_cast<S>(g[i]), b, first, s);
     p[i] = T(pp);
+    if constexpr (kMomentum) buf[i] = b;
   }
 }
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <cstdlib>
 
 #include "common/gradcheck.h"
@@ -75,15 +77,19 @@ TEST(Training, MnistMlpStepThroughput) {
     opt.step();
   };
   for (int i = 0; i < 50; ++i) step();
+  // Process CPU time as well as wall time: on a shared machine the CPU time is the figure that means something.
   const int iters = 2000;
   auto t0 = std::chrono::steady_clock::now();
+  std::clock_t c0 = std::clock();
   for (int i = 0; i < iters; ++i) step();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double cs = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   // Optimizer step alone.
-  auto t1 = std::chrono::steady_clock::now();
+  std::clock_t c1 = std::clock();
   for (int i = 0; i < iters; ++i) opt.step();
-  double so = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-  std::printf("MNIST MLP: %.1f us/step, %.0f samples/s; Adam step alone %.1f us\n", 1e6 * s / iters,
-              16.0 * iters / s, 1e6 * so / iters);
+  double co = static_cast<double>(std::clock() - c1) / CLOCKS_PER_SEC;
+  std::printf("MNIST MLP: wall %.1f us/step (%.0f samples/s); cpu %.1f us/step (%.0f samples/s); Adam step alone "
+              "cpu %.1f us\n", 1e6 * s / iters, 16.0 * iters / s, 1e6 * cs / iters, 16.0 * iters / cs,
+              1e6 * co / iters);
   EXPECT_GT(16.0 * iters / s, 0.0);
 }
