@@ -227,7 +227,8 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& x, const Pool2dParams& 
   });
 }
 
-void avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Pool2dParams& p) {
+void avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor&, const Tensor&,
+                         const Pool2dParams& p) {
   const int64_t planes = grad_x.size(0) * grad_x.size(1), H = grad_x.size(2), W = grad_x.size(3);
   const int64_t OH = grad_out.size(2), OW = grad_out.size(3);
   const double inv = 1.0 / static_cast<double>(p.kernel_h * p.kernel_w);

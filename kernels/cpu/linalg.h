@@ -44,9 +44,11 @@ struct Pool2dParams {
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p); \
   void max_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x, const Tensor& out, \
                            const Tensor& indices, const Pool2dParams& p);                                   \
-  /* Averages count padding (PyTorch's count_include_pad=True default). */                                \
+  /* Averages count padding (PyTorch's count_include_pad=True default). x/out: saved on CUDA (cuDNN's   \
+     backward signature takes them), undefined on the CPU. */                                               \
   void avg_pool2d_forward(const Tensor& out, const Tensor& x, const Pool2dParams& p);                       \
-  void avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Pool2dParams& p);             \
+  void avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x, const Tensor& out, \
+                           const Pool2dParams& p);                                                          \
   /* x, out: contiguous (N, C, S) viewed as 4-D (N, C, S, 1). weight/bias (C) always defined. Training:    \
      save_mean/save_invstd (C) receive the batch mean and 1/sqrt(biased var + eps); running stats (C),   \
      when defined, are updated in place: r = (1 - momentum) r + momentum * stat (unbiased var). */        \

@@ -128,10 +128,11 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(pool_out_shape(xc, p, "avg_pool2d"), xc.dtype(), xc.device());
   VOLT_DISPATCH_DEVICE(x.device(), avg_pool2d_forward, out, xc, p);
+  Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
   Shape xs = xc.shape();
   autograd::attach(out, "AvgPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    VOLT_DISPATCH_DEVICE(dx.device(), avg_pool2d_backward, dx, g[0].contiguous(), p);
+    VOLT_DISPATCH_DEVICE(dx.device(), avg_pool2d_backward, dx, g[0].contiguous(), sx, so, p);
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -175,8 +176,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
                 x.dtype());
   }
   const DType wdt = running_mean.defined() ? running_mean.dtype() : weight.defined() ? weight.dtype() : pdt;
-  VOLT_CHECK(x.is_cuda() || wdt == x.dtype(), op, ": on the CPU parameters must have x's dtype ",
-             dtype_name(x.dtype()), " but have ", dtype_name(wdt));
+  VOLT_CHECK(wdt == pdt, op, ": running statistics / parameters have dtype ", dtype_name(wdt), " but x has ",
+             dtype_name(x.dtype()), "; expected ", dtype_name(pdt));
   Tensor xc = x.detach().contiguous();
   Tensor w = weight.defined() ? weight.detach().to(wdt).contiguous() : full({C}, 1.0, wdt, x.device());
   Tensor b = bias.defined() ? bias.detach().to(wdt).contiguous() : zeros({C}, wdt, x.device());

@@ -1,0 +1,52 @@
+#pragma once
+// Status checking for cuBLAS and cuDNN calls (include only from files compiled with the CUDA backend). A failed
+// call throws volt::Error naming the call, the file and line, and the library's status string.
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda_check.h"
+#include "runtime/error.h"
+
+#define VOLT_CUBLAS_CHECK(expr)                                                                        \
+  do {                                                                                                 \
+    cublasStatus_t volt_st_ = (expr);                                                                  \
+    if (volt_st_ != CUBLAS_STATUS_SUCCESS)                                                             \
+      ::volt::detail::throw_error(__FILE__, __LINE__,                                                  \
+                                  ::volt::detail::concat("cuBLAS error at ", __FILE__, ":", __LINE__,  \
+                                                         ": ", #expr, " returned ",                    \
+                                                         cublasGetStatusString(volt_st_)));            \
+  } while (0)
+
+#define VOLT_CUDNN_CHECK(expr)                                                                         \
+  do {                                                                                                 \
+    cudnnStatus_t volt_st_ = (expr);                                                                   \
+    if (volt_st_ != CUDNN_STATUS_SUCCESS)                                                              \
+      ::volt::detail::throw_error(__FILE__, __LINE__,                                                  \
+                                  ::volt::detail::concat("cuDNN error at ", __FILE__, ":", __LINE__,   \
+                                                         ": ", #expr, " returned ",                    \
+                                                         cudnnGetErrorString(volt_st_)));              \
+  } while (0)
+
+namespace volt::cuda {
+
+// Makes device `index` current for the scope: cuBLAS/cuDNN handles and the work they launch bind to it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int index) {
+    VOLT_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != index) VOLT_CUDA_CHECK(cudaSetDevice(index));
+  }
+  ~DeviceScope() {
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) cudaSetDevice(prev_);  // destructors never throw
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+}  // namespace volt::cuda

@@ -1,0 +1,73 @@
+// CUDA GEMM through cuBLAS. Volt's matrices are row-major; cuBLAS is column-major, and a row-major (m, n)
+// matrix is the column-major (n, m) matrix of its transpose, so C = op(A) op(B) runs as C^T = op(B)^T op(A)^T
+// with the operands swapped and no data moved. Half types multiply in f32 (CUBLAS_COMPUTE_32F); f32 uses TF32
+// tensor cores only when set_allow_tf32(true).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <vector>
+
+#include "kernels/cpu/linalg.h"
+#include "kernels/cuda/cublas_check.h"
+#include "runtime/cuda_api.h"
+#include "runtime/cuda_check.h"
+
+namespace volt::cuda {
+
+namespace {
+
+// One handle per device, created on first use and kept for the process (cuBLAS handles are costly to make).
+cublasHandle_t handle_for(const Device& device) {
+  static std::mutex mu;
+  static std::vector<cublasHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mu);
+  if (handles.size() <= static_cast<size_t>(device.index)) handles.resize(device.index + 1, nullptr);
+  cublasHandle_t& h = handles[device.index];
+  if (!h) VOLT_CUBLAS_CHECK(cublasCreate(&h));
+  return h;
+}
+
+}  // namespace
+
+void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
+  if (d.m == 0 || d.n == 0) return;
+  DeviceScope scope(c.device().index);
+  cublasHandle_t h = handle_for(c.device());
+  VOLT_CUBLAS_CHECK(cublasSetStream(h, static_cast<cudaStream_t>(get_stream(c.device(), StreamKind::Compute).handle)));
+
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  switch (c.dtype()) {
+    case DType::f32:
+      type = CUDA_R_32F;
+      compute = d.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      break;
+    case DType::f16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
+    case DType::bf16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
+    case DType::f64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
+    default: VOLT_FAIL("gemm (CUDA): dtype ", dtype_name(c.dtype()), " is not supported; expected a floating dtype");
+  }
+  // alpha/beta are in the compute type: double for f64, float otherwise.
+  const float alpha_f = static_cast<float>(d.alpha), beta_f = static_cast<float>(d.beta);
+  const double alpha_d = d.alpha, beta_d = d.beta;
+  const void* alpha = c.dtype() == DType::f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = c.dtype() == DType::f64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  // Column-major view: C^T (n, m) = op(B)^T (n, k) @ op(A)^T (k, m).
+  const cublasOperation_t opb = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opa = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX && d.batch <= INT32_MAX,
+             "gemm (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
+  const int m = static_cast<int>(d.n), n = static_cast<int>(d.m), k = static_cast<int>(d.k);
+  if (d.batch == 1) {
+    VOLT_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, alpha, b.data_ptr(), type, static_cast<int>(d.ldb),
+                                   a.data_ptr(), type, static_cast<int>(d.lda), beta, c.data_ptr(), type,
+                                   static_cast<int>(d.ldc), compute, CUBLAS_GEMM_DEFAULT));
+  } else {
+    VOLT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h, opb, opa, m, n, k, alpha, b.data_ptr(), type, static_cast<int>(d.ldb), d.stride_b, a.data_ptr(), type,
+        static_cast<int>(d.lda), d.stride_a, beta, c.data_ptr(), type, static_cast<int>(d.ldc), d.stride_c,
+        static_cast<int>(d.batch), compute, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+}  // namespace volt::cuda
