@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
+#include "runtime/cuda_api.h"
 
 using namespace volt;
 using volt::testing::expect_close;
@@ -304,4 +305,65 @@ TEST(DropoutErrors, BadProbability) {
   VOLT_EXPECT_ERROR(dropout(ones({3}), -0.1, true), "dropout", "-0.1");
   VOLT_EXPECT_ERROR(softmax(ones({3}), 1), "softmax");
   VOLT_EXPECT_ERROR(log_softmax(ones({2, 3}), -3), "log_softmax");
+}
+
+// ---- low precision and CPU/CUDA parity ----------------------------------------------------------------------
+
+TEST(NnLowPrecision, HalfAndBFloat16ComputeInFloat) {
+  Generator g(50);
+  Tensor x = rand({8, 7}, DType::f32, kCPU, &g, -3, 3);
+  Tensor t = from_vector<int64_t>({0, 6, 3, 3, 2, 1, 5, 4}, {8});
+  for (DType dt : {DType::f16, DType::bf16}) {
+    Tensor xl = x.to(dt);
+    Tensor ref_in = xl.to(DType::f32);  // same rounded inputs, float math
+    Tensor ce = cross_entropy(xl, t, Reduction::Mean, -100, 0.1);
+    EXPECT_EQ(ce.dtype(), dt);
+    EXPECT_NEAR(ce.item(), cross_entropy(ref_in, t, Reduction::Mean, -100, 0.1).item(), 2e-2);
+    std::vector<double> sm = softmax(ref_in, 1).to_vector<double>();
+    expect_close(softmax(xl, 1), sm, 1e-2, 1e-2);
+    Tensor xg = xl.detach().set_requires_grad();
+    cross_entropy(xg, t, Reduction::Sum).backward();
+    Tensor rg = ref_in.detach().set_requires_grad();
+    cross_entropy(rg, t, Reduction::Sum).backward();
+    EXPECT_EQ(xg.grad().dtype(), dt);
+    expect_close(xg.grad(), rg.grad().to_vector<double>(), 1e-2, 1e-2);
+  }
+}
+
+TEST(NnCuda, MatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  Generator g(60);
+  Tensor x = rand({6, 5, 3}, DType::f32, kCPU, &g, -3, 3);
+  Tensor xd = x.cuda();
+  for (int64_t d = 0; d < 3; ++d) {
+    expect_close(softmax(xd, d).cpu(), softmax(x, d).to_vector<double>(), 1e-6);
+    expect_close(log_softmax(xd, d).cpu(), log_softmax(x, d).to_vector<double>(), 1e-5);
+    expect_close(argmax(xd, d).cpu(), argmax(x, d).to_vector<double>(), 0);
+    expect_close(max(xd, d).first.cpu(), max(x, d).first.to_vector<double>(), 0);
+    expect_close(min(xd, d).second.cpu(), min(x, d).second.to_vector<double>(), 0);
+  }
+  Tensor big = rand({3, 1000}, DType::f32, kCPU, &g);  // the block-per-output arg-reduction path
+  expect_close(argmax(big.cuda(), 1).cpu(), argmax(big, 1).to_vector<double>(), 0);
+  EXPECT_EQ(max(big.cuda()).item(), max(big).item());
+  Tensor t = from_vector<int64_t>({0, 4, -100, 2, 1, 3, 4, 0, 1, 2, 3, -100, 0, 0, 4, 1, 2, 3}, {6, 3});
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    Tensor a = x.detach().set_requires_grad(), b = xd.detach().set_requires_grad();
+    Tensor la = cross_entropy(a, t, r, -100, 0.1), lb = cross_entropy(b, t.cuda(), r, -100, 0.1);
+    expect_close(lb.cpu(), la.to_vector<double>(), 1e-5);
+    la.sum().backward();
+    lb.sum().backward();
+    expect_close(b.grad().cpu(), a.grad().to_vector<double>(), 1e-6);
+    Tensor lp = log_softmax(x, 1);
+    expect_close(nll_loss(lp.cuda(), t.cuda(), r).cpu(), nll_loss(lp, t, r).to_vector<double>(), 1e-5);
+  }
+  // The same dropout mask on both devices for the same (seed, offset).
+  Generator g1(70), g2(70);
+  Tensor ones1 = ones({1001});
+  expect_close(dropout(ones1.cuda(), 0.3, true, &g1).cpu(), dropout(ones1, 0.3, true, &g2).to_vector<double>(), 0);
+  Tensor dg = ones({4, 5}).cuda().set_requires_grad();
+  Generator g3(71);
+  Tensor y = dropout(dg, 0.5, true, &g3);
+  y.sum().backward();
+  expect_close(dg.grad().cpu(), y.detach().cpu().to_vector<double>(), 0);
+  EXPECT_NEAR(var(xd, {1}).cpu().to_vector<double>()[0], var(x, {1}).to_vector<double>()[0], 1e-5);
 }
