@@ -152,19 +152,17 @@ void Module::to(DType dtype) {
 }
 
 void Module::zero_grad(bool set_to_none) {
-  visit("", [&](const std::string&, const Module& m) {
-    for (const auto& [n, t] : m.params_) {
-      if (set_to_none) {
-        if (t.impl()->autograd && t.impl()->autograd->grad.defined()) const_cast<Tensor&>(t).set_grad(Tensor());
-      } else {
-        Tensor g = t.grad();
-        if (g.defined()) {
-          NoGradGuard ng;
-          g.zero_();
-        }
-      }
+  // Called every step: walks the tree without building names.
+  for (auto& [n, t] : params_) {
+    if (!t.impl()->autograd || !t.impl()->autograd->grad.defined()) continue;
+    if (set_to_none) {
+      t.set_grad(Tensor());
+    } else {
+      NoGradGuard ng;
+      t.impl()->autograd->grad.zero_();
     }
-  });
+  }
+  for (auto& c : children_) c.module->zero_grad(set_to_none);
 }
 
 StateDict Module::state_dict() const {

@@ -11,6 +11,7 @@
 #include "nn/layers/pooling.h"
 #include "nn/layers/sequential.h"
 #include "nn/lr_scheduler.h"
+#include "nn/metrics.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 #include "nn/serialization.h"

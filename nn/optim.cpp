@@ -1,11 +1,9 @@
-// kernels/common/elementwise.h (via optim_backend.h) must come before kernels/ops.h: once volt::exp(Tensor)
-// and friends are declared, its unqualified exp(double) calls no longer find the C functions.
-#include "kernels/cpu/optim_backend.h"
-// (keep the line above first)
 #include "nn/optim.h"
 
 #include <cmath>
 #include <unordered_set>
+
+#include "kernels/cpu/optim_backend.h"
 
 namespace volt::optim {
 
@@ -192,18 +190,30 @@ std::map<std::string, double> Optimizer::hyper_state() const {
     out[pre + "lr"] = groups_[g].lr;
     for (const auto& [k, v] : groups_[g].options) out[pre + k] = v;
   }
+  for (size_t g = 0; g < state_.size(); ++g)
+    for (size_t i = 0; i < state_[g].size(); ++i)
+      if (state_[g][i].step > 0) out[prefix(g, i) + "step"] = static_cast<double>(state_[g][i].step);
   return out;
 }
 
 void Optimizer::load_hyper_state(const std::map<std::string, double>& hs) {
   for (const auto& [key, v] : hs) {
+    size_t g = 0, i = 0;
+    std::string name;
+    if (parse_state_key(key, g, i, name)) {
+      VOLT_CHECK(name == "step" && g < groups_.size() && i < groups_[g].params.size(), type_name(),
+                 ".load_hyper_state: key '", key, "' names no parameter's step count");
+      state(g, i).step = static_cast<int64_t>(v);
+      continue;
+    }
     VOLT_CHECK(key.rfind("group.", 0) == 0, type_name(), ".load_hyper_state: unexpected key '", key, "'");
     size_t dot = key.find('.', 6);
-    VOLT_CHECK(dot != std::string::npos, type_name(), ".load_hyper_state: malformed key '", key, "'");
-    size_t g = std::stoul(key.substr(6, dot - 6));
+    VOLT_CHECK(dot != std::string::npos && dot > 6 && key.find_first_not_of("0123456789", 6) == dot, type_name(),
+               ".load_hyper_state: malformed key '", key, "'; expected group.<g>.<name>");
+    g = std::stoul(key.substr(6, dot - 6));
     VOLT_CHECK(g < groups_.size(), type_name(), ".load_hyper_state: key '", key, "' names group ", g,
                " but the optimizer has ", groups_.size());
-    std::string name = key.substr(dot + 1);
+    name = key.substr(dot + 1);
     if (name == "lr") groups_[g].lr = v;
     else groups_[g].options[name] = v;
   }

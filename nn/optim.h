@@ -52,7 +52,8 @@ class Optimizer {
   // Restores state saved by state_dict() of an optimizer of the same kind over parameters of the same shapes.
   // Throws volt::Error for keys that name no parameter or state, and for mis-shaped tensors.
   virtual void load_state_dict(const StateDict& sd);
-  // Group hyperparameters (lr and options) as numbers, keyed "group.<g>.lr" / "group.<g>.<option>".
+  // Group hyperparameters (lr and options) as numbers, keyed "group.<g>.lr" / "group.<g>.<option>", plus
+  // the step counts ("state.<g>.<i>.step"), for a JSON record next to the tensors.
   std::map<std::string, double> hyper_state() const;
   void load_hyper_state(const std::map<std::string, double>& hs);
 

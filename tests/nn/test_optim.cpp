@@ -221,8 +221,15 @@ TEST(Optim, StateDictRoundTripContinuesIdentically) {
   EXPECT_EQ(sd.size(), 8u);  // 2 params x (step, exp_avg, exp_avg_sq, max_exp_avg_sq)
   EXPECT_EQ(sd[0].first, "state.0.0.step");
   EXPECT_EQ(sd[0].second.item<int64_t>(), 3);
+  auto hs = o1.hyper_state();
+  EXPECT_DOUBLE_EQ(hs.at("group.0.lr"), 0.05);
+  EXPECT_DOUBLE_EQ(hs.at("group.0.beta2"), 0.999);
+  EXPECT_DOUBLE_EQ(hs.at("group.0.amsgrad"), 1.0);
+  EXPECT_DOUBLE_EQ(hs.at("state.0.1.step"), 3.0);
   o2.load_state_dict(sd);
-  o2.load_hyper_state(o1.hyper_state());
+  o2.load_hyper_state(hs);
+  VOLT_EXPECT_ERROR(o2.load_hyper_state({{"group.7.lr", 1.0}}), "group 7");
+  VOLT_EXPECT_ERROR(o2.load_hyper_state({{"state.0.9.step", 1.0}}), "state.0.9.step");
   EXPECT_EQ(o2.step_count(0, 1), 3);
   for (int k = 3; k < 6; ++k) {
     for (auto* p : {&a1, &a2}) set_grad(*p, grad_at(n, k));
