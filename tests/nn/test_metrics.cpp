@@ -299,7 +299,7 @@ TEST(MetricsLifecycle, UpdateComputeResetCycles) {
 
 TEST(MetricsLifecycle, ForwardReturnsBatchValueAndAccumulates) {
   F1Score f1(kBinary);
-  double b1 = f1.forward(labels({1, 1, 0, 0}), labels({1, 0, 0, 0})).item();  // tp 1 fp 1 -> 2/3
+  double b1 = f1.forward(labels({1, 0, 1, 0}), labels({1, 0, 0, 0})).item();  // tp 1 fp 1 -> 2/3
   EXPECT_NEAR(b1, 2.0 / 3.0, 1e-6);
   double b2 = f1(labels({1, 0}), labels({1, 1})).item();  // tp 1 fn 1 -> 2/3
   EXPECT_NEAR(b2, 2.0 / 3.0, 1e-6);
