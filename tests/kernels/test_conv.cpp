@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "common/gradcheck.h"
 #include "kernels/ops.h"
+#include "runtime/cuda_api.h"
 
 namespace volt {
 namespace {
@@ -221,6 +223,38 @@ TEST(ConvErrors, NameOpArgumentAndExpectation) {
                     "more than 1 value");
   VOLT_EXPECT_ERROR(batch_norm(zeros({4, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false), "batch_norm",
                     "running_mean");
+}
+
+// The CUDA path (cuDNN) against the CPU path, forward and backward; runs only where a GPU is present.
+TEST(ConvCuda, MatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  Device gpu = cuda_device(0);
+  auto check = [&](const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> in) {
+    std::vector<Tensor> gin;
+    for (auto& t : in) {
+      t = t.detach().set_requires_grad();
+      gin.push_back(t.detach().to(gpu).set_requires_grad());
+    }
+    Tensor yc = f(in), yg = f(gin);
+    expect_close(yg.cpu(), yc.to_vector<double>(), 1e-4);
+    sum(mul(yc, yc)).backward();
+    sum(mul(yg, yg)).backward();
+    for (size_t i = 0; i < in.size(); ++i) expect_close(gin[i].grad().cpu(), in[i].grad().to_vector<double>(), 1e-3);
+  };
+  Tensor x = randf({2, 3, 9, 8}, 71), w = randf({4, 3, 3, 2}, 72), b = randf({4}, 73);
+  check([](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], {2, 1}, {1, 1}, {1, 2}); }, {x, w, b});
+  check([](const std::vector<Tensor>& t) { return max_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}); }, {x});
+  check([](const std::vector<Tensor>& t) { return avg_pool2d(t[0], {2, 2}, {1, 1}, {1, 1}); }, {x});
+  Tensor bw = randf({3}, 74), bb = randf({3}, 75);
+  check([](const std::vector<Tensor>& t) { return batch_norm(t[0], t[1], t[2], Tensor(), Tensor(), true); },
+        {x, bw, bb});
+  Tensor rm = zeros({3}), rv = ones({3}), rmg = rm.to(gpu), rvg = rv.to(gpu);
+  batch_norm(x, bw, bb, rm, rv, true, 0.1);
+  batch_norm(x.to(gpu), bw.to(gpu), bb.to(gpu), rmg, rvg, true, 0.1);
+  expect_close(rmg.cpu(), rm.to_vector<double>(), 1e-5);
+  expect_close(rvg.cpu(), rv.to_vector<double>(), 1e-5);
+  expect_close(batch_norm(x.to(gpu), bw.to(gpu), bb.to(gpu), rmg, rvg, false).cpu(),
+               batch_norm(x, bw, bb, rm, rv, false).to_vector<double>(), 1e-4);
 }
 
 }  // namespace

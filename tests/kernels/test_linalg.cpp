@@ -3,6 +3,7 @@
 
 #include "common/gradcheck.h"
 #include "kernels/ops.h"
+#include "runtime/cuda_api.h"
 
 namespace volt {
 namespace {
@@ -183,6 +184,31 @@ TEST(Linalg, Tf32FlagRoundTrips) {
   EXPECT_TRUE(allow_tf32());
   set_allow_tf32(false);
   EXPECT_FALSE(allow_tf32());
+}
+
+// The CUDA path (cuBLAS) against the CPU path; runs only where a GPU is present.
+TEST(MatmulCuda, MatchesCpuForFloatTypesAndLayouts) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  Device gpu = cuda_device(0);
+  Tensor a = randf({3, 5, 7}, 61), b = randf({7, 4}, 62), bt = randf({3, 4, 7}, 63);
+  expect_close(matmul(a.to(gpu), b.to(gpu)).cpu(), matmul(a, b).to_vector<double>(), 1e-4);
+  expect_close(matmul(a.to(gpu), bt.to(gpu).transpose(1, 2)).cpu(), matmul(a, bt.transpose(1, 2)).to_vector<double>(),
+               1e-4);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    Tensor y = matmul(a.to(gpu, dt), b.to(gpu, dt));
+    EXPECT_EQ(y.dtype(), dt);
+    expect_close(y.cpu(), matmul(a.to(dt), b.to(dt)).to_vector<double>(), 3e-2, 2e-2);
+  }
+  Tensor x = randf({6, 5}, 64).set_requires_grad(), w = randf({3, 5}, 65).set_requires_grad();
+  Tensor bias = randf({3}, 66).set_requires_grad();
+  sum(linear(x, w, bias)).backward();
+  Tensor xg = x.detach().to(gpu).set_requires_grad(), wg = w.detach().to(gpu).set_requires_grad();
+  Tensor bg = bias.detach().to(gpu).set_requires_grad();
+  sum(linear(xg, wg, bg)).backward();
+  expect_close(xg.grad().cpu(), x.grad().to_vector<double>(), 1e-4);
+  expect_close(wg.grad().cpu(), w.grad().to_vector<double>(), 1e-4);
+  expect_close(bg.grad().cpu(), bias.grad().to_vector<double>(), 1e-4);
+  VOLT_EXPECT_ERROR(matmul(a.to(gpu), b), "matmul", "cuda", "cpu");
 }
 
 }  // namespace
