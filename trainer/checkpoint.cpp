@@ -94,13 +94,16 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
                i, " is ", opts[i].at("type").get<std::string>(), " but the module configures ",
                optimizers_[i]->type_name());
     optimizers_[i]->load_state_dict(opt_sd[i]);
-    optimizers_[i]->load_hyper_state(opts[i].at("hyper").get<std::map<std::string, double>>());
   }
   const auto& scheds = j.at("schedulers");
   VOLT_CHECK(scheds.size() == schedulers_.size(), "Trainer: checkpoint ", stem, " holds ", scheds.size(),
              " LR schedulers but configure_optimizers returned ", schedulers_.size());
   for (size_t i = 0; i < schedulers_.size(); ++i)
     schedulers_[i].scheduler->load_state_dict(scheds[i].at("state").get<std::map<std::string, double>>());
+  // Schedulers re-apply their own lr when loaded; with several on one optimizer the saved group values (what
+  // the last scheduler step actually left there) must win, so the hyper-state is restored last.
+  for (size_t i = 0; i < optimizers_.size(); ++i)
+    optimizers_[i]->load_hyper_state(opts[i].at("hyper").get<std::map<std::string, double>>());
   const auto& cbs = j.at("callbacks");
   for (auto& c : callbacks_)
     if (cbs.contains(c->state_key())) c->load_state_dict(cbs.at(c->state_key()));
