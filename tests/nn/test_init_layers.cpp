@@ -180,3 +180,27 @@ TEST(Layers, DropoutActivationsEmbedding) {
     EXPECT_EQ(o[8 + j], w[7 * 4 + j]);
   }
 }
+
+TEST(Layers, InputGradientsMatchFiniteDifferencesInF64) {
+  using volt::testing::expect_gradients_match;
+  using volt::testing::rand_f64;
+  manual_seed(21);
+  nn::Linear l(4, 3);
+  l.to(DType::f64);
+  // Non-contiguous input: a transposed (4, 5) tensor.
+  Tensor xt = rand_f64({4, 5}, 1).t().set_requires_grad();
+  ASSERT_FALSE(xt.is_contiguous());
+  expect_gradients_match([&](const std::vector<Tensor>& in) { return l(in[0]); }, {xt});
+
+  nn::Conv2d c(2, 3, 3, 1, 1);
+  c.to(DType::f64);
+  Tensor xc = rand_f64({1, 2, 4, 4}, 2).set_requires_grad();
+  expect_gradients_match([&](const std::vector<Tensor>& in) { return c(in[0]); }, {xc});
+
+  nn::BatchNorm1d bn(3);
+  bn.to(DType::f64);
+  Tensor xb = rand_f64({5, 3}, 3).set_requires_grad();
+  // Running-stat updates do not affect the output in training mode, so repeated calls are consistent.
+  expect_gradients_match([&](const std::vector<Tensor>& in) { return bn(in[0]); }, {xb}, 1e-6, 1e-5, 1e-4);
+  EXPECT_EQ(bn.running_mean.dtype(), DType::f64);
+}
