@@ -1,5 +1,5 @@
-// Single-thread CPU GEMM throughput of a 784-128-10 MLP (forward, dW and dX products, through volt::matmul
-// with the same transposed views the Linear layer uses) at batch 16 and 256, beside the core's FMA peak
+// Single-thread CPU GEMM throughput of a 784-128-10 MLP (forward through volt::linear, the dW and dX products
+// through volt::matmul on transposed views) at batch 16 and 256, beside the core's FMA peak
 // measured by a hand-written AVX2 loop. One JSON object per line.
 //
 //   bench_gemm [--min-ms N]     (best of repeated trials; each trial lasts about N ms, default 5)
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
       Tensor gy = rand({batch, l.out}, DType::f32, kCPU, &g, -1, 1);
       const double flops = 2.0 * static_cast<double>(batch * l.in * l.out);
       struct Op { const char* name; std::function<Tensor()> fn; };
-      Op ops[] = {{"fwd", [&] { return matmul(x, w.t()); }},     // y = x W^T        (B, out)
+      Op ops[] = {{"fwd", [&] { return linear(x, w); }},          // y = x W^T        (B, out)
                   {"dW", [&] { return matmul(gy.t(), x); }},     // dW = gy^T x      (out, in)
                   {"dX", [&] { return matmul(gy, w); }}};        // dX = gy W        (B, in)
       for (auto& op : ops) {

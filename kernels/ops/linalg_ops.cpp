@@ -55,28 +55,34 @@ bool describe(const Tensor& t, Operand& o) {
 Operand operand(const Tensor& t) {
   Operand o;
   if (describe(t, o)) return o;
-  bool ok = describe(t.contiguous(), o);  // materialises odd strides and partly broadcast batch dims
+  bool ok = describe(t.detach().contiguous(), o);  // materialises odd strides and partly broadcast batch dims
   VOLT_ASSERT(ok, "a contiguous matrix must be describable");
   return o;
 }
 
-// out (batch..., n, m), contiguous = a (batch..., n, k) @ b (batch..., k, m) [+ out when accumulate].
-// a and b are detached, of out's dtype and device, and already have out's batch dims (possibly expanded).
-void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+// out (batch..., n, m), contiguous = op(a) (batch..., n, k) @ op(b) (batch..., k, m) [+ out when accumulate],
+// op(t) = t, or its last-two-dims transpose when ta/tb (saves building a transposed view per call).
+// a and b are only read (never recorded), have out's dtype and device, and already have out's batch dims
+// (possibly expanded).
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta = false,
+               bool tb = false) {
   if (out.numel() == 0) return;
   if (!out.is_cuda() && (out.dtype() == DType::f16 || out.dtype() == DType::bf16)) {
     // The CPU computes half-precision products in f32 and rounds once.
     Tensor o32 = accumulate ? out.to(DType::f32) : empty(out.shape(), DType::f32);
-    gemm_into(o32, a.to(DType::f32), b.to(DType::f32), accumulate);
+    gemm_into(o32, a.detach().to(DType::f32), b.detach().to(DType::f32), accumulate, ta, tb);
     Tensor dst = out;
     dst.copy_(o32);
     return;
   }
   Operand A = operand(a), B = operand(b);
+  // The same storage read the other way round is the transpose.
+  if (ta) A.trans = !A.trans;
+  if (tb) B.trans = !B.trans;
   GemmDesc d;
-  d.m = a.size(-2);
-  d.k = a.size(-1);
-  d.n = b.size(-1);
+  d.m = ta ? a.size(-1) : a.size(-2);
+  d.k = ta ? a.size(-2) : a.size(-1);
+  d.n = tb ? b.size(-2) : b.size(-1);
   d.trans_a = A.trans;
   d.trans_b = B.trans;
   d.lda = A.ld;
@@ -91,15 +97,24 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   VOLT_DISPATCH_DEVICE(out.device(), gemm, d, A.t, B.t, out);
 }
 
+// 2-D out (n, m) = op(a) @ op(b), for the linear layer's three products.
+Tensor mm2(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const int64_t n = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1), m = tb ? b.size(0) : b.size(1);
+  Tensor out = empty({n, m}, a.dtype(), a.device());
+  if (k == 0) return out.zero_();
+  gemm_into(out, a, b, false, ta, tb);
+  return out;
+}
+
 // Non-differentiable batched product with broadcast batch dims; a, b have >= 2 dims.
 Tensor mm_raw(const Tensor& a0, const Tensor& b0) {
-  Tensor a = a0.detach(), b = b0.detach();
-  if (a.dim() == 2 && b.dim() == 2) {  // the common case, without batch-shape bookkeeping
-    Tensor out = empty({a.size(0), b.size(1)}, a.dtype(), a.device());
-    if (a.size(1) == 0) return out.zero_();
-    gemm_into(out, a, b, false);
+  if (a0.dim() == 2 && b0.dim() == 2) {  // the common case, without batch-shape bookkeeping or detached copies
+    Tensor out = empty({a0.size(0), b0.size(1)}, a0.dtype(), a0.device());
+    if (a0.size(1) == 0) return out.zero_();
+    gemm_into(out, a0, b0, false);
     return out;
   }
+  Tensor a = a0.detach(), b = b0.detach();
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes(ba, bb, "matmul");
   Shape sa = batch, sb = batch, so = batch;
@@ -147,13 +162,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return matmul(a.reshape({-1, ka}), b).view(out_shape);
   }
   Tensor out = mm_raw(a, b);
+  if (!autograd::any_requires_grad({&a, &b})) return out;  // no closure to build on the inference path
   bool ga = a.requires_grad(), gb = b.requires_grad();
   Tensor sa = gb ? a.detach() : Tensor(), sb = ga ? b.detach() : Tensor();
   Shape sha = a.shape(), shb = b.shape();
   autograd::attach(out, "MatmulBackward", {a, b}, [=](const std::vector<Tensor>& g) {
     Tensor da, db;
-    if (ga) da = sum_to(mm_raw(g[0], transpose_last(sb)), sha);
-    if (gb) db = sum_to(mm_raw(transpose_last(sa), g[0]), shb);
+    if (sha.size() == 2 && shb.size() == 2) {  // no broadcast to undo, no transposed views to build
+      if (ga) da = mm2(g[0], sb, false, true);
+      if (gb) db = mm2(sa, g[0], true, false);
+    } else {
+      if (ga) da = sum_to(mm_raw(g[0], transpose_last(sb)), sha);
+      if (gb) db = sum_to(mm_raw(transpose_last(sa), g[0]), shb);
+    }
     return std::vector<Tensor>{da, db};
   });
   return out;
@@ -184,14 +205,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (in == 0) {
     if (!bias.defined()) out.zero_();
   } else {
-    gemm_into(out, x.detach(), transpose_last(weight.detach()), bias.defined());
+    gemm_into(out, x, weight, bias.defined(), false, true);
   }
+  if (!autograd::any_requires_grad({&x, &weight, &bias})) return out;
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   Tensor sx = gw ? x.detach() : Tensor(), sw = gx ? weight.detach() : Tensor();
   autograd::attach(out, "LinearBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     Tensor dx, dw, db;
-    if (gx) dx = mm_raw(g[0], sw);                   // (rows, out) @ (out, in)
-    if (gw) dw = mm_raw(transpose_last(g[0]), sx);   // (out, rows) @ (rows, in)
+    if (gx) dx = mm2(g[0], sw, false, false);  // (rows, out) @ (out, in)
+    if (gw) dw = mm2(g[0], sx, true, false);   // (rows, out)^T @ (rows, in)
     if (gb) db = sum(g[0], {0});
     return std::vector<Tensor>{dx, dw, db};
   });
