@@ -3,6 +3,10 @@
 #include "kernels/ops.h"
 #include "trainer/device_parser.h"
 #include "trainer/train_module.h"
+#if __has_include("trainer/ddp_strategy.h")
+#include "trainer/ddp_strategy.h"  // declares make_ddp_strategy(const DeviceSelection&)
+#define VOLT_HAS_DDP_STRATEGY 1
+#endif
 
 namespace volt {
 
@@ -25,6 +29,9 @@ std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const Devic
     return std::make_unique<SingleDeviceStrategy>(root);
   }
   if (strategy == "ddp" || strategy == "ddp_spawn" || strategy == "auto") {
+#ifdef VOLT_HAS_DDP_STRATEGY
+    if (g_ddp_factory == nullptr) return make_ddp_strategy(devices);
+#endif
     VOLT_CHECK(g_ddp_factory != nullptr, "Trainer: strategy=\"", strategy, "\" with ", devices.num_processes,
                " processes needs the DDP strategy, which is not available in this build");
     return g_ddp_factory(devices);

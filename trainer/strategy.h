@@ -77,12 +77,16 @@ class SingleDeviceStrategy : public Strategy {
 
 // Builds the strategy a TrainerOptions asks for: "auto" (one device -> single_device; several -> ddp),
 // "single_device", "ddp", "ddp_spawn". `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
-// processes). DDP variants throw until distributed/ provides the strategy (see make_ddp_strategy).
+// processes).
+//
+// Where DDP plugs in: a header trainer/ddp_strategy.h declaring
+//   std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);
+// (implemented in trainer/ddp_strategy.cpp) is picked up automatically by strategy.cpp (__has_include), so
+// the function is referenced and linked from the static library. Until it exists, "ddp" throws a clear error.
 struct DeviceSelection;
 std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices);
 
-// Hook for the DDP strategy: when set (by trainer/ddp_strategy.cpp at static-init time, or by a test), the
-// factory above uses it for "ddp"/"ddp_spawn" and "auto" with several devices.
+// Overrides the DDP factory (tests inject a fake multi-rank strategy this way). nullptr restores the default.
 using DDPFactory = std::unique_ptr<Strategy> (*)(const DeviceSelection& devices);
 void register_ddp_strategy(DDPFactory factory);
 
