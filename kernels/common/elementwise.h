@@ -46,7 +46,11 @@ VOLT_HD double sqrt_(int64_t x) { return ::sqrt(static_cast<double>(x)); }
 VOLT_HD double tanh_(int64_t x) { return ::tanh(static_cast<double>(x)); }
 VOLT_HD double erf_(int64_t x) { return ::erf(static_cast<double>(x)); }
 template <class A> VOLT_HD A pow_(A x, A y) {  // integers: exact repeated multiplication
-  if (y < 0) return x == 1 ? 1 : 0;
+  if (y < 0) {  // x^y = 1 / x^|y| truncated toward zero: nonzero only for x = +-1
+    if (x == 1) return 1;
+    if (x == -1) return (y & 1) ? A(-1) : A(1);
+    return 0;
+  }
   A r = 1;
   while (y > 0) { if (y & 1) r *= x; x *= x; y >>= 1; }
   return r;

@@ -47,6 +47,8 @@ template <class O, class I>
 struct CastF {
   VOLT_HD O operator()(I x) const {
     if constexpr (std::is_same_v<O, bool>) return static_cast<acc_t<I>>(x) != acc_t<I>(0);
+    else if constexpr ((std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) && std::is_same_v<I, double>)
+      return O::from_double(x);  // one rounding, not double -> float -> half
     else if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16> || std::is_same_v<O, Half> ||
                        std::is_same_v<O, BFloat16>)
       return O(static_cast<float>(x));

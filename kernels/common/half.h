@@ -1,6 +1,7 @@
 #pragma once
 // 16-bit floating types stored as bit patterns. Conversions round to nearest, ties to even, and keep
 // NaN/Inf; arithmetic on them goes through float (acc_type).
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -89,10 +90,22 @@ VOLT_HD uint16_t float_to_bf16_bits(float f) {
 
 VOLT_HD float bf16_bits_to_float(uint16_t b) { return detail::bits_f32(static_cast<uint32_t>(b) << 16); }
 
+// double -> float rounded to odd (truncate, then set the last bit if anything was lost). Rounding that float
+// to nearest-even in a much narrower format (f16, bf16) then equals rounding the double directly: no double
+// rounding.
+VOLT_HD float double_to_float_round_odd(double x) {
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) == x || x != x) return f;
+  uint32_t b = detail::f32_bits(f);
+  if (::fabs(static_cast<double>(f)) > ::fabs(x)) b -= 1;  // step toward zero: now the truncation of x
+  return detail::bits_f32(b | 1u);
+}
+
 struct Half {
   uint16_t bits = 0;
   Half() = default;
   VOLT_HD Half(float f) : bits(float_to_half_bits(f)) {}  // NOLINT
+  static VOLT_HD Half from_double(double x) { return Half(double_to_float_round_odd(x)); }
   VOLT_HD operator float() const { return half_bits_to_float(bits); }
 };
 
@@ -100,6 +113,7 @@ struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
   VOLT_HD BFloat16(float f) : bits(float_to_bf16_bits(f)) {}  // NOLINT
+  static VOLT_HD BFloat16 from_double(double x) { return BFloat16(double_to_float_round_odd(x)); }
   VOLT_HD operator float() const { return bf16_bits_to_float(bits); }
 };
 

@@ -111,6 +111,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  // True division: integer operands give a float32 quotient (as in NumPy/PyTorch), never a truncated one.
+  if (a.defined() && b.defined() && !is_floating(a.dtype()) && !is_floating(b.dtype()))
+    return div(a.to(DType::f32), b.to(DType::f32));
   Tensor out = binary_op(BinaryOp::Div, a, b, "div");
   bool ga = a.requires_grad(), gb = b.requires_grad();
   Tensor sb = b.detach(), so = gb ? out.detach() : Tensor();
@@ -141,10 +144,10 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
   Tensor sa = a.detach(), sb = b.detach();
   Shape sha = a.shape(), shb = b.shape();
   autograd::attach(out, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const std::vector<Tensor>& g) {
-    // Ties send the gradient to a (the first operand).
-    Tensor pick_a = is_max ? ge(sa, sb) : le(sa, sb);
-    Tensor z = zeros_like(g[0]);
-    return std::vector<Tensor>{sum_to(where(pick_a, g[0], z), sha), sum_to(where(pick_a, z, g[0]), shb)};
+    // The winner takes the gradient; a tie splits it evenly (the subgradient PyTorch uses).
+    DType dt = g[0].dtype();
+    Tensor wa = add((is_max ? gt(sa, sb) : lt(sa, sb)).to(dt), mul(eq(sa, sb).to(dt), 0.5));
+    return std::vector<Tensor>{sum_to(mul(g[0], wa), sha), sum_to(mul(g[0], rsub(wa, 1.0)), shb)};
   });
   return out;
 }

@@ -17,20 +17,20 @@ void print_rec(std::ostringstream& os, const std::vector<double>& v, const Shape
   os << "[";
   const int64_t n = shape[dim];
   const bool elide = n > 12;
+  int64_t per = 1;  // elements under one index of this dim
+  for (size_t d = dim + 1; d < shape.size(); ++d) per *= shape[d];
+  auto sep = [&] {
+    os << ",";
+    if (dim + 1 < shape.size()) os << "\n" << std::string(static_cast<size_t>(indent + 1), ' ');
+    else os << " ";
+  };
   for (int64_t i = 0; i < n; ++i) {
-    if (elide && i == 6) {
-      os << "..., ";
-      int64_t skip = n - 12;
-      int64_t per = 1;
-      for (size_t d = dim + 1; d < shape.size(); ++d) per *= shape[d];
-      pos += skip * per;
-      i += skip - 1;
+    if (i > 0) sep();
+    if (elide && i == 6) {  // show the first and last six entries
+      os << "...";
+      pos += (n - 12) * per;
+      i = n - 7;
       continue;
-    }
-    if (i > 0) {
-      os << ",";
-      if (dim + 1 < shape.size()) os << "\n" << std::string(static_cast<size_t>(indent + 1), ' ');
-      else os << " ";
     }
     print_rec(os, v, shape, dim + 1, pos, integral, indent + 1);
   }

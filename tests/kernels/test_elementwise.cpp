@@ -270,3 +270,28 @@ TEST(ElementwiseErrors, ShapeAndDeviceMessages) {
   VOLT_EXPECT_ERROR(clamp(zeros({2}), 1.0, 0.0), "clamp", "lo");
   VOLT_EXPECT_ERROR(add(Tensor(), zeros({2})), "add", "undefined");
 }
+
+TEST(ElementwiseFixes, IntegerDivisionIsTrueDivision) {
+  Tensor q = div(from_vector<int64_t>({1, 3, -7}), from_vector<int64_t>({2, 2, 2}));
+  EXPECT_EQ(q.dtype(), DType::f32);
+  EXPECT_EQ(q.to_vector<float>(), (std::vector<float>{0.5f, 1.5f, -3.5f}));
+}
+
+TEST(ElementwiseFixes, MaximumAndMinimumSplitTiedGradients) {
+  Tensor a = from_vector<double>({1, 2, 3}).set_requires_grad();
+  Tensor b = from_vector<double>({1, 5, 0}).set_requires_grad();
+  maximum(a, b).sum().backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{0.5, 0, 1}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{0.5, 1, 0}));
+  a.set_grad(Tensor());
+  b.set_grad(Tensor());
+  minimum(a, b).sum().backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{0.5, 1, 0}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{0.5, 0, 1}));
+}
+
+TEST(ElementwiseFixes, IntegerPowerWithNegativeExponent) {
+  Tensor x = from_vector<int64_t>({-1, -1, 1, 2, 3});
+  Tensor y = from_vector<int64_t>({-1, -2, -3, -1, 2});
+  EXPECT_EQ(pow(x, y).to_vector<int64_t>(), (std::vector<int64_t>{-1, 1, 1, 0, 9}));
+}

@@ -187,3 +187,19 @@ TEST(Factories, FromVectorAndRandomRanges) {
   }
   VOLT_EXPECT_ERROR(rand({2}, DType::i64), "rand", "int64");
 }
+
+TEST(Casts, Float64ToHalfRoundsOnce) {
+  // 1 + 2^-11 + 2^-40 lies just above the f16 halfway point between 1 and 1 + 2^-10: it must round up.
+  // Going through f32 first would land exactly on the halfway point and round (to even) down.
+  const double x = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+  Tensor h = from_vector<double>({x, -x}).to(DType::f16).to(DType::f64);
+  EXPECT_EQ(h.to_vector<double>(), (std::vector<double>{1.0 + std::ldexp(1.0, -10), -1.0 - std::ldexp(1.0, -10)}));
+  const double y = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);  // the same for bf16 (8-bit mantissa)
+  Tensor b = from_vector<double>({y}).to(DType::bf16).to(DType::f64);
+  EXPECT_EQ(b.to_vector<double>(), (std::vector<double>{1.0 + std::ldexp(1.0, -7)}));
+  // Exact and halfway cases still round to nearest even.
+  Tensor e = from_vector<double>({1.0 + std::ldexp(1.0, -11), 65520.0, 1e-9}).to(DType::f16).to(DType::f64);
+  EXPECT_EQ(e.to_vector<double>()[0], 1.0);
+  EXPECT_TRUE(std::isinf(e.to_vector<double>()[1]));
+  EXPECT_EQ(e.to_vector<double>()[2], 0.0);
+}
