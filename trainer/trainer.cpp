@@ -210,7 +210,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
     LogScope s(m, &results_train_, "on_train_epoch_start");
     m.on_train_epoch_start();
   }
-  pbar_->start("Epoch " + std::to_string(epoch_), num_train_batches_, epoch_);
+  pbar_->start("Epoch", num_train_batches_, epoch_);
   bool validated_last = false;
   bool completed = true;
   for (int64_t idx = start; idx < num_train_batches_; ++idx) {

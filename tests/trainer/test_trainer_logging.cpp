@@ -220,3 +220,24 @@ TEST(TrainerLogging, CsvLoggerVersionsIncrement) {
   EXPECT_EQ(c.rows[1].count("x"), 0u);
   EXPECT_EQ(c.rows[1].at("step"), "4");
 }
+
+TEST(TrainerConsole, ProgressSummaryAndTestTable) {
+  ScratchDir dir("console");
+  TinyModule m;
+  m.on_train_step = [](TinyModule& mm, const Batch&, int64_t, const Tensor& loss) {
+    mm.log("train_loss", loss, {.prog_bar = true});
+  };
+  auto o = quiet(dir.str());
+  o.max_epochs = 1;
+  o.enable_progress_bar = true;
+  o.enable_model_summary = true;
+  Trainer t(o);
+  ::testing::internal::CaptureStdout();
+  t.fit(m, make_loader(8, 4));
+  auto res = t.test(m, make_loader(8, 4));
+  std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("Epoch 0:"), std::string::npos) << out;
+  EXPECT_NE(out.find("train_loss"), std::string::npos) << out;
+  EXPECT_NE(out.find("test_loss"), std::string::npos) << out;
+  EXPECT_NE(out.find("Test metric"), std::string::npos) << out;
+}
