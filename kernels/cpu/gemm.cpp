@@ -1,8 +1,13 @@
 // CPU GEMM. With OpenBLAS (VOLT_HAVE_OPENBLAS) f32/f64 go to cblas_?gemm: measured single-threaded on the
 // MLP shapes (784-128-10, batch 16/256) it reaches ~85-95% of the FMA peak where Eigen 3.4 reaches ~70% and
 // ~50% for the 10-wide layer (benchmarks/bench_gemm.cpp). Without it, Eigen's GEMM on strided Maps.
+// Threading: like the Eigen path (built without OpenMP), OpenBLAS runs on one thread unless the user sets
+// OPENBLAS_NUM_THREADS; its own default (all cores, spinning workers) oversubscribes the machine when
+// several ranks share it, as CPU data-parallel runs do.
 #include <Eigen/Core>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "kernels/cpu/linalg.h"
@@ -55,6 +60,13 @@ inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, const GemmDesc& d,
               a, lda, b, ldb, d.beta, c, static_cast<int>(d.ldc));
 }
 
+void pin_threads_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(1);
+  });
+}
+
 template <class T>
 void openblas_gemm(const GemmDesc& d, const T* a, const T* b, T* c, std::vector<T>& packed) {
   const T* bp = b;
@@ -87,6 +99,7 @@ void gemm_typed(const GemmDesc& d, const T* a, const T* b, T* c) {
     return;
   }
 #if VOLT_HAVE_OPENBLAS
+  pin_threads_once();
   thread_local std::vector<T> packed;  // reused across calls: no allocation per small GEMM
   packed.clear();
   // A broadcast B (stride 0) repacked once serves every batch.
