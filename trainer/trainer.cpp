@@ -152,6 +152,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   batches_done_ = 0;
   resume_skip_ = 0;
   should_stop_ = false;
+  stop_agreed_ = false;
   val_has_step_ = true;
   has_val_ = val != nullptr;
   callback_metrics_.clear();
@@ -174,7 +175,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   while (true) {
     if (max_epochs_ >= 0 && epoch_ >= max_epochs_) break;
     if (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) break;
-    if (should_stop_ && stop_allowed()) break;
+    if (stop_agreed_ && stop_allowed()) break;
     if (time_exceeded()) break;
     train_epoch(*train, val.get());
   }
@@ -235,7 +236,10 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
       validated_last = true;
     }
     bool hard_stop = (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) || time_exceeded();
-    if (hard_stop || (should_stop_ && stop_allowed())) {
+    // A stop requested on one rank mid-epoch is only acted on once agreed (after a validation run or at
+    // epoch end), so no rank leaves the loop alone; with one process it takes effect after this batch.
+    bool stop_now = strategy_->world_size() == 1 ? should_stop_ : stop_agreed_;
+    if (hard_stop || (stop_now && stop_allowed())) {
       if (hard_stop) should_stop_ = true;
       completed = is_last_batch_;
       break;
@@ -263,7 +267,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   for (auto& c : callbacks_)
     if (c->is_monitoring()) c->on_train_epoch_end(*this, m);
   // A stop request must hold on every rank before anyone leaves the loop.
-  should_stop_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
+  should_stop_ = stop_agreed_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
   ++epoch_;
   batches_done_ = 0;
   if (logger_) logger_->save();

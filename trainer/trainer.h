@@ -82,7 +82,8 @@ class Trainer {
   const std::string& stage() const { return stage_; }
   int64_t num_training_batches() const { return num_train_batches_; }
   bool is_last_batch() const { return is_last_batch_; }
-  // Set by callbacks or the module to end fit; acted on once all ranks agree and min_epochs/min_steps allow.
+  // Set by callbacks or the module to end fit; acted on once all ranks agree (one process: after the current
+  // batch) and min_epochs/min_steps allow.
   void request_stop() { should_stop_ = true; }
   bool should_stop() const { return should_stop_; }
   // Latest values: step values of the running batch and epoch values of finished epochs/validation runs.
@@ -159,6 +160,7 @@ class Trainer {
   int64_t resume_skip_ = 0;   // batches of the first epoch already done before a resume
   bool is_last_batch_ = false;
   bool should_stop_ = false;
+  bool stop_agreed_ = false;  // should_stop_ after the last all-rank agreement
   bool sanity_checking_ = false;
   bool val_has_step_ = true;
   bool has_val_ = false;

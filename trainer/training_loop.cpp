@@ -99,7 +99,7 @@ void Trainer::run_validation(data::DataLoader& val, bool sanity) {
     for (auto& c : callbacks_) c->on_validation_end(*this, m);
   }
   // A stop request from a validation-end callback must hold on every rank.
-  if (!sanity) should_stop_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
+  if (!sanity) should_stop_ = stop_agreed_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
   m.train(was_training);
   sanity_checking_ = false;
   stage_ = prev_stage;
