@@ -294,3 +294,40 @@ TEST(TrainerOptionsParse, BadOptionsAreErrors) {
   VOLT_EXPECT_ERROR(Trainer(TrainerOptions{.accelerator = "cpu", .accumulate_grad_batches = 0}),
                     "accumulate_grad_batches");
 }
+
+TEST(TrainerLoop, BatchStartFalseSkipsAndNoValidationStepMeansNoValidation) {
+  ScratchDir dir("skipstart");
+  struct M : TinyModule {
+    bool on_train_batch_start(const Batch&, int64_t idx) override { return idx != 1; }
+  } m;
+  auto o = quiet(dir.str());
+  o.max_epochs = 1;
+  Trainer t(o);
+  t.fit(m, make_loader(12, 4));
+  EXPECT_EQ(m.train_steps, 2);
+  EXPECT_EQ(t.global_step(), 2);
+
+  struct NoVal : TrainModule {
+    Tensor w = register_parameter("w", zeros({1}));
+    Tensor training_step(const Batch& b, int64_t) override { return (b.input.sum({1}) * w).pow(2.0).mean(); }
+    Optimizers configure_optimizers() override { return optim::SGD(parameters(), {.lr = 0.1}); }
+  } nv;
+  auto o2 = quiet(dir.str());
+  o2.max_epochs = 2;
+  o2.num_sanity_val_steps = 2;
+  Trainer t2(o2);
+  t2.fit(nv, make_loader(8, 4), make_loader(8, 4));
+  EXPECT_EQ(t2.validation_runs(), 0);
+  EXPECT_FALSE(t2.has_validation());
+  EXPECT_EQ(t2.global_step(), 4);
+}
+
+TEST(TrainerLoop, ToggleOptimizerFreezesOtherParameters) {
+  TinyModule m;
+  optim::SGD only_w(std::vector<Tensor>{m.w}, {.lr = 0.1});
+  m.toggle_optimizer(only_w);
+  EXPECT_TRUE(m.w.requires_grad());
+  EXPECT_FALSE(m.b.requires_grad());
+  m.untoggle_optimizer();
+  EXPECT_TRUE(m.b.requires_grad());
+}
