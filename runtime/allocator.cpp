@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <unordered_map>
+#include <vector>
 
 #include "runtime/cuda_api.h"
 #include "runtime/cuda_internal.h"
@@ -12,24 +14,79 @@ namespace volt {
 namespace {
 
 struct CpuCounters {
-  std::atomic<int64_t> allocated{0}, peak{0}, num_allocs{0};
+  std::atomic<int64_t> allocated{0}, peak{0}, num_allocs{0}, num_system_allocs{0}, cached{0};
 };
 CpuCounters& cpu_counters() {
   static CpuCounters c;
   return c;
 }
 
-void* cpu_alloc(size_t nbytes) {
-  size_t rounded = (nbytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  VOLT_CHECK(p != nullptr, "allocate: out of CPU memory allocating ", nbytes, " bytes");
+// Large CPU blocks (>= 64 KiB) are kept for reuse when freed: glibc serves them with mmap/munmap, and a
+// training step that reallocates its gradients each iteration would otherwise page-fault through fresh
+// zero pages every time. Small blocks go straight to malloc, which already recycles them cheaply.
+constexpr size_t kCacheMin = 64 << 10;
+constexpr size_t kCacheMaxBytes = size_t(2) << 30;  // beyond this, freed blocks go back to the system
+
+class CpuBlockCache {
+ public:
+  static size_t bucket(size_t nbytes) { return (nbytes + 4095) / 4096 * 4096; }
+  void* take(size_t size) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = free_.find(size);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cpu_counters().cached.fetch_sub(static_cast<int64_t>(size));
+    return p;
+  }
+  bool give(void* p, size_t size) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (static_cast<size_t>(cpu_counters().cached.load()) + size > kCacheMaxBytes) return false;
+    free_[size].push_back(p);
+    cpu_counters().cached.fetch_add(static_cast<int64_t>(size));
+    return true;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) std::free(p);
+      cpu_counters().cached.fetch_sub(static_cast<int64_t>(size * blocks.size()));
+    }
+    free_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+};
+CpuBlockCache& cpu_cache() {
+  static CpuBlockCache* c = new CpuBlockCache;  // never destroyed: tensors may be freed during exit
+  return *c;
+}
+
+void count_alloc(size_t nbytes) {
   auto& c = cpu_counters();
   int64_t now = c.allocated.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
   int64_t prev = c.peak.load();
   while (now > prev && !c.peak.compare_exchange_weak(prev, now)) {
   }
   c.num_allocs.fetch_add(1);
-  return p;
+}
+
+std::shared_ptr<void> cpu_allocate(size_t nbytes) {
+  const bool cacheable = nbytes >= kCacheMin;
+  const size_t size = cacheable ? CpuBlockCache::bucket(nbytes) : (nbytes + 63) / 64 * 64;
+  void* p = cacheable ? cpu_cache().take(size) : nullptr;
+  if (p == nullptr) {
+    p = std::aligned_alloc(64, size == 0 ? 64 : size);
+    VOLT_CHECK(p != nullptr, "allocate: out of CPU memory allocating ", nbytes, " bytes");
+    cpu_counters().num_system_allocs.fetch_add(1);
+  }
+  count_alloc(nbytes);
+  return std::shared_ptr<void>(p, [nbytes, size, cacheable](void* q) {
+    cpu_counters().allocated.fetch_sub(static_cast<int64_t>(nbytes));
+    if (!cacheable || !cpu_cache().give(q, size)) std::free(q);
+  });
 }
 
 }  // namespace
@@ -39,11 +96,7 @@ std::shared_ptr<void> allocate(Device device, size_t nbytes) {
     check_device_usable(device, "allocate");
     return detail::cuda_allocate(device.index, nbytes);
   }
-  void* p = cpu_alloc(nbytes);
-  return std::shared_ptr<void>(p, [nbytes](void* q) {
-    cpu_counters().allocated.fetch_sub(static_cast<int64_t>(nbytes));
-    std::free(q);
-  });
+  return cpu_allocate(nbytes);
 }
 
 std::shared_ptr<void> allocate_pinned(size_t nbytes, bool* pinned) {
@@ -60,10 +113,10 @@ MemoryStats memory_stats(Device device) {
   auto& c = cpu_counters();
   MemoryStats s;
   s.allocated = c.allocated.load();
-  s.reserved = s.allocated;
+  s.reserved = s.allocated + c.cached.load();
   s.peak_allocated = c.peak.load();
   s.num_allocs = c.num_allocs.load();
-  s.num_system_allocs = s.num_allocs;
+  s.num_system_allocs = c.num_system_allocs.load();
   return s;
 }
 
@@ -74,6 +127,7 @@ void reset_peak_memory_stats(Device device) {
 
 void empty_cache(Device device) {
   if (device.is_cuda()) detail::cuda_empty_cache(device.index);
+  else cpu_cache().clear();
 }
 
 // ---- CachingAllocator ------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #pragma once
 // Memory for tensor storage.
-//  - CPU: 64-byte aligned blocks (vector loads never straddle a cache line at the start of a tensor).
+//  - CPU: 64-byte aligned blocks (vector loads never straddle a cache line at the start of a tensor); blocks
+//    of 64 KiB and more are cached for reuse (up to 2 GiB) so steady-state training does not page-fault.
 //  - CUDA: a caching allocator per device; freed blocks are kept for reuse instead of going back to the
 //    driver, so steady-state training makes no cudaMalloc/cudaFree calls.
 //  - Pinned host: page-locked memory when a GPU is usable (asynchronous host-to-device copies), plain aligned
@@ -32,7 +33,7 @@ std::shared_ptr<void> allocate_pinned(size_t nbytes, bool* pinned = nullptr);
 
 MemoryStats memory_stats(Device device);
 void reset_peak_memory_stats(Device device);
-// Returns cached, unused blocks of a CUDA device to the driver (no-op for the CPU).
+// Returns cached, unused blocks to the system (the driver for a GPU).
 void empty_cache(Device device);
 
 // A size-bucketed block cache over a raw allocator. Device-agnostic so that its bookkeeping is tested on

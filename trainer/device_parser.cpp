@@ -68,7 +68,9 @@ DeviceSelection parse_devices(const std::string& accelerator, const std::vector<
 DeviceSelection parse_devices(const std::string& accelerator, const std::string& devices_in, int available_gpus) {
   std::string acc = resolve_accelerator(accelerator, available_gpus);
   std::string devices = trim(devices_in);
-  if (!devices.empty() && devices.front() == '[' && devices.back() == ']') devices = devices.substr(1, devices.size() - 2);
+  // "[0]" / "[1, 3]": a list of ids, even with a single element.
+  const bool bracketed = devices.size() >= 2 && devices.front() == '[' && devices.back() == ']';
+  if (bracketed) devices = trim(devices.substr(1, devices.size() - 2));
   DeviceSelection sel;
   sel.accelerator = acc;
   if (acc == "cpu") {
@@ -84,7 +86,8 @@ DeviceSelection parse_devices(const std::string& accelerator, const std::string&
   }
   check_gpus_present(available_gpus);
   if (devices == "auto") devices = "-1";
-  if (devices.find(',') != std::string::npos) {
+  if (bracketed && devices.empty()) return parse_devices("gpu", std::vector<int>{}, available_gpus);
+  if (bracketed || devices.find(',') != std::string::npos) {
     std::vector<int> ids;
     size_t start = 0;
     while (start <= devices.size()) {

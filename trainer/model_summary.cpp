@@ -17,8 +17,7 @@ std::string human_count(int64_t n) {
   }
   char buf[32];
   if (u == 0) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
-  else if (v >= 100) std::snprintf(buf, sizeof buf, "%.0f%s", v, units[u]);
-  else if (v >= 10) std::snprintf(buf, sizeof buf, "%.1f%s", v, units[u]);
+  else if (v >= 100) std::snprintf(buf, sizeof buf, "%lld%s", static_cast<long long>(v), units[u]);  // truncated
   else std::snprintf(buf, sizeof buf, "%.1f%s", v, units[u]);
   return buf;
 }

@@ -133,7 +133,7 @@ TEST(CpuAllocator, StatsFollowTensorLifetimes) {
   EXPECT_GE(after.peak_allocated, peak_target);
   reset_peak_memory_stats(kCPU);
   EXPECT_EQ(memory_stats(kCPU).peak_allocated, memory_stats(kCPU).allocated);
-  empty_cache(kCPU);  // a no-op on the CPU, must not throw
+  empty_cache(kCPU);  // returns cached large blocks; must not throw
 }
 
 TEST(CpuAllocator, StorageIs64ByteAligned) {
@@ -145,4 +145,19 @@ TEST(CpuAllocator, StorageIs64ByteAligned) {
   auto p = allocate_pinned(100, &pinned);
   EXPECT_FALSE(pinned);  // no usable GPU here: plain aligned memory
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % 64, 0u);
+}
+
+TEST(CpuAllocator, LargeBlocksAreReusedNotReturnedToTheSystem) {
+  empty_cache(kCPU);
+  const MemoryStats s0 = memory_stats(kCPU);
+  { Tensor t = empty({1 << 18}, DType::f32); }  // 1 MiB: cached when freed
+  const MemoryStats s1 = memory_stats(kCPU);
+  EXPECT_EQ(s1.num_system_allocs - s0.num_system_allocs, 1);
+  EXPECT_EQ(s1.reserved - s1.allocated, (1 << 20));  // held in the cache
+  { Tensor t = empty({1 << 18}, DType::f32); }  // same size: served from the cache
+  const MemoryStats s2 = memory_stats(kCPU);
+  EXPECT_EQ(s2.num_system_allocs, s1.num_system_allocs);
+  EXPECT_EQ(s2.num_allocs - s1.num_allocs, 1);
+  empty_cache(kCPU);
+  EXPECT_EQ(memory_stats(kCPU).reserved, memory_stats(kCPU).allocated);
 }

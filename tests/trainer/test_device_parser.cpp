@@ -20,7 +20,7 @@ TEST(DeviceParser, GpuCountsAndLists) {
 
 TEST(DeviceParser, GpuErrors) {
   VOLT_EXPECT_ERROR(parse_devices("gpu", "0", 4), "devices=0");
-  VOLT_EXPECT_ERROR(parse_devices("gpu", "[]", 4), "devices='[]'");
+  VOLT_EXPECT_ERROR(parse_devices("gpu", "[]", 4), "devices=[] selects no GPU");
   VOLT_EXPECT_ERROR(parse_devices("gpu", std::vector<int>{}, 4), "devices=[]");
   VOLT_EXPECT_ERROR(parse_devices("gpu", "1, 1", 4), "listed twice");
   VOLT_EXPECT_ERROR(parse_devices("gpu", "-2", 4), "-2");
