@@ -53,7 +53,9 @@ std::string ModelCheckpoint::format_name(const std::string& tmpl, int64_t epoch,
       VOLT_CHECK(it != metrics.end(), "ModelCheckpoint: filename template uses {", field,
                  "} but no metric of that name was logged");
       char buf[64];
-      std::snprintf(buf, sizeof(buf), ("%" + (spec.empty() ? std::string(".4f") : spec)).c_str(), it->second);
+      std::string fmt(1, '%');
+      fmt.append(spec.empty() ? std::string(".4f") : spec);
+      std::snprintf(buf, sizeof(buf), fmt.c_str(), it->second);
       out += buf;
     }
     i = close + 1;
