@@ -14,8 +14,6 @@ void Strategy::setup(TrainModule& module) { module.to(root_device()); }
 
 void Strategy::backward(const Tensor& loss, bool sync_grad) { loss.backward(); }
 
-Tensor Strategy::all_gather(const Tensor& t) { return t.unsqueeze(0); }
-
 static DDPFactory g_ddp_factory = nullptr;
 void register_ddp_strategy(DDPFactory factory) { g_ddp_factory = factory; }
 

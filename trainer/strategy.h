@@ -54,8 +54,9 @@ class Strategy {
   // In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)
   virtual void reduce_values(std::vector<double>& values, dist::ReduceOp op) {}
   virtual void barrier(const std::string& name = "") {}
-  // (s...) -> (world, s...); a one-rank strategy adds a leading dim of 1. (collective)
-  virtual Tensor all_gather(const Tensor& t);
+  // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged (SEMANTICS.md
+  // "all_gather"). (collective)
+  virtual Tensor all_gather(const Tensor& t) { return t; }
   // Rank `src`'s value on every rank (rank_zero_only values that a callback monitors). (collective)
   virtual double broadcast_value(double value, int src = 0) { return value; }
   virtual std::string broadcast_string(const std::string& s, int src = 0) { return s; }

@@ -46,6 +46,7 @@ int TrainModule::global_rank() const { return trainer_ ? trainer_->strategy().gl
 int TrainModule::world_size() const { return trainer_ ? trainer_->strategy().world_size() : 1; }
 int64_t TrainModule::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
 int64_t TrainModule::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
+Tensor TrainModule::all_gather(const Tensor& t) const { return trainer_ ? trainer_->strategy().all_gather(t) : t; }
 
 void TrainModule::toggle_optimizer(const optim::Optimizer& optimizer) {
   untoggle_optimizer();

@@ -125,6 +125,8 @@ class TrainModule : public nn::Module {
   bool is_global_zero() const { return global_rank() == 0; }
   int64_t current_epoch() const;
   int64_t global_step() const;
+  // (s...) -> (world, s...) over all ranks (every rank must call it); unchanged with one process.
+  Tensor all_gather(const Tensor& t) const;
 
   // Stored in checkpoints and written by the logger (hparams.yaml).
   void save_hyperparameters(nlohmann::json hparams) { hparams_ = std::move(hparams); }

@@ -331,3 +331,29 @@ TEST(TrainerLoop, ToggleOptimizerFreezesOtherParameters) {
   m.untoggle_optimizer();
   EXPECT_TRUE(m.b.requires_grad());
 }
+
+TEST(TrainerLoop, AllGatherWithOneProcessIsIdentityAndContextAccessors) {
+  ScratchDir dir("gather");
+  TinyModule m;
+  Tensor gathered;
+  int64_t rank = -1, world = -1, epoch_seen = -1;
+  Device dev = cuda_device(0);
+  m.on_train_step = [&](TinyModule& mm, const Batch&, int64_t, const Tensor& loss) {
+    gathered = mm.all_gather(loss.detach());
+    rank = mm.global_rank();
+    world = mm.world_size();
+    epoch_seen = mm.current_epoch();
+    dev = mm.device();
+    EXPECT_TRUE(mm.is_global_zero());
+    EXPECT_EQ(mm.trainer()->training(), true);
+  };
+  auto o = quiet(dir.str());
+  o.max_epochs = 2;
+  Trainer t(o);
+  t.fit(m, make_loader(4, 4));
+  EXPECT_EQ(gathered.dim(), 0);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(world, 1);
+  EXPECT_EQ(epoch_seen, 1);
+  EXPECT_TRUE(dev.is_cpu());
+}
