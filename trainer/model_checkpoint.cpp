@@ -103,6 +103,7 @@ void ModelCheckpoint::maybe_save(Trainer& trainer) {
           if (!fs::exists(s + ".json")) { stem = s; break; }
         }
       }
+      stem = trainer.strategy().broadcast_string(stem, 0);  // rank 0's view of the directory decides
       trainer.save_checkpoint(stem);
       if (opt_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != stem) {
         remove_checkpoint(trainer, latest_path_);
@@ -135,6 +136,7 @@ void ModelCheckpoint::maybe_save(Trainer& trainer) {
             if (!fs::exists(s + ".json")) { stem = s; break; }
           }
         }
+        stem = trainer.strategy().broadcast_string(stem, 0);
         trainer.save_checkpoint(stem);
         if (!worst.empty() && worst != stem) {
           remove_checkpoint(trainer, worst);
