@@ -88,8 +88,17 @@ void ModelCheckpoint::maybe_save(Trainer& trainer) {
   if (trainer.sanity_checking() || (opt_.save_top_k == 0 && !opt_.save_last)) return;
   if ((trainer.current_epoch() + 1) % opt_.every_n_epochs != 0) return;
   if (trainer.global_step() == last_saved_step_) return;  // already saved at this step
-  if (dir_.empty()) dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
-  dir_ = trainer.strategy().broadcast_string(dir_, 0);
+  if (dir_.empty()) {
+    dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
+    dir_ = trainer.strategy().broadcast_string(dir_, 0);
+    // Resumed into a different directory (a new logger version): the restored top-k set describes files
+    // elsewhere that this run must not delete or rank against; only best_model_path is kept.
+    if (!loaded_dir_.empty() && loaded_dir_ != dir_) {
+      best_k_.clear();
+      latest_path_.clear();
+      last_path_.clear();
+    }
+  }
   MetricMap metrics = trainer.callback_metrics();
   last_saved_step_ = trainer.global_step();
   std::string name = format_name(opt_.filename, trainer.current_epoch(), trainer.global_step(), metrics);
@@ -104,13 +113,17 @@ void ModelCheckpoint::maybe_save(Trainer& trainer) {
         }
       }
       stem = trainer.strategy().broadcast_string(stem, 0);  // rank 0's view of the directory decides
-      trainer.save_checkpoint(stem);
+      // Bookkeeping first, so the checkpoint's own callback state already lists it; the displaced file is
+      // deleted only after the new one is complete.
+      std::string displaced;
       if (opt_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != stem) {
-        remove_checkpoint(trainer, latest_path_);
+        displaced = latest_path_;
         best_k_.erase(latest_path_);
       }
       best_k_[stem] = std::numeric_limits<double>::quiet_NaN();
       latest_path_ = best_path_ = stem;
+      trainer.save_checkpoint(stem);
+      remove_checkpoint(trainer, displaced);
     } else {
       auto it = metrics.find(opt_.monitor);
       bool present = trainer.strategy().reduce_decision(it != metrics.end(), /*all=*/false);
@@ -137,15 +150,17 @@ void ModelCheckpoint::maybe_save(Trainer& trainer) {
           }
         }
         stem = trainer.strategy().broadcast_string(stem, 0);
-        trainer.save_checkpoint(stem);
+        std::string displaced;
         if (!worst.empty() && worst != stem) {
-          remove_checkpoint(trainer, worst);
+          displaced = worst;
           best_k_.erase(worst);
         }
         best_k_[stem] = v;
         best_path_.clear();
         for (auto& [k, s] : best_k_)
           if (best_path_.empty() || better(s, best_score_)) { best_path_ = k; best_score_ = s; }
+        trainer.save_checkpoint(stem);
+        remove_checkpoint(trainer, displaced);
       }
     }
   }
@@ -164,7 +179,8 @@ nlohmann::json ModelCheckpoint::state_dict() const {
 }
 
 void ModelCheckpoint::load_state_dict(const nlohmann::json& s) {
-  dir_ = s.value("dirpath", std::string());
+  loaded_dir_ = s.value("dirpath", std::string());
+  dir_.clear();
   best_path_ = s.value("best_model_path", std::string());
   last_path_ = s.value("last_model_path", std::string());
   latest_path_ = s.value("latest_path", std::string());

@@ -56,6 +56,7 @@ class ModelCheckpoint : public Callback {
 
   ModelCheckpointOptions opt_;
   std::string dir_;
+  std::string loaded_dir_;  // dirpath of a restored state
   std::map<std::string, double> best_k_;
   std::string best_path_;
   double best_score_;

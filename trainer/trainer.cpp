@@ -334,7 +334,7 @@ std::vector<MetricMap> Trainer::run_eval_entry(TrainModule& module, std::shared_
   MetricMap out = results_eval_.epoch_logger_metrics();
   if (is_test)
     for (auto& c : callbacks_) c->on_test_end(*this, module);
-  if (strategy_->is_global_zero() && opt_.enable_progress_bar) print_results_table(is_test ? "Test" : "Validate", out);
+  if (strategy_->is_global_zero()) print_results_table(is_test ? "Test" : "Validate", out);
   module.train();
   detach();
   return {out};

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "nn/serialization.h"
 #include "trainer/early_stopping.h"
 #include "trainer/model_checkpoint.h"
 #include "trainer/trainer_test_util.h"
@@ -191,4 +192,31 @@ TEST(ModelCheckpointFit, TemplateEveryNEpochsAndDefaultCallback) {
     EXPECT_EQ(files_in(fs::path(t.logger()->log_dir()) / "checkpoints"),
               (std::set<std::string>{"epoch=1-step=4.json", "epoch=1-step=4.safetensors"}));
   }
+}
+
+TEST(ModelCheckpointFit, ResumeIntoNewVersionKeepsOldFilesAndStateListsItself) {
+  ScratchDir dir("ckpt_resume");
+  std::string first_stem;
+  {
+    TinyModule m;
+    auto o = quiet(dir.str());
+    o.max_epochs = 1;
+    o.enable_checkpointing = true;
+    Trainer t(o);
+    t.fit(m, make_loader(8, 4));
+    first_stem = t.logger()->log_dir() + "/checkpoints/epoch=0-step=2";
+  }
+  auto j = nn::load_json(first_stem + ".json");
+  bool lists_itself = false;
+  for (auto& [k, v] : j.at("callbacks").items())
+    if (k.rfind("ModelCheckpoint", 0) == 0) lists_itself = v.at("best_k_models").contains(first_stem);
+  EXPECT_TRUE(lists_itself);
+  TinyModule m;
+  auto o = quiet(dir.str());
+  o.max_epochs = 2;
+  o.enable_checkpointing = true;
+  Trainer t(o);
+  t.fit(m, make_loader(8, 4), nullptr, first_stem);
+  EXPECT_TRUE(fs::exists(first_stem + ".safetensors"));  // not deleted by the resumed run
+  EXPECT_TRUE(fs::exists(t.logger()->log_dir() + "/checkpoints/epoch=1-step=4.json"));
 }

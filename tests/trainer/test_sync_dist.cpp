@@ -95,6 +95,5 @@ TEST(SyncDist, TrainerRoutesThroughStrategyAndAgreesOnStop) {
   EXPECT_EQ(g_fake->seen[3].size(), 2u);
   EXPECT_DOUBLE_EQ(g_fake->seen[3][1], 12.0);
   EXPECT_GE(g_fake->decisions, 1);
-  register_ddp_strategy(nullptr);
-  VOLT_EXPECT_ERROR(Trainer tt(o), "DDP", "not available");
+  register_ddp_strategy(nullptr);  // back to the built-in DDP strategy
 }
