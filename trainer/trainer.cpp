@@ -158,6 +158,8 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   should_stop_ = false;
   stop_agreed_ = false;
   val_has_step_ = true;
+  // limit_val_batches = 0 disables validation (and with it the sanity check) entirely.
+  if (val && opt_.limit_val_batches.resolve(val->size(), "limit_val_batches") == 0) val = nullptr;
   has_val_ = val != nullptr;
   callback_metrics_.clear();
   if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/true);

@@ -241,3 +241,37 @@ TEST(TrainerConsole, ProgressSummaryAndTestTable) {
   EXPECT_NE(out.find("test_loss"), std::string::npos) << out;
   EXPECT_NE(out.find("Test metric"), std::string::npos) << out;
 }
+
+TEST(TrainerLogging, ValidationOnStepRowsAndLogDict) {
+  ScratchDir dir("valstep");
+  TinyModule m;
+  m.on_val_step = [](TinyModule& mm, const Batch&, int64_t i, const Tensor&) {
+    mm.log("vs", static_cast<double>(i), {.on_step = true, .on_epoch = false});
+    mm.log_dict(std::map<std::string, double>{{"d1", 1.0}, {"d2", 2.0}});
+  };
+  auto o = quiet(dir.str());
+  o.max_epochs = 1;
+  Trainer t(o);
+  t.fit(m, make_loader(4, 4), make_loader(8, 4));
+  Csv c = read_csv(t.logger()->log_dir() + "/metrics.csv");
+  std::vector<std::string> vs;
+  for (auto& r : c.rows)
+    if (r.count("vs")) vs.push_back(r.at("vs"));
+  EXPECT_EQ(vs, (std::vector<std::string>{"0", "1"}));  // one row per validation batch
+  auto cm = t.callback_metrics();
+  EXPECT_DOUBLE_EQ(cm.at("d1"), 1.0);
+  EXPECT_DOUBLE_EQ(cm.at("d2"), 2.0);
+}
+
+TEST(TrainerLogging, LimitValBatchesZeroDisablesValidation) {
+  ScratchDir dir("noval");
+  TinyModule m;
+  auto o = quiet(dir.str());
+  o.max_epochs = 2;
+  o.limit_val_batches = 0;
+  o.num_sanity_val_steps = 2;
+  Trainer t(o);
+  t.fit(m, make_loader(8, 4), make_loader(8, 4));
+  EXPECT_EQ(m.val_steps, 0);
+  EXPECT_EQ(t.validation_runs(), 0);
+}
