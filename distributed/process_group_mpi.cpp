@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstdio>
 
 #include "kernels/ops.h"
@@ -89,6 +90,9 @@ void ensure_mpi_initialized() {
   MPI_Finalized(&fin);
   VOLT_CHECK(!fin, "mpi backend: MPI was already finalised in this process; it cannot be initialised again");
   if (init) return;
+  // Open MPI's default choice for non-blocking all-reduce on a node was measured at 130-140 us for a 400 KB
+  // gradient bucket with 2 ranks; the ring algorithm takes 75-90 us. Users can still override it.
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
   int provided = 0;
   check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
   g_we_initialised_mpi = true;

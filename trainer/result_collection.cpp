@@ -240,6 +240,7 @@ void ResultCollection::compute_epoch(Strategy& strategy) {
   // Metric objects: compute (their sync hook makes this a collective in DDP) then reset.
   for (auto& ep : entries_) {
     if (!ep->metric) continue;
+    strategy.prepare_metric(*ep->metric);
     ep->epoch_value = ep->metric->compute().item();
     ep->has_epoch = true;
     ep->metric->reset();

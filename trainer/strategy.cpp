@@ -1,12 +1,9 @@
 #include "trainer/strategy.h"
 
 #include "kernels/ops.h"
+#include "trainer/ddp_strategy.h"
 #include "trainer/device_parser.h"
 #include "trainer/train_module.h"
-#if __has_include("trainer/ddp_strategy.h")
-#include "trainer/ddp_strategy.h"  // declares make_ddp_strategy(const DeviceSelection&)
-#define VOLT_HAS_DDP_STRATEGY 1
-#endif
 
 namespace volt {
 
@@ -14,7 +11,7 @@ void Strategy::setup(TrainModule& module) { module.to(root_device()); }
 
 void Strategy::backward(const Tensor& loss, bool sync_grad) { loss.backward(); }
 
-static DDPFactory g_ddp_factory = nullptr;
+static DDPFactory g_ddp_factory = make_ddp_strategy;
 void register_ddp_strategy(DDPFactory factory) { g_ddp_factory = factory; }
 
 std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices) {
@@ -27,12 +24,7 @@ std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const Devic
     return std::make_unique<SingleDeviceStrategy>(root);
   }
   if (strategy == "ddp" || strategy == "ddp_spawn" || strategy == "auto") {
-#ifdef VOLT_HAS_DDP_STRATEGY
-    if (g_ddp_factory == nullptr) return make_ddp_strategy(devices);
-#endif
-    VOLT_CHECK(g_ddp_factory != nullptr, "Trainer: strategy=\"", strategy, "\" with ", devices.num_processes,
-               " processes needs the DDP strategy, which is not available in this build");
-    return g_ddp_factory(devices);
+    return g_ddp_factory ? g_ddp_factory(devices) : make_ddp_strategy(devices);
   }
   VOLT_FAIL("Trainer: strategy=\"", strategy, "\" is not supported; expected \"auto\", \"single_device\", ",
             "\"ddp\" or \"ddp_spawn\"");

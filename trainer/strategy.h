@@ -18,6 +18,9 @@
 namespace volt {
 
 class TrainModule;
+namespace metrics {
+class Metric;
+}
 namespace optim {
 class Optimizer;
 }
@@ -57,6 +60,10 @@ class Strategy {
   // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged (SEMANTICS.md
   // "all_gather"). (collective)
   virtual Tensor all_gather(const Tensor& t) { return t; }
+  // First dims may differ per rank (trailing dims must match): one tensor per rank, in rank order. (collective)
+  virtual std::vector<Tensor> all_gather_uneven(const Tensor& t) { return {t}; }
+  // Makes a metric object's compute() global (installs its state-sync hook). Single device: nothing.
+  virtual void prepare_metric(metrics::Metric& metric) {}
   // Rank `src`'s value on every rank (rank_zero_only values that a callback monitors). (collective)
   virtual double broadcast_value(double value, int src = 0) { return value; }
   virtual std::string broadcast_string(const std::string& s, int src = 0) { return s; }
