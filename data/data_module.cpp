@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "data/mnist.h"
+#include "data/shared_dataset.h"
 
 namespace volt::data {
 
@@ -22,16 +23,24 @@ void MnistDataModule::prepare_data() {
 void MnistDataModule::setup(const std::string& stage) {
   VOLT_CHECK(stage.empty() || stage == "fit" || stage == "validate" || stage == "test" || stage == "predict",
              "MnistDataModule::setup: unknown stage '", stage, "' (expected fit, validate, test, predict or empty)");
-  if ((stage.empty() || stage == "fit" || stage == "validate") && !train_) {
-    auto full = MnistDataset::load(dir_, true)->normalized(kMean, kStd);
+  const bool share = share_ && node_sharing_available();
+  // Collective when shared: every rank makes the same calls, since they all see the same stage and state.
+  auto load = [&](bool train) -> std::shared_ptr<TensorDataset> {
+    if (share) return load_mnist_normalized_shared(dir_, train, kMean, kStd, dist::default_group());
+    return MnistDataset::load(dir_, train)->normalized(kMean, kStd);
+  };
+  const bool want_train = (stage.empty() || stage == "fit" || stage == "validate") && !train_;
+  const bool want_test = (stage.empty() || stage == "test" || stage == "predict") && !test_;
+  if (want_train || want_test) shared_ = share;
+  if (want_train) {
+    auto full = load(true);
     const int64_t n = full->size();
     const int64_t n_val = static_cast<int64_t>(std::llround(static_cast<double>(n) / 12.0));
     auto parts = random_split(full, {static_cast<double>(n - n_val), static_cast<double>(n_val)}, seed_);
     train_ = parts[0];
     val_ = parts[1];
   }
-  if ((stage.empty() || stage == "test" || stage == "predict") && !test_)
-    test_ = MnistDataset::load(dir_, false)->normalized(kMean, kStd);
+  if (want_test) test_ = load(false);
 }
 
 std::shared_ptr<DataLoader> MnistDataModule::make_loader(const std::shared_ptr<Dataset>& ds, bool shuffle,

@@ -29,6 +29,12 @@ class DataModule {
 // random (seeded) into 55,000 for training and 5,000 for validation (other sizes keep the 11:1 ratio:
 // val = round(n / 12)); the t10k files are the test (and predict) set. The training loader shuffles with
 // `seed` (set shuffle_train = false for the template's fixed order); evaluation loaders keep the order.
+//
+// Distributed runs: when a default process group is initialised and the node runs several of its ranks
+// (data::node_sharing_available()), setup() loads the normalized tensors ONCE per node into shared memory
+// (data/shared_dataset.h) instead of once per process: local rank 0 reads and normalizes, the other local
+// ranks map the same pages read-only. setup() is then collective (every rank must call it with the same
+// stages, which the trainer does). The values, splits and loaders are the same as in a single process.
 class MnistDataModule : public DataModule {
  public:
   MnistDataModule(std::string dir, int64_t batch_size = 16, int num_workers = 0, uint64_t seed = 42,
@@ -47,6 +53,11 @@ class MnistDataModule : public DataModule {
   const std::shared_ptr<Dataset>& val_dataset() const { return val_; }
   const std::shared_ptr<Dataset>& test_dataset() const { return test_; }
 
+  // Whether the last setup() loaded its data into node-shared memory (see above); false in one process.
+  bool shared() const { return shared_; }
+  // Turns node sharing off (each rank then loads its own copy, as in a single process). Default on.
+  void set_share_across_local_ranks(bool on) { share_ = on; }
+
   static constexpr double kMean = 0.1307;
   static constexpr double kStd = 0.3081;
 
@@ -59,6 +70,8 @@ class MnistDataModule : public DataModule {
   uint64_t seed_;
   bool pin_memory_;
   bool shuffle_train_;
+  bool share_ = true;
+  bool shared_ = false;
   std::shared_ptr<Dataset> train_, val_, test_;
 };
 
