@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "data/idx.h"
 #include "data/mnist.h"
@@ -57,10 +58,10 @@ std::string hex(uint64_t v) {
 std::string file_key(const std::string& path, const std::string& extra) {
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec);
-  std::string key = (ec ? fs::path(path) : abs).lexically_normal().string();
-  key += "|" + std::to_string(fs::file_size(path, ec));
-  key += "|" + std::to_string(static_cast<long long>(fs::last_write_time(path, ec).time_since_epoch().count()));
-  return hex(fnv1a(key + "|" + extra));
+  std::ostringstream key;  // (a stream: GCC 12 warns falsely (-Wrestrict) on "|" + std::string)
+  key << (ec ? fs::path(path) : abs).lexically_normal().string() << '|' << fs::file_size(path, ec) << '|'
+      << static_cast<long long>(fs::last_write_time(path, ec).time_since_epoch().count()) << '|' << extra;
+  return hex(fnv1a(key.str()));
 }
 
 // "<pid>_<start time>" of rank 0, the same on every rank: unique among jobs running at the same time (a pid is
