@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kernels/ops.h"
+#include "runtime/cuda_api.h"
 #include "runtime/generator.h"
 #include "trainer/device_parser.h"
 #include "trainer/model_checkpoint.h"
@@ -58,6 +59,13 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
   if (opt_.deterministic) set_allow_tf32(false);
 
   DeviceSelection sel = parse_devices(opt_.accelerator, opt_.devices);
+  if (opt_.auto_select_gpus && sel.accelerator == "gpu") {
+    // devices="k": k GPUs that no other process is computing on, instead of the first k.
+    int k = 0;
+    VOLT_CHECK(std::sscanf(opt_.devices.c_str(), "%d", &k) == 1 && k > 0 && opt_.devices.find(',') == std::string::npos,
+               "Trainer: auto_select_gpus needs devices to be a GPU count (e.g. \"2\"), got \"", opt_.devices, "\"");
+    sel = parse_devices("gpu", pick_free_gpus(k), cuda_device_count());
+  }
   // Mixed precision needs autocast in the op layer (fp16/bf16 matmul and conv, fp32 reductions) plus the
   // GradScaler (trainer/grad_scaler.h) for "16-mixed"; the op-level autocast does not exist yet.
   VOLT_CHECK(p == "32-true" || p == "32", "Trainer: precision=\"", p, "\" on accelerator \"", sel.accelerator,

@@ -27,6 +27,7 @@ struct BatchAmount {
 struct TrainerOptions {
   std::string accelerator = "auto";   // "cpu", "gpu" ("cuda"), "auto"
   std::string devices = "auto";       // "auto", "1", "2", "-1", "1,3", ...
+  bool auto_select_gpus = false;      // with devices="k" on GPUs: pick k GPUs not busy with other processes
   std::string strategy = "auto";      // "auto", "single_device", "ddp", "ddp_spawn"
   std::string precision = "32-true";  // "32-true" | "32"; "16-mixed", "bf16-mixed" (see Trainer docs)
 

@@ -53,3 +53,12 @@ TEST(DeviceParser, PickFreeGpusFailsClearlyWithoutNvml) {
   VOLT_EXPECT_ERROR(pick_free_gpus(1), "pick_free_gpus");
   VOLT_EXPECT_ERROR(pick_free_gpus(0), "k must be positive");
 }
+
+#include "trainer/trainer.h"
+
+TEST(DeviceParser, TrainerAutoSelectGpusFlag) {
+  // CPU runs ignore the flag; asking for GPUs on this GPU-less machine fails with the parser's reason.
+  EXPECT_NO_THROW(Trainer({.accelerator = "cpu", .auto_select_gpus = true, .enable_progress_bar = false,
+                           .enable_model_summary = false, .logger = false}));
+  VOLT_EXPECT_ERROR(Trainer({.accelerator = "gpu", .devices = "1", .auto_select_gpus = true}), "no GPU is usable");
+}
