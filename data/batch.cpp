@@ -10,16 +10,30 @@ int64_t Batch::size() const {
   return input.dim() == 0 ? 1 : input.size(0);
 }
 
+namespace {
+// Host-to-device upload of a pinned batch tensor on the device's copy stream, so it overlaps the step running
+// on the compute stream; the compute stream waits for it (an event, no host sync) before any kernel reads it.
+Tensor upload_on_copy_stream(const Tensor& host, Device device) {
+  Tensor src = host.detach();
+  Tensor dst = empty(src.shape(), src.dtype(), device);
+  const Stream copy = get_stream(device, StreamKind::Copy);
+  copy_bytes(dst.data_ptr(), device, src.data_ptr(), kCPU, src.nbytes(), &copy);
+  Event done;
+  done.record(copy);
+  done.wait(get_stream(device, StreamKind::Compute));
+  // The loader's pooled buffer must not be refilled before the copy has read it.
+  PinnedPool::global().record_async_use(host, copy);
+  return dst;
+}
+}  // namespace
+
 Batch Batch::to(Device device, bool non_blocking) const {
   Batch out;
-  if (input.defined()) out.input = input.to(device, non_blocking);
-  if (target.defined()) out.target = target.to(device, non_blocking);
-  if (non_blocking && device.is_cuda()) {
-    // Tensor::to queues asynchronous uploads from pinned memory on the device's compute stream: keep the
-    // loader's pooled buffers from being refilled before those copies have read them.
-    const Stream s = get_stream(device, StreamKind::Compute);
-    for (const Tensor* t : {&input, &target})
-      if (t->defined() && !t->is_cuda() && t->storage()->pinned) PinnedPool::global().record_async_use(*t, s);
+  for (auto [from, to] : {std::pair{&input, &out.input}, std::pair{&target, &out.target}}) {
+    if (!from->defined()) continue;
+    const bool async_upload = non_blocking && device.is_cuda() && !from->is_cuda() && from->storage()->pinned &&
+                              from->is_contiguous();
+    *to = async_upload ? upload_on_copy_stream(*from, device) : from->to(device, non_blocking);
   }
   return out;
 }
