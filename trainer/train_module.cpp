@@ -1,5 +1,6 @@
 #include "trainer/train_module.h"
 
+#include "kernels/ops.h"
 #include "nn/metrics.h"
 #include "trainer/result_collection.h"
 #include "trainer/trainer.h"
@@ -46,7 +47,61 @@ int TrainModule::global_rank() const { return trainer_ ? trainer_->strategy().gl
 int TrainModule::world_size() const { return trainer_ ? trainer_->strategy().world_size() : 1; }
 int64_t TrainModule::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
 int64_t TrainModule::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
-Tensor TrainModule::all_gather(const Tensor& t) const { return trainer_ ? trainer_->strategy().all_gather(t) : t; }
+// ---- all_gather --------------------------------------------------------------------------------------------
+
+// The strategy to gather through, or nullptr when the input comes back unchanged (no trainer, one process).
+static Strategy* gather_strategy(Trainer* trainer) {
+  if (!trainer || trainer->strategy().world_size() == 1) return nullptr;
+  return &trainer->strategy();
+}
+
+Tensor TrainModule::all_gather(const Tensor& t) const {
+  VOLT_CHECK(t.defined(), type_name(), "::all_gather: the tensor is undefined; every rank must pass a tensor");
+  Strategy* s = gather_strategy(trainer_);
+  return s ? s->all_gather(t) : t;
+}
+
+Tensor TrainModule::all_gather(double value) const {
+  Strategy* s = gather_strategy(trainer_);
+  Tensor v = scalar_tensor(value, DType::f64, device_);
+  return s ? s->all_gather(v.reshape({1})).reshape({s->world_size()}) : v;
+}
+
+// Every rank must bring the same structure: agree on a description of it before gathering, so a mismatch is
+// an error on every rank instead of a silent pairing of unrelated tensors (or a hang).
+static void check_same_structure(Strategy& s, const std::string& what, const std::string& mine) {
+  std::string ref = s.broadcast_string(mine, 0);
+  bool differs = s.reduce_decision(ref != mine, /*all=*/false);
+  VOLT_CHECK(!differs, what, ": ranks passed different containers (rank 0: [", ref, "], rank ", s.global_rank(),
+             ": [", mine, "]); every rank must gather the same number of tensors / the same keys");
+}
+
+std::vector<Tensor> TrainModule::all_gather(const std::vector<Tensor>& tensors) const {
+  Strategy* s = gather_strategy(trainer_);
+  if (!s) return tensors;
+  check_same_structure(*s, type_name() + "::all_gather(vector)", std::to_string(tensors.size()) + " tensors");
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (auto& t : tensors) out.push_back(all_gather(t));
+  return out;
+}
+
+std::map<std::string, Tensor> TrainModule::all_gather(const std::map<std::string, Tensor>& tensors) const {
+  Strategy* s = gather_strategy(trainer_);
+  if (!s) return tensors;
+  std::string keys;
+  for (auto& [k, v] : tensors) keys += (keys.empty() ? "\"" : ", \"") + k + "\"";
+  check_same_structure(*s, type_name() + "::all_gather(map)", keys);
+  std::map<std::string, Tensor> out;
+  for (auto& [k, v] : tensors) out.emplace(k, all_gather(v));  // std::map order: the same on every rank
+  return out;
+}
+
+std::vector<Tensor> TrainModule::all_gather_uneven(const Tensor& t) const {
+  VOLT_CHECK(t.defined(), type_name(), "::all_gather_uneven: the tensor is undefined; every rank must pass one");
+  Strategy* s = gather_strategy(trainer_);
+  return s ? s->all_gather_uneven(t) : std::vector<Tensor>{t};
+}
 
 void TrainModule::toggle_optimizer(const optim::Optimizer& optimizer) {
   untoggle_optimizer();

@@ -125,8 +125,22 @@ class TrainModule : public nn::Module {
   bool is_global_zero() const { return global_rank() == 0; }
   int64_t current_epoch() const;
   int64_t global_step() const;
-  // (s...) -> (world, s...) over all ranks (every rank must call it); unchanged with one process.
+  // ---- all_gather (SEMANTICS.md "all_gather") -------------------------------------------------------------
+  // Collectives: every rank must call them, in the same order (a call made by only some ranks fails with the
+  // group's timeout, or at once naming the collective in debug mode). Results are detached and live on
+  // device(). With one process (also a DDP run of world size 1) every input comes back unchanged.
+  //   Tensor (s...) with equal shapes on every rank -> (world, s...), in rank order.
   Tensor all_gather(const Tensor& t) const;
+  //   A number -> (world,) f64 tensor; with one process a 0-d f64 tensor holding the value (the "unchanged"
+  //   rule applied to a scalar: no leading world dimension is added).
+  Tensor all_gather(double value) const;
+  //   Containers keep their structure: each element is gathered as above. Every rank must pass the same
+  //   number of tensors / the same keys (checked: a mismatch throws volt::Error on every rank).
+  std::vector<Tensor> all_gather(const std::vector<Tensor>& tensors) const;
+  std::map<std::string, Tensor> all_gather(const std::map<std::string, Tensor>& tensors) const;
+  // First dims may differ per rank (trailing dims must match): one tensor per rank, in rank order, with each
+  // rank's own first dim. One process: {t}.
+  std::vector<Tensor> all_gather_uneven(const Tensor& t) const;
 
   // Stored in checkpoints and written by the logger (hparams.yaml).
   void save_hyperparameters(nlohmann::json hparams) { hparams_ = std::move(hparams); }
