@@ -5,10 +5,13 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <iostream>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "data/data_module.h"
 #include "nn/serialization.h"
 #include "runtime/allocator.h"
 #include "trainer/throughput_monitor.h"
@@ -82,6 +85,37 @@ inline void write_results(const std::string& out_dir, const std::string& example
   j["seed"] = a.seed;
   j["precision"] = a.precision;
   nn::save_json_atomic(out_dir + "/results.json", j);
+}
+
+// The whole program of an example: parse flags, seed, build the model (make_model(lr)) and the MNIST data
+// module, fit (resuming if asked), test, write results.json on rank 0. Returns the process exit code.
+template <class MakeModel>
+int run_example(int argc, char** argv, const std::string& name, const std::string& description, Args args,
+                bool shuffle_train, MakeModel make_model) {
+  int code = 0;
+  if (!parse_args(argc, argv, description, args, code)) return code;
+  try {
+    seed_everything(args.seed);
+    auto model = make_model(args.lr);
+    data::MnistDataModule dm(args.data, args.batch_size, args.num_workers, args.seed, /*pin_memory=*/true,
+                             shuffle_train);
+    auto throughput = std::make_shared<ThroughputMonitor>();
+    Trainer trainer({.accelerator = args.accelerator, .devices = args.devices, .strategy = args.strategy,
+                     .precision = args.precision, .max_epochs = args.epochs,
+                     .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
+                     .callbacks = {throughput}});
+    trainer.fit(*model, dm, args.resume);
+    auto results = trainer.test(*model, dm);
+    if (trainer.strategy().is_global_zero()) {
+      write_results(args.out, name, results.empty() ? MetricMap{} : results[0], *throughput, model->device(), args);
+      std::cout << "results written to " << args.out << "/results.json (train "
+                << static_cast<int64_t>(throughput->samples_per_second()) << " samples/s)\n";
+    }
+  } catch (const Error& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace volt::examples
