@@ -182,8 +182,32 @@ void ResultCollection::end_step(Strategy& strategy) {
   for (size_t i = 0; i < ma.size(); ++i) store(ma[i], maxs[i]);
 }
 
+// What the epoch-end collectives of a collection are made of, in issue order: every rank must bring the same
+// list, or the reductions pair unrelated values (or some ranks wait forever, e.g. a rank whose evaluation shard
+// is empty logged nothing at all).
+static std::string synced_signature(const std::vector<std::string>& parts) {
+  std::string sig;
+  for (auto& p : parts) sig += (sig.empty() ? "" : ", ") + p;
+  return sig;
+}
+
 void ResultCollection::compute_epoch(Strategy& strategy) {
   bool distributed = strategy.world_size() > 1;
+  if (distributed) {
+    std::vector<std::string> parts;
+    for (auto& ep : entries_) {
+      if (!ep->opt.on_epoch) continue;
+      if (ep->metric) parts.push_back(ep->name + " (metric)");
+      else if (ep->opt.sync_dist) parts.push_back(ep->name + " (sync_dist)");
+    }
+    std::string mine = synced_signature(parts);
+    std::string ref = strategy.broadcast_string(mine, 0);
+    bool differs = strategy.reduce_decision(mine != ref, /*all=*/false);
+    VOLT_CHECK(!differs, "Trainer (", stage_, "): at epoch end the ranks hold different synced values (rank 0: [",
+               ref, "], rank ", strategy.global_rank(), ": [", mine, "]); every rank must log the same sync_dist ",
+               "values and metric objects, in the same order. A rank whose ", stage_ == "train" ? "training" : "evaluation",
+               " shard is empty (fewer samples than ranks) logs nothing: use fewer ranks or more samples");
+  }
   std::vector<double> sums, mins, maxs;
   struct Slot { Entry* e; size_t num; size_t den; };
   std::vector<Slot> sum_slots, min_slots, max_slots;

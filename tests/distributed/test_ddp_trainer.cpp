@@ -288,6 +288,26 @@ TEST(DDPTrainer, EvalSplitMakesMeanOfMeansDiffer) {
   EXPECT_GT(std::abs(mean_of_means - weighted), 1e-4);
 }
 
+// Fewer evaluation samples than ranks: the last rank's shard is empty, so it logs nothing and would skip the
+// epoch-end collectives the others wait in. Every rank must get a clear error instead of a hang (found by this
+// test: it timed out before ResultCollection::compute_epoch checked the synced structure).
+TEST(DDPTrainer, EmptyEvaluationShardIsAnErrorOnEveryRankNotAHang) {
+  if (world() < 3) GTEST_SKIP() << "needs a rank without samples (2 samples over 3+ ranks)";
+  auto full_ds = eval_data();
+  auto ds = std::make_shared<data::TensorDataset>(full_ds->inputs().narrow(0, 0, 2).contiguous(),
+                                                  full_ds->targets().narrow(0, 0, 2).contiguous());
+  {
+    Trainer trainer(ddp_options());
+    EvalModule mod;
+    auto loader = std::make_shared<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = kEvalBatch});
+    VOLT_EXPECT_ERROR(trainer.validate(mod, loader), "different synced values");
+  }
+  // The error was agreed, not a timeout: the group still works.
+  Tensor t = full({1}, 1.0);
+  pg().all_reduce(t);
+  EXPECT_EQ(t.item(), static_cast<double>(world()));
+}
+
 // ---- all_gather ------------------------------------------------------------------------------------------------
 
 struct GatherModule : TrainModule {
