@@ -135,6 +135,7 @@ Stream get_stream(Device device, StreamKind kind) {
 
 void synchronize(Device device) {
   if (device.is_cpu()) return;
+  check_device_usable(device, "synchronize");
   DeviceGuard g(device.index);
   VOLT_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -185,6 +186,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, nbytes);
     return;
   }
+  check_device_usable(dst_device, "copy_bytes");
+  check_device_usable(src_device, "copy_bytes");
   Device dev = dst_device.is_cuda() ? dst_device : src_device;
   DeviceGuard g(dev.index);
   cudaMemcpyKind kind = dst_device.is_cpu() ? cudaMemcpyDeviceToHost
@@ -206,6 +209,7 @@ void memset_zero(void* dst, Device device, size_t nbytes) {
     std::memset(dst, 0, nbytes);
     return;
   }
+  check_device_usable(device, "memset_zero");
   DeviceGuard g(device.index);
   VOLT_CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes,
                                   static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle)));
