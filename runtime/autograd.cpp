@@ -1,6 +1,7 @@
 #include "runtime/autograd.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -21,14 +22,16 @@ struct AccumulateGrad : Node {
     if (!impl || !grads[0].defined()) return {};
     Tensor leaf(impl);
     AutogradMeta& m = impl->meta();
-    Tensor g = grads[0].detach();
     if (!m.grad.defined()) {
-      // Keep the gradient only if nobody else can see its storage; otherwise in-place updates to one
-      // parameter's grad (clipping, scaling) would leak into another's.
-      bool unique = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1;
-      m.grad = unique ? g : autograd::engine_ops().clone(g);
+      // Keep the incoming tensor only if nothing else can see it or its storage (the engine hands over its
+      // last handle): otherwise in-place updates of one parameter's grad (clipping, scaling) would leak into
+      // another tensor. Non-contiguous views are copied so optimizers get dense gradients.
+      Tensor& in = grads[0];
+      const bool unique = in.impl_ptr().use_count() == 1 && in.storage().use_count() == 1 && !in.impl()->autograd &&
+                          in.is_contiguous();
+      m.grad = unique ? std::move(in) : autograd::engine_ops().clone(in.detach());
     } else {
-      m.grad = autograd::engine_ops().add(m.grad, g);
+      m.grad = autograd::engine_ops().add(m.grad, grads[0].detach());
     }
     auto hooks = m.grad_ready_hooks;  // copy: a hook may remove itself
     for (auto& [id, hook] : hooks) hook(leaf);
@@ -80,7 +83,9 @@ Edge gradient_edge(const Tensor& t) {
   if (!m.requires_grad) return {};
   if (!m.grad_accumulator) {
     m.grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
-    m.grad_accumulator->input_meta = {};
+    // Accumulators run as soon as their gradient is complete (before any other ready node), so grad-ready
+    // hooks fire while backward continues: DDP launches each bucket's all-reduce as early as possible.
+    m.grad_accumulator->sequence_nr = UINT64_MAX;
   }
   return {m.grad_accumulator, 0};
 }

@@ -193,6 +193,11 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   cudaMemcpyKind kind = dst_device.is_cpu() ? cudaMemcpyDeviceToHost
                         : src_device.is_cpu() ? cudaMemcpyHostToDevice
                                               : cudaMemcpyDeviceToDevice;
+  if (src_device.is_cuda() && dst_device.is_cuda() && src_device.index != dst_device.index) {
+    // Peer copy: the work producing `src` runs on the source GPU's compute stream, which the destination's
+    // streams do not wait for; finish it first.
+    VOLT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(get_stream(src_device, StreamKind::Compute).handle)));
+  }
   if (stream) {
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, static_cast<cudaStream_t>(stream->handle)));
   } else {

@@ -214,6 +214,13 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   stage_ = "train";
   m.train();
   num_train_batches_ = opt_.limit_train_batches.resolve(train.size(), "limit_train_batches");
+  // An interval longer than the epoch would silently never validate (and never feed EarlyStopping or a
+  // monitoring ModelCheckpoint): refuse it, as the upstream trainer does.
+  VOLT_CHECK(val == nullptr || !val_has_step_ || opt_.val_check_interval.is_fraction ||
+                 opt_.val_check_interval.count <= num_train_batches_,
+             "Trainer: val_check_interval=", opt_.val_check_interval.count, " batches is longer than the epoch (",
+             num_train_batches_, " training batches); use a value <= ", num_train_batches_,
+             " or a fraction such as 1.0");
   int64_t start = resume_skip_;
   resume_skip_ = 0;
   if (start > 0) train.load_state({epoch_, start});

@@ -150,3 +150,34 @@ TEST(AutogradEngine, MultiPathGraphMatchesFiniteDifferences) {
       },
       {a, b});
 }
+
+TEST(AutogradEngine, GradReadyHooksFireAsSoonAsALeafIsComplete) {
+  // w2 is used by the last op, w1 by the first: w2's gradient is complete before backward reaches w1's op,
+  // so its hook must fire before w1's gradient is computed (what lets DDP overlap communication).
+  Tensor w1 = from_vector<double>({2.0}).set_requires_grad();
+  Tensor w2 = from_vector<double>({3.0}).set_requires_grad();
+  std::vector<std::string> order;
+  w1.register_grad_ready_hook([&](const Tensor&) { order.push_back("w1"); });
+  w2.register_grad_ready_hook([&](const Tensor&) { order.push_back("w2"); });
+  Tensor h = w1 * 5.0;
+  Tensor marker = h.exp().log();  // more nodes between w1 and the output
+  Tensor y = (marker * w2).sum();
+  y.backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"w2", "w1"}));
+  EXPECT_NEAR(w1.grad().item(), 15.0, 1e-12);
+  EXPECT_NEAR(w2.grad().item(), 10.0, 1e-12);
+}
+
+TEST(AutogradEngine, SharedGradientIsNotAliasedBetweenLeaves) {
+  // (a + b).sum(): both leaves receive the same incoming gradient tensor; scaling one must not change the other.
+  Tensor a = from_vector<double>({1, 2}).set_requires_grad();
+  Tensor b = from_vector<double>({3, 4}).set_requires_grad();
+  (a + b).sum().backward();
+  Tensor ga = a.grad();
+  {
+    NoGradGuard ng;
+    mul_(ga, 10.0);
+  }
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{10, 10}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+}

@@ -160,6 +160,19 @@ TEST(TrainerLoop, ValCheckIntervalAndEveryNEpochs) {
   {
     TinyModule m;
     auto o = quiet(dir.str());
+    o.max_epochs = 1;
+    o.val_check_interval = 7;  // longer than the 6-batch epoch: would never validate
+    Trainer t(o);
+    try {
+      t.fit(m, make_loader(24, 4), make_loader(4, 4));
+      ADD_FAILURE() << "expected an error for val_check_interval > batches per epoch";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("val_check_interval=7"), std::string::npos) << e.what();
+    }
+  }
+  {
+    TinyModule m;
+    auto o = quiet(dir.str());
     o.max_epochs = 5;
     o.check_val_every_n_epoch = 2;  // epochs 1 and 3
     Trainer t(o);
