@@ -3,6 +3,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace volt::dist {
@@ -93,7 +94,8 @@ void GradReducer::on_grad_ready(int i) {
 void GradReducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_++];
-    b.work = group_.all_reduce_async(b.flat, ReduceOp::Avg);
+    // Summed here; finalize() divides by the world size while copying out (one pass instead of two).
+    b.work = group_.all_reduce_async(b.flat, ReduceOp::Sum);
     if (!in_finalize_) ++launched_in_backward_;
   }
 }
@@ -131,13 +133,17 @@ void GradReducer::finalize() {
               "requires_grad(false), or enable Options::find_unused_parameters");
   }
   NoGradGuard ng;
+  ElemParams scale;
+  scale.a = 1.0 / static_cast<double>(group_.world_size());
   for (auto& s : slots_) {
-    Tensor avg = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
+    Tensor sum = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
     Tensor g = s.param.grad();
-    if (g.defined() && g.shape() == s.param.shape() && g.dtype() == avg.dtype())
-      g.copy_(avg);
-    else
-      s.param.set_grad(avg.clone());
+    if (g.defined() && g.shape() == s.param.shape() && g.dtype() == sum.dtype() && g.device() == sum.device() &&
+        g.is_contiguous()) {
+      VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, sum, scale);  // g = sum / world, one pass
+    } else {
+      s.param.set_grad(mul(sum, scale.a));
+    }
   }
   reset_step();
 }
