@@ -13,7 +13,7 @@ if ((${#missing[@]})); then
   SUDO=""
   if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 else
   echo "setup: all dependencies present"
 fi
