@@ -55,16 +55,16 @@ void EarlyStopping::check(Trainer& trainer) {
   if (trainer.sanity_checking()) return;
   MetricMap m = trainer.callback_metrics();
   auto it = m.find(opt_.monitor);
-  bool present = trainer.strategy().reduce_decision(it != m.end(), /*all=*/false);
-  if (!present) {
+  std::optional<double> agreed =
+      trainer.strategy().agreed_value(it != m.end() ? std::optional<double>(it->second) : std::nullopt);
+  if (!agreed) {
     if (!opt_.strict) return;
     std::ostringstream avail;
     for (auto& [k, v] : m) avail << " " << k;
     VOLT_FAIL("EarlyStopping: the monitored metric \"", opt_.monitor,
               "\" was not logged; available metrics:", avail.str(), " (set strict=false to skip missing values)");
   }
-  double v = it != m.end() ? it->second : std::numeric_limits<double>::quiet_NaN();
-  v = trainer.strategy().broadcast_value(v, 0);
+  const double v = *agreed;
   std::string why;
   bool stop = trainer.strategy().reduce_decision(evaluate(v, &why), /*all=*/false);
   if (stop) {

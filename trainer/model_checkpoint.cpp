@@ -126,14 +126,15 @@ void ModelCheckpoint::maybe_save(Trainer& trainer) {
       remove_checkpoint(trainer, displaced);
     } else {
       auto it = metrics.find(opt_.monitor);
-      bool present = trainer.strategy().reduce_decision(it != metrics.end(), /*all=*/false);
-      if (!present) {
+      std::optional<double> agreed = trainer.strategy().agreed_value(
+          it != metrics.end() ? std::optional<double>(it->second) : std::nullopt);
+      if (!agreed) {
         std::ostringstream avail;
         for (auto& [k, v] : metrics) avail << " " << k;
         VOLT_FAIL("ModelCheckpoint: the monitored metric \"", opt_.monitor,
                   "\" was not logged; available metrics:", avail.str());
       }
-      double v = trainer.strategy().broadcast_value(it != metrics.end() ? it->second : 0.0, 0);
+      double v = *agreed;
       if (std::isnan(v)) v = opt_.mode == "min" ? std::numeric_limits<double>::infinity()
                                                 : -std::numeric_limits<double>::infinity();
       bool keep = opt_.save_top_k == -1 || static_cast<int64_t>(best_k_.size()) < opt_.save_top_k;

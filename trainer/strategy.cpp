@@ -11,6 +11,15 @@ void Strategy::setup(TrainModule& module) { module.to(root_device()); }
 
 void Strategy::backward(const Tensor& loss, bool sync_grad) { loss.backward(); }
 
+std::optional<double> Strategy::agreed_value(std::optional<double> local) {
+  const int world = world_size();
+  std::vector<double> owner{local ? static_cast<double>(global_rank()) : static_cast<double>(world)};
+  reduce_values(owner, dist::ReduceOp::Min);
+  const int root = static_cast<int>(owner[0]);
+  if (root >= world) return std::nullopt;
+  return broadcast_value(local.value_or(0.0), root);
+}
+
 static DDPFactory g_ddp_factory = make_ddp_strategy;
 void register_ddp_strategy(DDPFactory factory) { g_ddp_factory = factory; }
 

@@ -8,6 +8,7 @@
 // The Trainer guarantees that: all decisions that could differ per rank (stop, save, skip) are agreed
 // through reduce_decision / broadcast_* before anyone acts on them.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ class Strategy {
   virtual std::vector<Tensor> all_gather_uneven(const Tensor& t) { return {t}; }
   // Makes a metric object's compute() global (installs its state-sync hook). Single device: nothing.
   virtual void prepare_metric(metrics::Metric& metric) {}
+  // The value held by the lowest rank that has one, on every rank; nullopt when no rank has it. Monitoring
+  // callbacks use it so that a value logged on some ranks only (rank_zero_only, an empty shard) is agreed.
+  // (collective: two small collectives)
+  std::optional<double> agreed_value(std::optional<double> local);
   // Rank `src`'s value on every rank (rank_zero_only values that a callback monitors). (collective)
   virtual double broadcast_value(double value, int src = 0) { return value; }
   virtual std::string broadcast_string(const std::string& s, int src = 0) { return s; }

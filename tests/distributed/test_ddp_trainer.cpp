@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "nn/metrics.h"
 #include "nn/nn.h"
+#include "trainer/ddp_strategy.h"
 #include "trainer/early_stopping.h"
 #include "trainer/model_checkpoint.h"
 #include "trainer/trainer.h"
@@ -496,3 +497,22 @@ TEST(DDPTrainer, RankZeroOnlyValueDrivesEarlyStoppingAndCheckpointOnEveryRank) {
 }
 
 }  // namespace
+
+TEST(DDPStrategyValues, AgreedValueComesFromTheLowestRankThatHasIt) {
+  volt::DeviceSelection sel;
+  sel.accelerator = "cpu";
+  sel.device_ids = {0};
+  sel.num_processes = 1;
+  volt::DDPStrategy s(sel);
+  const int r = s.global_rank(), w = s.world_size();
+  // Rank 0 lacks the value (e.g. an empty shard): every rank gets rank 1's, never a made-up NaN.
+  std::optional<double> v = s.agreed_value(r == 0 ? std::nullopt : std::optional<double>(10.0 + r));
+  if (w == 1) {
+    EXPECT_FALSE(v.has_value());
+  } else {
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(*v, 11.0);
+  }
+  EXPECT_FALSE(s.agreed_value(std::nullopt).has_value());
+  EXPECT_EQ(s.agreed_value(static_cast<double>(r)).value(), 0.0);
+}
