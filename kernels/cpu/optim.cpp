@@ -4,7 +4,7 @@
 // GCC does not vectorise sqrt while it may have to set errno (the default, and not switchable per function),
 // so float Adam runs the same optim_math functions on an 8-lane AVX value type (F8) for the bulk of each
 // tensor, and the scalar path for the tail.
-#include "kernels/common/dispatch.h"
+#include "kernels/common/optim_dispatch.h"
 #include "kernels/cpu/optim_backend.h"
 
 #if defined(__AVX__)
@@ -91,47 +91,24 @@ void sgd_loop(T* __restrict p, const T* __restrict g, S* __restrict buf, int64_t
 
 }  // namespace
 
+struct CpuLauncher {
+  template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
+  void adam(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, const om::AdamScalars<S>& s) const {
+    adam_loop<T, S, kDecay, kDecoupled, kAms>(p, g, m, v, vmax, n, s);
+  }
+  template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
+  void sgd(T* p, const T* g, S* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
+    sgd_loop<T, S, kDecay, kMomentum, kNesterov>(p, g, buf, n, first, s);
+  }
+};
+
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const AdamHyper& h) {
-  const int64_t n = param.numel();
-  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
-    using T = decltype(tag);
-    using S = acc_t<T>;
-    const auto s = om::make_adam_scalars<S>(h);
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    S* m = static_cast<S*>(exp_avg.data_ptr());
-    S* v = static_cast<S*>(exp_avg_sq.data_ptr());
-    S* vmax = h.amsgrad ? static_cast<S*>(max_exp_avg_sq.data_ptr()) : nullptr;
-    om::with_bool(h.weight_decay != 0.0, [&](auto decay) {
-      om::with_bool(h.decoupled_weight_decay, [&](auto decoupled) {
-        om::with_bool(h.amsgrad, [&](auto ams) {
-          adam_loop<T, S, decltype(decay)::value, decltype(decoupled)::value, decltype(ams)::value>(p, g, m, v, vmax,
-                                                                                                   n, s);
-        });
-      });
-    });
-  });
+  om::dispatch_adam(CpuLauncher{}, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, h);
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
-  const int64_t n = param.numel();
-  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
-    using T = decltype(tag);
-    using S = acc_t<T>;
-    const auto s = om::make_sgd_scalars<S>(h);
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    S* buf = h.momentum != 0.0 ? static_cast<S*>(momentum_buffer.data_ptr()) : nullptr;
-    om::with_bool(h.weight_decay != 0.0, [&](auto decay) {
-      om::with_bool(h.momentum != 0.0, [&](auto mom) {
-        om::with_bool(h.nesterov, [&](auto nest) {
-          sgd_loop<T, S, decltype(decay)::value, decltype(mom)::value, decltype(nest)::value>(p, g, buf, n,
-                                                                                              h.first_step, s);
-        });
-      });
-    });
-  });
+  om::dispatch_sgd(CpuLauncher{}, param, grad, momentum_buffer, h);
 }
 
 }  // namespace volt::cpu

@@ -1,6 +1,6 @@
 // CUDA kernels of the fused optimizer updates: one grid-stride pass per parameter tensor; the per-element
 // math is kernels/common/optim_math.h, the same functions the CPU loop calls.
-#include "kernels/common/dispatch.h"
+#include "kernels/common/optim_dispatch.h"
 #include "kernels/cpu/optim_backend.h"
 #include "kernels/cuda/loops.cuh"
 
@@ -37,53 +37,27 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, S* __rest
 
 }  // namespace
 
+struct GpuLauncher {
+  cudaStream_t stream;
+  template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
+  void adam(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, const om::AdamScalars<S>& s) const {
+    adam_kernel<T, S, kDecay, kDecoupled, kAms><<<blocks_for(n), 256, 0, stream>>>(p, g, m, v, vmax, n, s);
+    VOLT_CUDA_CHECK_LAUNCH();
+  }
+  template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
+  void sgd(T* p, const T* g, S* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
+    sgd_kernel<T, S, kDecay, kMomentum, kNesterov><<<blocks_for(n), 256, 0, stream>>>(p, g, buf, n, first, s);
+    VOLT_CUDA_CHECK_LAUNCH();
+  }
+};
+
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const AdamHyper& h) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  cudaStream_t stream = compute_stream(param);
-  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
-    using T = decltype(tag);
-    using S = acc_t<T>;
-    const auto s = om::make_adam_scalars<S>(h);
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    S* m = static_cast<S*>(exp_avg.data_ptr());
-    S* v = static_cast<S*>(exp_avg_sq.data_ptr());
-    S* vmax = h.amsgrad ? static_cast<S*>(max_exp_avg_sq.data_ptr()) : nullptr;
-    om::with_bool(h.weight_decay != 0.0, [&](auto decay) {
-      om::with_bool(h.decoupled_weight_decay, [&](auto decoupled) {
-        om::with_bool(h.amsgrad, [&](auto ams) {
-          adam_kernel<T, S, decltype(decay)::value, decltype(decoupled)::value, decltype(ams)::value>
-              <<<blocks_for(n), 256, 0, stream>>>(p, g, m, v, vmax, n, s);
-        });
-      });
-    });
-  });
-  VOLT_CUDA_CHECK_LAUNCH();
+  om::dispatch_adam(GpuLauncher{compute_stream(param)}, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, h);
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  cudaStream_t stream = compute_stream(param);
-  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
-    using T = decltype(tag);
-    using S = acc_t<T>;
-    const auto s = om::make_sgd_scalars<S>(h);
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    S* buf = h.momentum != 0.0 ? static_cast<S*>(momentum_buffer.data_ptr()) : nullptr;
-    om::with_bool(h.weight_decay != 0.0, [&](auto decay) {
-      om::with_bool(h.momentum != 0.0, [&](auto mom) {
-        om::with_bool(h.nesterov, [&](auto nest) {
-          sgd_kernel<T, S, decltype(decay)::value, decltype(mom)::value, decltype(nest)::value>
-              <<<blocks_for(n), 256, 0, stream>>>(p, g, buf, n, h.first_step, s);
-        });
-      });
-    });
-  });
-  VOLT_CUDA_CHECK_LAUNCH();
+  om::dispatch_sgd(GpuLauncher{compute_stream(param)}, param, grad, momentum_buffer, h);
 }
 
 }  // namespace volt::cuda

@@ -1,0 +1,63 @@
+#pragma once
+// The dtype and flag dispatch of the fused optimizer updates, written once for both backends. A backend passes
+// a launcher object with two member templates that run one update over n contiguous elements:
+//   template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
+//   void adam(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, const optim_math::AdamScalars<S>& s) const;
+//   template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
+//   void sgd(T* p, const T* g, S* buf, int64_t n, bool first, const optim_math::SgdScalars<S>& s) const;
+// (the CPU one loops, the CUDA one launches a kernel). Host code only.
+#include "kernels/common/dispatch.h"
+#include "kernels/common/optim_math.h"
+#include "runtime/tensor.h"
+
+namespace volt::optim_math {
+
+template <class Launcher>
+void dispatch_adam(const Launcher& launch, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamHyper& h) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
+    using T = decltype(tag);
+    using S = acc_t<T>;
+    const auto s = make_adam_scalars<S>(h);
+    T* p = static_cast<T*>(param.data_ptr());
+    const T* g = static_cast<const T*>(grad.data_ptr());
+    S* m = static_cast<S*>(exp_avg.data_ptr());
+    S* v = static_cast<S*>(exp_avg_sq.data_ptr());
+    S* vmax = h.amsgrad ? static_cast<S*>(max_exp_avg_sq.data_ptr()) : nullptr;
+    with_bool(h.weight_decay != 0.0, [&](auto decay) {
+      with_bool(h.decoupled_weight_decay, [&](auto decoupled) {
+        with_bool(h.amsgrad, [&](auto ams) {
+          launch.template adam<T, S, decltype(decay)::value, decltype(decoupled)::value, decltype(ams)::value>(
+              p, g, m, v, vmax, n, s);
+        });
+      });
+    });
+  });
+}
+
+template <class Launcher>
+void dispatch_sgd(const Launcher& launch, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                  const SgdHyper& h) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
+    using T = decltype(tag);
+    using S = acc_t<T>;
+    const auto s = make_sgd_scalars<S>(h);
+    T* p = static_cast<T*>(param.data_ptr());
+    const T* g = static_cast<const T*>(grad.data_ptr());
+    S* buf = h.momentum != 0.0 ? static_cast<S*>(momentum_buffer.data_ptr()) : nullptr;
+    with_bool(h.weight_decay != 0.0, [&](auto decay) {
+      with_bool(h.momentum != 0.0, [&](auto mom) {
+        with_bool(h.nesterov, [&](auto nest) {
+          launch.template sgd<T, S, decltype(decay)::value, decltype(mom)::value, decltype(nest)::value>(
+              p, g, buf, n, h.first_step, s);
+        });
+      });
+    });
+  });
+}
+
+}  // namespace volt::optim_math
