@@ -63,7 +63,8 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   std::string stem = checkpoint_stem(path);
   bool has_st = fs::exists(stem + ".safetensors"), has_js = fs::exists(stem + ".json");
   VOLT_CHECK(has_st && has_js, "Trainer: checkpoint \"", path, "\" is not a complete Volt checkpoint: ",
-             has_st ? "" : stem + ".safetensors is missing ", has_js ? "" : stem + ".json is missing",
+             has_st ? "" : stem + ".safetensors is missing", !has_st && !has_js ? " and " : "",
+             has_js ? "" : stem + ".json is missing",
              " (a checkpoint needs both files)");
   nlohmann::json j = nn::load_json(stem + ".json");
   VOLT_CHECK(j.value("format", "") == "volt-checkpoint", "Trainer: ", stem, ".json is not a Volt checkpoint record");
