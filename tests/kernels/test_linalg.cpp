@@ -211,5 +211,42 @@ TEST(MatmulCuda, MatchesCpuForFloatTypesAndLayouts) {
   VOLT_EXPECT_ERROR(matmul(a.to(gpu), b), "matmul", "cuda", "cpu");
 }
 
+// Narrow outputs (8 < n <= 16, x W^T) take the hand-written AVX2 kernel on the CPU: check it against a naive
+// loop across row counts that exercise its 8-row blocks and single-row remainder, k not a multiple of 8, odd
+// n (the 2-column tail block), with and without bias, and a batched matmul with a transposed operand.
+TEST(LinalgNarrow, MatchesNaiveReference) {
+  struct Case { int64_t m, n, k; bool bias; };
+  for (Case cs : {Case{37, 10, 130, true}, Case{5, 16, 20, false}, Case{13, 9, 64, true}, Case{256, 10, 128, false},
+                  Case{1, 11, 17, true}, Case{8, 15, 33, false}}) {
+    Generator g(cs.m * 1000 + cs.n * 10 + cs.k);
+    Tensor x = rand({cs.m, cs.k}, DType::f32, kCPU, &g, -1, 1);
+    Tensor w = rand({cs.n, cs.k}, DType::f32, kCPU, &g, -1, 1);
+    Tensor b = cs.bias ? rand({cs.n}, DType::f32, kCPU, &g, -1, 1) : Tensor();
+    std::vector<float> xv = x.to_vector<float>(), wv = w.to_vector<float>(),
+                       bv = cs.bias ? b.to_vector<float>() : std::vector<float>{};
+    std::vector<float> out = linear(x, w, b).to_vector<float>();
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t j = 0; j < cs.n; ++j) {
+        double ref = cs.bias ? bv[j] : 0.0;
+        for (int64_t p = 0; p < cs.k; ++p) ref += double(xv[i * cs.k + p]) * wv[j * cs.k + p];
+        ASSERT_NEAR(out[i * cs.n + j], ref, 1e-4 * (1 + std::abs(ref)))
+            << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " at (" << i << ", " << j << ")";
+      }
+  }
+  // Batched: (3, 7, 24) @ (3, 12, 24)^T.
+  Generator g(5);
+  Tensor a = rand({3, 7, 24}, DType::f32, kCPU, &g), bt = rand({3, 12, 24}, DType::f32, kCPU, &g);
+  std::vector<float> av = a.to_vector<float>(), bv = bt.to_vector<float>();
+  std::vector<float> out = matmul(a, bt.transpose(1, 2)).to_vector<float>();
+  for (int64_t s = 0; s < 3; ++s)
+    for (int64_t i = 0; i < 7; ++i)
+      for (int64_t j = 0; j < 12; ++j) {
+        double ref = 0;
+        for (int64_t p = 0; p < 24; ++p) ref += double(av[(s * 7 + i) * 24 + p]) * bv[(s * 12 + j) * 24 + p];
+        ASSERT_NEAR(out[(s * 7 + i) * 12 + j], ref, 1e-4 * (1 + std::abs(ref)));
+      }
+}
+
 }  // namespace
 }  // namespace volt
+
