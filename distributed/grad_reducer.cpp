@@ -20,16 +20,29 @@ GradReducer::GradReducer(ProcessGroup& group, NamedParams params, Options option
   // Reverse registration order: the gradients of the last parameters arrive first in backward.
   size_t bytes = 0;
   int64_t numel = 0;
+  auto close_bucket = [&] {
+    if (buckets_.empty() || buckets_.back().in_place) return;
+    const Tensor& first = slots_[buckets_.back().slots[0]].param;
+    buckets_.back().flat = empty({numel}, first.dtype(), first.device());
+  };
   for (int i = static_cast<int>(slots_.size()) - 1; i >= 0; --i) {
     Slot& s = slots_[i];
-    bool fresh = buckets_.empty() || bytes >= options.bucket_cap_bytes;
+    if (s.param.nbytes() >= options.in_place_bytes) {
+      close_bucket();
+      buckets_.emplace_back();
+      buckets_.back().in_place = true;
+      buckets_.back().slots.push_back(i);
+      s.bucket = static_cast<int>(buckets_.size()) - 1;
+      s.offset = 0;
+      continue;
+    }
+    bool fresh = buckets_.empty() || buckets_.back().in_place || bytes >= options.bucket_cap_bytes;
     if (!fresh) {
       const Tensor& first = slots_[buckets_.back().slots.front()].param;
       fresh = first.dtype() != s.param.dtype() || first.device() != s.param.device();
     }
     if (fresh) {
-      if (!buckets_.empty()) buckets_.back().flat = empty({numel}, slots_[buckets_.back().slots[0]].param.dtype(),
-                                                          slots_[buckets_.back().slots[0]].param.device());
+      close_bucket();
       buckets_.emplace_back();
       bytes = 0;
       numel = 0;
@@ -40,9 +53,7 @@ GradReducer::GradReducer(ProcessGroup& group, NamedParams params, Options option
     bytes += s.param.nbytes();
     buckets_.back().slots.push_back(i);
   }
-  if (!buckets_.empty())
-    buckets_.back().flat = empty({numel}, slots_[buckets_.back().slots[0]].param.dtype(),
-                                 slots_[buckets_.back().slots[0]].param.device());
+  close_bucket();
   for (size_t i = 0; i < slots_.size(); ++i)
     slots_[i].hook = slots_[i].param.register_grad_ready_hook([this, i](const Tensor&) { on_grad_ready(static_cast<int>(i)); });
   reset_step();
@@ -66,6 +77,7 @@ void GradReducer::reset_step() {
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.slots.size());
     b.work.reset();
+    if (b.in_place) b.flat = Tensor();  // the parameter's gradient, not ours to keep
   }
   next_launch_ = 0;
   in_finalize_ = false;
@@ -79,7 +91,15 @@ void GradReducer::on_grad_ready(int i) {
   Tensor g = s.param.grad();
   VOLT_ASSERT(g.defined(), "grad-ready hook without a gradient for ", s.name);
   Bucket& b = buckets_[s.bucket];
-  {
+  if (b.in_place) {
+    // Reduce the gradient where it is. The engine hands leaves dense gradients that nothing else shares.
+    if (!g.is_contiguous()) {
+      NoGradGuard ng;
+      g = g.contiguous();
+      s.param.set_grad(g);
+    }
+    b.flat = g.view({g.numel()});
+  } else {
     NoGradGuard ng;
     b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape()).copy_(g);
   }
@@ -111,7 +131,13 @@ void GradReducer::finalize() {
       NoGradGuard ng;
       for (auto& s : slots_) {
         if (s.ready) continue;
-        buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).zero_();
+        Bucket& b = buckets_[s.bucket];
+        if (b.in_place) {
+          s.param.set_grad(zeros_like(s.param));
+          b.flat = s.param.grad().view({s.param.numel()});
+        } else {
+          b.flat.narrow(0, s.offset, s.param.numel()).zero_();
+        }
         s.ready = true;
         --buckets_[s.bucket].pending;
       }
@@ -137,6 +163,11 @@ void GradReducer::finalize() {
   scale.a = 1.0 / static_cast<double>(group_.world_size());
   for (auto& s : slots_) {
     Tensor sum = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
+    if (buckets_[s.bucket].in_place) {  // the sum already sits in .grad
+      Tensor g = s.param.grad();
+      VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, g, scale);
+      continue;
+    }
     Tensor g = s.param.grad();
     if (g.defined() && g.shape() == s.param.shape() && g.dtype() == sum.dtype() && g.device() == sum.device() &&
         g.is_contiguous()) {

@@ -32,6 +32,9 @@ class GradReducer {
   struct Options {
     size_t bucket_cap_bytes = 25u << 20;
     bool find_unused_parameters = false;
+    // A parameter whose gradient alone is at least this large gets a bucket of its own, all-reduced in place
+    // in its .grad: no copy into a bucket buffer and none back out.
+    size_t in_place_bytes = 256u << 10;
   };
   using NamedParams = std::vector<std::pair<std::string, Tensor>>;
 
@@ -76,8 +79,9 @@ class GradReducer {
   };
   struct Bucket {
     std::vector<int> slots;
-    Tensor flat;  // (numel,) dtype/device of its parameters
+    Tensor flat;  // (numel,) dtype/device of its parameters; in-place buckets: the parameter's .grad itself
     int pending = 0;
+    bool in_place = false;
     std::shared_ptr<Work> work;
   };
   void on_grad_ready(int slot);

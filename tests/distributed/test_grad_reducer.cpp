@@ -66,6 +66,30 @@ TEST(GradReducer, ShardsAverageToFullBatchGradient) {
   expect_close(w.grad(), w_ref.grad(), "w.grad step 2");
 }
 
+TEST(GradReducer, LargeGradientsAreReducedInPlace) {
+  // w (48 bytes) is over the in-place threshold: its own bucket, reduced inside w.grad; b shares a packed one.
+  Tensor w = param({4, 3}, 31), b = param({3}, 32);
+  Tensor w_ref = param({4, 3}, 31), b_ref = param({3}, 32);
+  dist::GradReducer reducer(pg(), {{"w", w}, {"b", b}}, {.in_place_bytes = 40});
+  ASSERT_EQ(reducer.bucket_names(), (std::vector<std::vector<std::string>>{{"b"}, {"w"}}));
+  Data d;
+  auto [xs, ys] = d.shard(0);
+  for (int step = 0; step < 2; ++step) {
+    w.set_grad(Tensor());
+    b.set_grad(Tensor());
+    loss_of(xs, ys, w, b).backward();
+    const void* grad_storage = w.grad().data_ptr();
+    reducer.finalize();
+    EXPECT_EQ(w.grad().data_ptr(), grad_storage) << "w.grad was replaced instead of reduced in place";
+    auto [xf, yf] = d.full(0);
+    w_ref.set_grad(Tensor());
+    b_ref.set_grad(Tensor());
+    loss_of(xf, yf, w_ref, b_ref).backward();
+    expect_close(w.grad(), w_ref.grad(), "w.grad");
+    expect_close(b.grad(), b_ref.grad(), "b.grad");
+  }
+}
+
 TEST(GradReducer, NoSyncAccumulatesThenReducesOnce) {
   Tensor w = param({4, 3}, 21), b = param({3}, 22);
   Tensor w_ref = param({4, 3}, 21), b_ref = param({3}, 22);
