@@ -17,6 +17,11 @@ Tensor upload_on_copy_stream(const Tensor& host, Device device) {
   Tensor src = host.detach();
   Tensor dst = empty(src.shape(), src.dtype(), device);
   const Stream copy = get_stream(device, StreamKind::Copy);
+  // The caching allocator recycles blocks in compute-stream order: `dst` may be a block that kernels already
+  // queued on the compute stream still read. The copy stream must not overwrite it before they finish.
+  Event reusable;
+  reusable.record(get_stream(device, StreamKind::Compute));
+  reusable.wait(copy);
   copy_bytes(dst.data_ptr(), device, src.data_ptr(), kCPU, src.nbytes(), &copy);
   Event done;
   done.record(copy);

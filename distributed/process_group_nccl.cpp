@@ -57,6 +57,12 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+// Bool tensors travel as uint8: a sum would leave values above 1 in bool storage, so Sum means logical or (max).
+ncclRedOp_t nccl_op_for(ReduceOp op, DType dt) {
+  ncclRedOp_t o = nccl_op(op);
+  return dt == DType::boolean && o == ncclSum ? ncclMax : o;
+}
+
 cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.handle); }
 
 class ProcessGroupNCCL;
@@ -65,6 +71,16 @@ class NCCLWork final : public Work {
  public:
   NCCLWork(ProcessGroupNCCL* pg, CollectiveInfo info, Device dev, std::vector<Tensor> keep)
       : pg_(pg), dev_(dev), keep_(std::move(keep)) { info_ = std::move(info); }
+  ~NCCLWork() override {
+    // Dropped without wait() (an error path, or a discarded async handle): the buffers in keep_ go back to the
+    // allocator, whose blocks are reused in compute-stream order, so order the compute stream after NCCL.
+    if (!waited_) {
+      try {
+        done->wait(get_stream(dev_, StreamKind::Compute));
+      } catch (...) {
+      }
+    }
+  }
   std::shared_ptr<Event> done = std::make_shared<Event>();
   bool is_completed() override { return done->query(); }
   void wait() override;
@@ -135,7 +151,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
 
   std::shared_ptr<Work> all_reduce_impl(Tensor& t, ReduceOp op, const CollectiveInfo& info) override {
     return launch(info, t, {t}, [&](cudaStream_t s) {
-      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.dtype()), nccl_op(op), comm_, s);
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.dtype()), nccl_op_for(op, t.dtype()), comm_, s);
     });
   }
   std::shared_ptr<Work> broadcast_impl(Tensor& t, int root, const CollectiveInfo& info) override {
@@ -151,7 +167,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   std::shared_ptr<Work> reduce_scatter_impl(const Tensor& in, Tensor& out, ReduceOp op,
                                             const CollectiveInfo& info) override {
     return launch(info, in, {in, out}, [&](cudaStream_t s) {
-      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.dtype()), nccl_op(op),
+      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.dtype()), nccl_op_for(op, in.dtype()),
                                comm_, s);
     });
   }

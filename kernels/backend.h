@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "kernels/common/elementwise.h"
+#include "runtime/cuda_api.h"
 #include "runtime/tensor.h"
 #include "volt/config.h"
 
@@ -36,14 +37,17 @@ namespace cuda { VOLT_BACKEND_DECLS }
 }  // namespace volt
 
 #if VOLT_WITH_CUDA
-#define VOLT_CUDA_CALL_(fn, ...) return ::volt::cuda::fn(__VA_ARGS__)
+// Kernel launches must target streams of the current device: make the tensor's GPU current for the call.
+#define VOLT_CUDA_CALL_(device, fn, ...)              \
+  ::volt::DeviceScope volt_device_scope_(device);     \
+  return ::volt::cuda::fn(__VA_ARGS__)
 #else
-#define VOLT_CUDA_CALL_(fn, ...) ::volt::detail::no_cuda_backend(#fn)
+#define VOLT_CUDA_CALL_(device, fn, ...) ::volt::detail::no_cuda_backend(#fn)
 #endif
 
-// Calls volt::cuda::fn(args) for a CUDA device, else volt::cpu::fn(args).
-#define VOLT_DISPATCH_DEVICE(device, fn, ...)        \
-  ([&]() -> decltype(auto) {                         \
-    if ((device).is_cuda()) { VOLT_CUDA_CALL_(fn, __VA_ARGS__); } \
-    return ::volt::cpu::fn(__VA_ARGS__);             \
+// Calls volt::cuda::fn(args) for a CUDA device (made current for the call), else volt::cpu::fn(args).
+#define VOLT_DISPATCH_DEVICE(device, fn, ...)                     \
+  ([&]() -> decltype(auto) {                                      \
+    if ((device).is_cuda()) { VOLT_CUDA_CALL_(device, fn, __VA_ARGS__); } \
+    return ::volt::cpu::fn(__VA_ARGS__);                          \
   }())

@@ -1,11 +1,13 @@
 #include "runtime/cuda_api.h"
 
 #include <cstdlib>
+#include <deque>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "runtime/cuda_internal.h"
+#include "runtime/storage.h"
 #include "runtime/error.h"
 #include "volt/config.h"
 
@@ -151,6 +153,8 @@ Event::~Event() {
 
 void Event::record(const Stream& stream) {
   if (stream.device.is_cpu()) return;
+  VOLT_CHECK(!handle_ || device_ == stream.device, "Event::record: this event belongs to ", device_.str(),
+             " and cannot be recorded on a stream of ", stream.device.str(), "; use one event per device");
   DeviceGuard g(stream.device.index);
   if (!handle_) {
     cudaEvent_t e;
@@ -177,6 +181,33 @@ bool Event::query() const {
   if (e == cudaErrorNotReady) return false;
   VOLT_CUDA_CHECK(e);
   return true;
+}
+
+DeviceScope::DeviceScope(Device device) {
+  if (!device.is_cuda()) return;
+  VOLT_CUDA_CHECK(cudaGetDevice(&prev_));
+  index_ = device.index;
+  if (prev_ != index_) VOLT_CUDA_CHECK(cudaSetDevice(index_));
+}
+
+DeviceScope::~DeviceScope() {
+  if (index_ >= 0 && prev_ != index_) cudaSetDevice(prev_);
+}
+
+void keep_alive_until_done(std::shared_ptr<Storage> storage, const Stream& stream) {
+  if (!stream.device.is_cuda() || !storage) return;
+  struct Pending {
+    std::unique_ptr<Event> done;
+    std::shared_ptr<Storage> storage;
+  };
+  static std::mutex mu;
+  static std::deque<Pending> pending;
+  auto ev = std::make_unique<Event>();
+  ev->record(stream);
+  std::lock_guard<std::mutex> l(mu);
+  // Release what has completed (in order of recording, which is close enough to completion order).
+  while (!pending.empty() && pending.front().done->query()) pending.pop_front();
+  pending.push_back({std::move(ev), std::move(storage)});
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
@@ -266,6 +297,10 @@ void Event::record(const Stream&) {}
 void Event::wait(const Stream&) const {}
 void Event::synchronize() const {}
 bool Event::query() const { return true; }
+
+DeviceScope::DeviceScope(Device device) { check_device_usable(device, "DeviceScope"); }
+DeviceScope::~DeviceScope() = default;
+void keep_alive_until_done(std::shared_ptr<Storage>, const Stream&) {}
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
                 const Stream*) {

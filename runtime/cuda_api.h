@@ -9,6 +9,8 @@
 
 namespace volt {
 
+struct Storage;
+
 bool cuda_built();            // the CUDA backend was compiled in
 bool cuda_available();        // built, a driver is present and at least one device is visible
 int cuda_device_count();      // 0 when unavailable
@@ -42,6 +44,24 @@ class Event {
   void* handle_ = nullptr;
   Device device_ = kCPU;
 };
+
+// RAII: makes `device`'s GPU the current one for a scope (kernel launches must target the current device's
+// streams). A no-op for the CPU and in builds without CUDA.
+class DeviceScope {
+ public:
+  explicit DeviceScope(Device device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int prev_ = -1;
+  int index_ = -1;
+};
+
+// Keeps `storage` alive until the work queued so far on `stream` has finished: an asynchronous copy that reads
+// a host buffer must not see it freed and reused (a pinned pool) before the copy ran. No-op on the CPU.
+void keep_alive_until_done(std::shared_ptr<Storage> storage, const Stream& stream);
 
 // Byte copies between any two devices (host<->device, device<->device); synchronous w.r.t. the host unless
 // `stream` is given, in which case the copy is enqueued on it.

@@ -25,6 +25,7 @@
 #include "nn/lr_scheduler.h"
 #include "nn/module.h"
 #include "nn/optim.h"
+#include "trainer/manual_optimizer.h"
 
 namespace volt {
 
@@ -35,6 +36,7 @@ class Metric;
 using Batch = data::Batch;
 class Trainer;
 class ResultCollection;
+class ManualOptimizer;
 
 struct LogOptions {
   std::optional<bool> on_step;   // default: per hook (see above)
@@ -145,6 +147,15 @@ class TrainModule : public nn::Module {
   // Stored in checkpoints and written by the logger (hparams.yaml).
   void save_hyperparameters(nlohmann::json hparams) { hparams_ = std::move(hparams); }
   const nlohmann::json& hparams() const { return hparams_; }
+
+  // ---- manual optimisation (trainer/manual_optimizer.h) -----------------------------------------------
+  // Set to false (e.g. in the constructor) to drive the optimizers yourself in training_step.
+  bool automatic_optimization = true;
+  // The configured optimizers, wrapped for manual use (valid during fit).
+  std::vector<ManualOptimizer> optimizers();
+  // Backpropagates `loss` through the strategy (DDP: gradient buckets synced unless inside
+  // toggle_model(sync_grad=false)); the gradients are final when it returns.
+  void manual_backward(const Tensor& loss);
 
   // Sets requires_grad=false on parameters that `optimizer` does not own (and remembers the previous flags);
   // untoggle_optimizer restores them. For multi-optimizer modules (GAN-style) that want per-optimizer grads.

@@ -115,6 +115,14 @@ void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
 }
 
 void Trainer::setup_fit(TrainModule& module) {
+  if (!module.automatic_optimization) {
+    VOLT_CHECK(opt_.accumulate_grad_batches == 1, "Trainer: accumulate_grad_batches=", opt_.accumulate_grad_batches,
+               " with manual optimisation (", module.type_name(), ".automatic_optimization = false): accumulate in "
+               "training_step instead, with toggle_model(sync_grad=false) on the non-stepping batches");
+    VOLT_CHECK(opt_.gradient_clip_val == 0, "Trainer: gradient_clip_val with manual optimisation: clip in "
+               "training_step (nn::clip_grad_norm_) before ManualOptimizer::step");
+  }
+  manual_sync_grad_ = true;
   attach(module);
   Optimizers o = module.configure_optimizers();
   VOLT_CHECK(!o.optimizers.empty(), module.type_name(), ": configure_optimizers returned no optimizer");
@@ -270,7 +278,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   pbar_->finish(last_pbar_);
   // "epoch" schedulers step before the epoch-end validation, so that a checkpoint written there already holds
   // the scheduler state of the next epoch (a resumed run then continues bit-identically).
-  step_schedulers("epoch");
+  if (m.automatic_optimization) step_schedulers("epoch");  // manual optimisation steps its own schedulers
   if (val && !validated_last && batches_done_ > 0 && due_val_check(batches_done_ - 1) &&
       (completed || batches_done_ == num_train_batches_))
     run_validation(*val, false);

@@ -103,6 +103,12 @@ class Trainer {
   // True while fitting with a validation loader whose module implements validation_step.
   bool has_validation() const { return has_val_ && val_has_step_; }
 
+  // ---- manual optimisation (used by TrainModule::manual_backward and ManualOptimizer) --------------------
+  void manual_backward(const Tensor& loss);
+  void manual_optimizer_step(optim::Optimizer& optimizer, int index);
+  bool manual_sync_grad() const { return manual_sync_grad_; }
+  void set_manual_sync_grad(bool on) { manual_sync_grad_ = on; }
+
   // Writes <stem>.safetensors then <stem>.json (both atomic; see checkpoint.h). Rank 0 writes; every rank
   // must call (the decision is agreed). `stem` may be relative to the working directory.
   void save_checkpoint(const std::string& stem);
@@ -142,6 +148,7 @@ class Trainer {
   std::unique_ptr<CSVLogger> logger_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   std::vector<std::shared_ptr<optim::Optimizer>> optimizers_;
+  bool manual_sync_grad_ = true;
   std::vector<SchedulerConfig> schedulers_;
   TrainModule* module_ = nullptr;
 

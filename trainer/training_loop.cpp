@@ -20,7 +20,10 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     loss = m.training_step(batch, batch_idx);
   }
   bool stepped = false;
-  if (loss.defined()) {
+  if (!m.automatic_optimization) {
+    // The module stepped its optimizers itself (ManualOptimizer::step counts the global steps).
+    if (loss.defined()) loss = loss.detach();
+  } else if (loss.defined()) {
     VOLT_CHECK(loss.numel() == 1, m.type_name(), "::training_step returned a tensor of shape ", loss.shape_str(),
                "; expected a scalar loss (or an undefined Tensor to skip the batch)");
     VOLT_CHECK(loss.requires_grad(), m.type_name(), "::training_step returned a loss that does not require grad ",
@@ -77,6 +80,33 @@ void Trainer::optimizer_step() {
   }
   ++global_step_;
   step_schedulers("step");
+}
+
+void Trainer::manual_backward(const Tensor& loss) {
+  TrainModule& m = *module_;
+  VOLT_CHECK(!m.automatic_optimization, "manual_backward: ", m.type_name(), " uses automatic optimisation; set "
+             "automatic_optimization = false to call manual_backward");
+  VOLT_CHECK(loss.defined() && loss.requires_grad(), "manual_backward: the loss is undefined or does not require grad");
+  {
+    LogScope s(m, &results_train_, "on_before_backward", m.batch_size_);
+    m.on_before_backward(loss);
+  }
+  strategy_->backward(loss, manual_sync_grad_);
+  if (manual_sync_grad_) strategy_->finish_gradient_sync();
+  {
+    LogScope s(m, &results_train_, "on_after_backward", m.batch_size_);
+    m.on_after_backward();
+  }
+}
+
+void Trainer::manual_optimizer_step(optim::Optimizer& o, int index) {
+  TrainModule& m = *module_;
+  {
+    LogScope s(m, &results_train_, "on_before_optimizer_step", m.batch_size_);
+    m.on_before_optimizer_step(o, index);
+  }
+  o.step();
+  ++global_step_;
 }
 
 void Trainer::run_validation(data::DataLoader& val, bool sanity) {

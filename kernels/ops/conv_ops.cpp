@@ -178,6 +178,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   const DType wdt = running_mean.defined() ? running_mean.dtype() : weight.defined() ? weight.dtype() : pdt;
   VOLT_CHECK(wdt == pdt, op, ": running statistics / parameters have dtype ", dtype_name(wdt), " but x has ",
              dtype_name(x.dtype()), "; expected ", dtype_name(pdt));
+  // Both statistics are read and written as wdt (cuDNN's batch-norm descriptor has a single type).
+  for (auto [t, name] : {std::pair{&running_mean, "running_mean"}, std::pair{&running_var, "running_var"}})
+    VOLT_CHECK(!t->defined() || t->dtype() == wdt, op, ": ", name, " has dtype ", dtype_name(t->dtype()),
+               " but the other statistics are ", dtype_name(wdt), "; expected both in ", dtype_name(pdt));
   Tensor xc = x.detach().contiguous();
   Tensor w = weight.defined() ? weight.detach().to(wdt).contiguous() : full({C}, 1.0, wdt, x.device());
   Tensor b = bias.defined() ? bias.detach().to(wdt).contiguous() : zeros({C}, wdt, x.device());

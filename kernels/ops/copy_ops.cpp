@@ -55,6 +55,7 @@ Tensor Tensor::to(Device dev, bool non_blocking) const {
   bool async = non_blocking && (dev.is_cuda() && src.storage()->pinned);
   if (async) s = get_stream(dev, StreamKind::Compute);
   copy_bytes(out.data_ptr(), dev, src.data_ptr(), src.device(), out.nbytes(), async ? &s : nullptr);
+  if (async) keep_alive_until_done(src.storage(), s);  // the pinned buffer must outlive the queued copy
   Device from = device();
   autograd::attach(out, "ToDeviceBackward", {*this}, [from](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].to(from)};

@@ -156,6 +156,50 @@ TEST(DDPTrainer, ParityWithOneProcessSequential) { check_parity(/*shuffle=*/fals
 TEST(DDPTrainer, ParityWithOneProcessShuffled) { check_parity(/*shuffle=*/true, /*accumulate=*/1); }
 TEST(DDPTrainer, ParityWithOneProcessAccumulated) { check_parity(/*shuffle=*/false, /*accumulate=*/2); }
 
+// Manual optimisation with the seeds' toggle_model(sync_grad) pattern: accumulate 2 batches, sync and step on
+// the second. Same parameters as one process; the first batch's backward does no collective.
+struct ManualMlpModule : MlpModule {
+  ManualMlpModule() { automatic_optimization = false; }
+  Tensor training_step(const Batch& b, int64_t batch_idx) override {
+    auto opts = optimizers();
+    const bool sync = (batch_idx + 1) % 2 == 0 || trainer()->is_last_batch();
+    {
+      auto toggled = opts[0].toggle_model(/*sync_grad=*/sync);
+      manual_backward(loss_of(b) / 2.0);
+      if (sync) {
+        opts[0].step();
+        opts[0].zero_grad();
+      }
+    }
+    return Tensor();
+  }
+};
+
+TEST(DDPTrainer, ManualOptimizationToggleModelSkipsSyncWhileAccumulating) {
+  const int64_t n = 24, per_rank = 2, epochs = 2;
+  auto ds = regression_data(n);
+  TrainerOptions o = ddp_options();
+  o.max_epochs = epochs;
+  Trainer trainer(o);
+  ManualMlpModule m;
+  auto loader = std::make_shared<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = per_rank});
+  trainer.fit(m, loader);
+  const int64_t batches = n / (per_rank * world());
+  EXPECT_EQ(trainer.global_step(), epochs * ((batches + 1) / 2));
+  ASSERT_EQ(static_cast<int64_t>(m.backward_collectives.size()), epochs * batches);
+  for (int64_t i = 0; i < epochs * batches; ++i) {
+    const int64_t k = i % batches;
+    const bool sync = (k + 1) % 2 == 0 || k + 1 == batches;
+    if (!sync) EXPECT_EQ(m.backward_collectives[i], 0u) << "batch " << i << " synced inside toggle_model(false)";
+    else if (world() > 1) EXPECT_GT(m.backward_collectives[i], 0u) << "batch " << i << " did not sync";
+  }
+  std::vector<std::vector<double>> want = reference_params(*ds, epochs, per_rank * world(), false, 0, 2);
+  std::vector<std::vector<double>> got = params_of(m);
+  for (size_t i = 0; i < got.size(); ++i)
+    for (size_t j = 0; j < got[i].size(); ++j)
+      EXPECT_NEAR(got[i][j], want[i][j], 1e-10) << "param " << i << "[" << j << "] on rank " << rank();
+}
+
 // The shuffled order must really differ from the sequential one, or the shuffled parity test above would
 // not test the global permutation.
 TEST(DDPTrainer, ShuffledReferenceDiffersFromSequential) {
