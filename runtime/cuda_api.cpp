@@ -74,21 +74,6 @@ DeviceStreams& streams_for(int device) {
   return ds;
 }
 
-class DeviceGuard {  // sets the current device for a scope
- public:
-  explicit DeviceGuard(int device) {
-    VOLT_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) VOLT_CUDA_CHECK(cudaSetDevice(device));
-    device_ = device;
-  }
-  ~DeviceGuard() {
-    if (prev_ != device_) cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = 0, device_ = 0;
-};
-
 CachingAllocator& device_allocator(int device) {
   static std::mutex mu;
   static std::vector<std::unique_ptr<CachingAllocator>> allocs(64);
@@ -97,7 +82,7 @@ CachingAllocator& device_allocator(int device) {
   if (!a) {
     a = std::make_unique<CachingAllocator>(
         [device](size_t n) -> void* {
-          DeviceGuard g(device);
+          DeviceScope g(cuda_device(device));
           void* p = nullptr;
           if (cudaMalloc(&p, n) != cudaSuccess) {
             cudaGetLastError();
@@ -106,7 +91,7 @@ CachingAllocator& device_allocator(int device) {
           return p;
         },
         [device](void* p) {
-          DeviceGuard g(device);
+          DeviceScope g(cuda_device(device));
           cudaFree(p);
         });
   }
@@ -138,7 +123,7 @@ Stream get_stream(Device device, StreamKind kind) {
 void synchronize(Device device) {
   if (device.is_cpu()) return;
   check_device_usable(device, "synchronize");
-  DeviceGuard g(device.index);
+  DeviceScope g(device);
   VOLT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -155,7 +140,7 @@ void Event::record(const Stream& stream) {
   if (stream.device.is_cpu()) return;
   VOLT_CHECK(!handle_ || device_ == stream.device, "Event::record: this event belongs to ", device_.str(),
              " and cannot be recorded on a stream of ", stream.device.str(), "; use one event per device");
-  DeviceGuard g(stream.device.index);
+  DeviceScope g(stream.device);
   if (!handle_) {
     cudaEvent_t e;
     VOLT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -220,7 +205,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   check_device_usable(dst_device, "copy_bytes");
   check_device_usable(src_device, "copy_bytes");
   Device dev = dst_device.is_cuda() ? dst_device : src_device;
-  DeviceGuard g(dev.index);
+  DeviceScope g(dev);
   cudaMemcpyKind kind = dst_device.is_cpu() ? cudaMemcpyDeviceToHost
                         : src_device.is_cpu() ? cudaMemcpyHostToDevice
                                               : cudaMemcpyDeviceToDevice;
@@ -246,7 +231,7 @@ void memset_zero(void* dst, Device device, size_t nbytes) {
     return;
   }
   check_device_usable(device, "memset_zero");
-  DeviceGuard g(device.index);
+  DeviceScope g(device);
   VOLT_CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes,
                                   static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle)));
 }

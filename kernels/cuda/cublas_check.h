@@ -29,24 +29,3 @@
                                                          cudnnGetErrorString(volt_st_)));              \
   } while (0)
 
-namespace volt::cuda {
-
-// Makes device `index` current for the scope: cuBLAS/cuDNN handles and the work they launch bind to it.
-class DeviceScope {
- public:
-  explicit DeviceScope(int index) {
-    VOLT_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != index) VOLT_CUDA_CHECK(cudaSetDevice(index));
-  }
-  ~DeviceScope() {
-    int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) cudaSetDevice(prev_);  // destructors never throw
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int prev_ = 0;
-};
-
-}  // namespace volt::cuda

@@ -135,7 +135,7 @@ PerfT pick_algo(GetFn get) {
 
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
-  DeviceScope scope(x.device().index);
+  DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   TensorDesc xd(x), yd(out);
   FilterDesc wd(weight);
@@ -157,7 +157,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
 
 void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
                      const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
-  DeviceScope scope(x.device().index);
+  DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   TensorDesc xd(x), dyd(grad_out);
   FilterDesc wd(weight);
@@ -198,7 +198,7 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
 
 namespace {
 void pool_forward(cudnnPoolingMode_t mode, const Tensor& out, const Tensor& x, const Pool2dParams& p) {
-  DeviceScope scope(x.device().index);
+  DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   TensorDesc xd(x), yd(out);
   PoolDesc pd(mode, p);
@@ -208,7 +208,7 @@ void pool_forward(cudnnPoolingMode_t mode, const Tensor& out, const Tensor& x, c
 
 void pool_backward(cudnnPoolingMode_t mode, const Tensor& grad_x, const Tensor& grad_out, const Tensor& x,
                    const Tensor& out, const Pool2dParams& p) {
-  DeviceScope scope(x.device().index);
+  DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   TensorDesc xd(x), yd(out);
   PoolDesc pd(mode, p);
@@ -259,7 +259,7 @@ double bn_eps(double eps) {
 void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                               const Tensor& x, const Tensor& weight, const Tensor& bias,
                               const Tensor& running_mean, const Tensor& running_var, double momentum, double eps) {
-  DeviceScope scope(x.device().index);
+  DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   BnDescs d(x);
   Scalars s(x.dtype());
@@ -277,7 +277,7 @@ void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const 
 
 void batch_norm_forward_eval(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                              const Tensor& running_mean, const Tensor& running_var, double eps) {
-  DeviceScope scope(x.device().index);
+  DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   BnDescs d(x);
   Scalars s(x.dtype());
@@ -289,7 +289,7 @@ void batch_norm_forward_eval(const Tensor& out, const Tensor& x, const Tensor& w
 void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
                          const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                          const Tensor& save_invstd, double eps) {
-  DeviceScope scope(x.device().index);
+  DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   BnDescs d(x);
   Scalars s(x.dtype());

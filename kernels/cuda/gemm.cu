@@ -32,7 +32,7 @@ cublasHandle_t handle_for(const Device& device) {
 
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
   if (d.m == 0 || d.n == 0) return;
-  DeviceScope scope(c.device().index);
+  DeviceScope scope(c.device());
   cublasHandle_t h = handle_for(c.device());
   VOLT_CUBLAS_CHECK(cublasSetStream(h, static_cast<cudaStream_t>(get_stream(c.device(), StreamKind::Compute).handle)));
 
