@@ -1,6 +1,12 @@
 #include "distributed/process_group.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -120,11 +126,86 @@ std::string ProcessGroup::timeout_message(const CollectiveInfo& info, double ela
      << world_size_ << " after " << elapsed << " s (timeout " << timeout_s_
      << " s, VOLT_COLLECTIVE_TIMEOUT): likely not all ranks called it (e.g. a collective inside "
         "`if (rank == 0)`), ranks issued collectives in different orders, or a peer process exited or hung. "
-        "Set VOLT_DISTRIBUTED_DEBUG=1 to check every collective's op and shapes across ranks. The process "
+     << peer_liveness_report()
+     << " Set VOLT_DISTRIBUTED_DEBUG=1 to check every collective's op and shapes across ranks. The process "
         "group is now unusable: exit the process.";
   std::string msg = os.str();
   mark_broken(msg);
   return msg;
+}
+
+namespace {
+
+constexpr int kHostWords = 8;  // host names up to 63 characters travel in the identity record
+
+std::string this_host() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "?";
+  return buf;
+}
+
+// True when `pid` no longer runs: no such process, or a zombie waiting to be reaped by its launcher.
+bool process_gone(int64_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  size_t close = line.rfind(')');  // the command name may hold spaces; the state follows its ')'
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+}  // namespace
+
+std::vector<int64_t> ProcessGroup::identity_record() {
+  std::vector<int64_t> rec(1 + kHostWords, 0);
+  rec[0] = static_cast<int64_t>(::getpid());
+  std::string host = this_host().substr(0, kHostWords * 8 - 1);
+  std::memcpy(rec.data() + 1, host.data(), host.size());
+  return rec;
+}
+
+std::vector<ProcessGroup::PeerIdentity> ProcessGroup::decode_identities(const std::vector<int64_t>& all,
+                                                                        int world_size) {
+  const size_t len = 1 + kHostWords;
+  VOLT_ASSERT(all.size() == len * static_cast<size_t>(world_size), "decode_identities: bad record size");
+  std::vector<PeerIdentity> peers(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    const int64_t* rec = all.data() + len * r;
+    char host[kHostWords * 8 + 1] = {};
+    std::memcpy(host, rec + 1, kHostWords * 8);
+    peers[r] = {rec[0], host};
+  }
+  return peers;
+}
+
+std::string ProcessGroup::peer_liveness_report() const {
+  if (peers_.size() != static_cast<size_t>(world_size_)) return "";
+  const std::string me = this_host();
+  std::vector<std::string> gone;
+  std::vector<int> unchecked;
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_) continue;
+    if (peers_[r].host != me) {
+      unchecked.push_back(r);
+    } else if (process_gone(peers_[r].pid)) {
+      gone.push_back("rank " + std::to_string(r) + " (pid " + std::to_string(peers_[r].pid) + " on " + me + ")");
+    }
+  }
+  std::ostringstream os;
+  if (!gone.empty()) {
+    os << "Missing: ";
+    for (size_t i = 0; i < gone.size(); ++i) os << (i ? ", " : "") << gone[i];
+    os << (gone.size() == 1 ? " has" : " have") << " exited.";
+  } else {
+    os << "Every rank on this host (" << me << ") is still running.";
+  }
+  if (!unchecked.empty()) {
+    os << " Ranks on other hosts were not checked:";
+    for (int r : unchecked) os << " " << r << " (" << peers_[r].host << ")";
+    os << ".";
+  }
+  return os.str();
 }
 
 void ProcessGroup::check_usable(const char* op, const Tensor& t) const {

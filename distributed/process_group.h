@@ -78,6 +78,17 @@ class ProcessGroup {
   uint64_t sequence_number() const { return seq_; }  // collectives issued so far
   bool broken() const { return !broken_reason_.empty(); }
 
+  // Process id and host of every rank, learned when the group is made (empty for groups that could not):
+  // failure reports name the ranks that are gone.
+  struct PeerIdentity {
+    int64_t pid = 0;
+    std::string host;
+  };
+  const std::vector<PeerIdentity>& peers() const { return peers_; }
+  // For a timeout report: which ranks on this host have exited (their process is gone or a zombie), or that
+  // all of them are alive; ranks on other hosts cannot be checked from here and are said to be unchecked.
+  std::string peer_liveness_report() const;
+
   // ---- collectives (every rank must call) ---------------------------------------------------------------
   // In place: every rank ends with the reduction of all ranks' `t`.
   void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
@@ -120,6 +131,11 @@ class ProcessGroup {
   // Marks the group broken and returns the error text for a timeout of `info` after `elapsed` seconds.
   std::string timeout_message(const CollectiveInfo& info, double elapsed);
   void mark_broken(const std::string& reason) { if (broken_reason_.empty()) broken_reason_ = reason; }
+  void set_peers(std::vector<PeerIdentity> peers) { peers_ = std::move(peers); }
+  // This process as a fixed-size record (pid, host name) for exchange_records, and the decoding of every
+  // rank's record.
+  static std::vector<int64_t> identity_record();
+  static std::vector<PeerIdentity> decode_identities(const std::vector<int64_t>& all, int world_size);
 
  private:
   CollectiveInfo begin(const char* op, const Tensor* t, int root = -1, bool uneven = false);
@@ -130,6 +146,7 @@ class ProcessGroup {
   bool debug_ = false;
   uint64_t seq_ = 0;
   std::string broken_reason_;
+  std::vector<PeerIdentity> peers_;
 };
 
 // Polls `done` with a short back-off until it returns true or `timeout_s` passes; returns false on timeout.

@@ -116,7 +116,12 @@ ProcessGroupMPI::Comms ProcessGroupMPI::make_comms(MPI_Comm parent) {
 
 ProcessGroupMPI::ProcessGroupMPI(MPI_Comm parent) : ProcessGroupMPI(make_comms(parent)) {}
 ProcessGroupMPI::ProcessGroupMPI(const Comms& c)
-    : ProcessGroup(c.rank, c.size, c.local_rank, c.local_size), comm_(c.comm), node_comm_(c.node) {}
+    : ProcessGroup(c.rank, c.size, c.local_rank, c.local_size), comm_(c.comm), node_comm_(c.node) {
+  // Who is who, so that a timeout can name the ranks that are gone (one small all-gather, once).
+  if (world_size() > 1)
+    set_peers(decode_identities(exchange_records(identity_record(), CollectiveInfo{"peer identity exchange", 0}),
+                                world_size()));
+}
 
 ProcessGroupMPI::~ProcessGroupMPI() {
   int fin = 0;
@@ -145,8 +150,16 @@ void ProcessGroupMPI::wait_request(MPI_Request& req, const CollectiveInfo& info)
     return rc != MPI_SUCCESS || flag != 0;
   }, timeout());
   if (rc != MPI_SUCCESS) {
-    mark_broken("MPI error during " + info.op);
-    check_mpi(rc, ("MPI_Test in " + info.op + " #" + std::to_string(info.seq)).c_str());
+    // Typically a peer process died and MPI noticed its connection close: name who is gone.
+    char err[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, err, &len);
+    std::string msg = "collective " + info.op + " (sequence #" + std::to_string(info.seq) + ") failed on rank " +
+                      std::to_string(rank()) + " of " + std::to_string(world_size()) + ": MPI error: " +
+                      std::string(err, len) + ". " + peer_liveness_report() +
+                      " The process group is now unusable: exit the process.";
+    mark_broken(msg);
+    VOLT_FAIL(msg);
   }
   if (!ok) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

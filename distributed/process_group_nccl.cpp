@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "distributed/process_group_mpi.h"
 #include "distributed/work_util.h"
@@ -104,6 +105,8 @@ class ProcessGroupNCCL final : public ProcessGroup {
     const char* bw = std::getenv("VOLT_NCCL_BLOCKING_WAIT");
     blocking_wait_ = !(bw && std::string(bw) == "0");
     host_->set_timeout(timeout());
+    set_peers(host_->peers());
+    check_one_gpu_per_rank();
     ncclUniqueId id;
     if (rank() == 0) VOLT_NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Request req;
@@ -117,6 +120,25 @@ class ProcessGroupNCCL final : public ProcessGroup {
     else ncclCommDestroy(comm_);
   }
   std::string backend_name() const override { return "nccl"; }
+
+  // NCCL refuses two ranks on one GPU ("invalid usage" from ncclCommInitRank); say which ranks collide and
+  // what to do instead, on every rank, before NCCL is asked.
+  void check_one_gpu_per_rank() {
+    std::vector<int64_t> mine = identity_record();
+    mine[0] = device_.index;  // (device, host) instead of (pid, host)
+    const auto all = decode_identities(host_->gather_records(mine, CollectiveInfo{"nccl device check", 0}),
+                                       world_size());
+    std::ostringstream clashes;
+    for (int a = 0; a < world_size(); ++a)
+      for (int b = a + 1; b < world_size(); ++b)
+        if (all[a].host == all[b].host && all[a].pid == all[b].pid)
+          clashes << (clashes.tellp() > 0 ? "; " : "") << "ranks " << a << " and " << b << " on host "
+                  << all[a].host << " both use cuda:" << all[a].pid;
+    VOLT_CHECK(clashes.tellp() == 0, "init_process_group('nccl'): ", clashes.str(), ". NCCL needs one GPU per rank: ",
+               "start at most as many ranks per host as it has GPUs (this host sees ", cuda_device_count(),
+               "), or give each rank its own GPU through CUDA_VISIBLE_DEVICES; to run several ranks without ",
+               "enough GPUs use accelerator=cpu (the MPI backend)");
+  }
   void local_barrier() override { host_->local_barrier(); }
   void shutdown() override { host_->abort_if_broken(broken()); }
   bool blocking_wait() const { return blocking_wait_; }

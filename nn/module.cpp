@@ -59,11 +59,29 @@ Tensor& Module::register_buffer(std::string name, Tensor t) {
   return buffers_.back().second;
 }
 
+Module::~Module() {
+  // An owned child may be kept alive elsewhere (shared_ptr) and must not point at its dead parent. Children
+  // registered by reference are members of the derived module and are already destroyed here.
+  for (auto& c : children_)
+    if (c.owned && c.owned->parent_ == this) c.owned->parent_ = nullptr;
+}
+
 void Module::add_child(std::string name, Module* child, std::shared_ptr<Module> owned) {
   check_new_name(name, "module");
   VOLT_CHECK(child != nullptr, type_name(), "::register_module: child '", name, "' is null");
   VOLT_CHECK(child != this, type_name(), "::register_module: a module cannot be its own child ('", name, "')");
+  if (child->parent_ == nullptr) {
+    child->parent_ = this;
+    child->name_in_parent_ = name;
+  }
   children_.push_back({std::move(name), child, std::move(owned)});
+}
+
+std::string Module::path_name() const {
+  std::string path;
+  for (const Module* m = this; m->parent_ != nullptr; m = m->parent_)
+    path = path.empty() ? m->name_in_parent_ : m->name_in_parent_ + "." + path;
+  return path;
 }
 
 // Calls f(prefix, module) for this module and its descendants, pre-order.

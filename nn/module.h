@@ -25,7 +25,7 @@ using StateDict = std::vector<std::pair<std::string, Tensor>>;
 class Module {
  public:
   Module() = default;
-  virtual ~Module() = default;
+  virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
@@ -82,6 +82,9 @@ class Module {
   // missing and unexpected key; nothing is copied if it throws.
   void load_state_dict(const StateDict& sd, bool strict = true);
 
+  // The dotted name under the first parent this module was registered in ("encoder.l1"; "" for a root).
+  std::string path_name() const;
+
   virtual std::string type_name() const { return "Module"; }
   // Short description of the configuration ("in_features=784, out_features=128") for summaries.
   virtual std::string extra_repr() const { return ""; }
@@ -102,13 +105,22 @@ class Module {
   std::deque<std::pair<std::string, Tensor>> params_;   // deque: returned references stay valid
   std::deque<std::pair<std::string, Tensor>> buffers_;
   std::vector<Child> children_;
+  const Module* parent_ = nullptr;  // the first module this one was registered in
+  std::string name_in_parent_;
   bool training_ = true;
 };
 
 // A module mapping one tensor to one tensor. Layers implement forward(); callers use operator().
 class UnaryModule : public Module {
  public:
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) {
+    // Anomaly detection names the module an op ran in (the name is built only when detection is on).
+    autograd::ScopeGuard scope([this] {
+      std::string path = path_name();
+      return (path.empty() ? std::string("<root>") : path) + " (" + type_name() + ")";
+    });
+    return forward(x);
+  }
   virtual Tensor forward(const Tensor& x) = 0;
 };
 

@@ -12,6 +12,49 @@ namespace {
 
 thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_sequence{0};
+std::atomic<bool> g_anomaly{false};
+thread_local std::vector<std::string> t_scopes;
+
+std::string shapes_of(const std::vector<InputMeta>& metas) {
+  std::string s;
+  for (const InputMeta& m : metas) s += (s.empty() ? "" : ", ") + shape_to_string(m.shape);
+  return s.empty() ? "none" : s;
+}
+
+std::string scope_phrase(const std::string& scope) {
+  return scope.empty() ? "outside any module" : "in module " + scope;
+}
+
+// Strips the "Backward" suffix of a node name to name the forward op.
+std::string forward_name(const std::string& node_name) {
+  const std::string suffix = "Backward";
+  if (node_name.size() > suffix.size() && node_name.compare(node_name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return node_name.substr(0, node_name.size() - suffix.size());
+  return node_name;
+}
+
+thread_local bool t_checking = false;  // the finiteness check runs ops itself: they are not checked again
+thread_local int t_backward_depth = 0;  // inside run_backward, ops are parts of backward formulas
+
+struct BackwardDepth {
+  BackwardDepth() { ++t_backward_depth; }
+  ~BackwardDepth() { --t_backward_depth; }
+};
+
+bool finite_or_undefined(const Tensor& t) {
+  auto* fn = autograd::engine_ops().all_finite;
+  if (!t.defined() || fn == nullptr || t_checking) return true;
+  t_checking = true;
+  bool ok = false;
+  try {
+    ok = fn(t);
+  } catch (...) {
+    t_checking = false;
+    throw;
+  }
+  t_checking = false;
+  return ok;
+}
 
 // Sums the gradient contributions for a leaf, stores them in .grad and fires the grad-ready hooks.
 struct AccumulateGrad : Node {
@@ -57,6 +100,31 @@ namespace autograd {
 bool grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 
+bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
+void set_detect_anomaly(bool enabled) { g_anomaly.store(enabled, std::memory_order_relaxed); }
+std::string current_scope() { return t_scopes.empty() ? std::string() : t_scopes.back(); }
+void ScopeGuard::push(std::string name) { t_scopes.push_back(std::move(name)); }
+void ScopeGuard::pop() {
+  if (!t_scopes.empty()) t_scopes.pop_back();
+}
+
+void check_forward_outputs(const std::string& op, const std::vector<Tensor>& outputs,
+                           const std::vector<Tensor>& inputs) {
+  // Inside backward the engine checks each formula's result as a whole and names its node.
+  if (t_checking || t_backward_depth > 0) return;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (finite_or_undefined(outputs[i])) continue;
+    std::vector<InputMeta> metas;
+    for (const Tensor& in : inputs) metas.push_back({in.defined() ? in.shape() : Shape{}, DType::f32, kCPU});
+    bool inputs_finite = true;
+    for (const Tensor& in : inputs) inputs_finite = inputs_finite && finite_or_undefined(in);
+    VOLT_FAIL("detect_anomaly: the forward of ", op, " ", scope_phrase(current_scope()), " produced NaN/Inf in ",
+              outputs.size() > 1 ? "output " + std::to_string(i) : std::string("its output"), " of shape ",
+              outputs[i].shape_str(), " (input shapes: ", shapes_of(metas), "; the inputs are ",
+              inputs_finite ? "all finite" : "already non-finite", ")");
+  }
+}
+
 EngineOps& engine_ops() {
   static EngineOps ops;
   return ops;
@@ -92,8 +160,11 @@ Edge gradient_edge(const Tensor& t) {
 
 void attach(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
             BackwardFn fn) {
+  const bool anomaly = anomaly_enabled();
+  if (anomaly) check_forward_outputs(forward_name(name), outputs, inputs);
   if (!any_requires_grad(inputs)) return;
   auto node = std::make_shared<LambdaNode>(name, std::move(fn));
+  if (anomaly) node->anomaly_scope = current_scope();
   node->sequence_nr = g_sequence.fetch_add(1);
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   for (const Tensor& in : inputs) {
@@ -115,6 +186,7 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   VOLT_ASSERT(roots.size() == grads.size(), "run_backward: roots/grads size mismatch");
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  BackwardDepth in_backward;
   auto& ops = engine_ops();
   VOLT_ASSERT(ops.add && ops.ones_like && ops.zeros && ops.clone, "autograd engine ops not registered");
 
@@ -212,6 +284,14 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         const InputMeta& meta = node->input_meta[i];
         VOLT_ASSERT(in_grads[i].shape() == meta.shape, node->name(), " produced a gradient of shape ",
                     in_grads[i].shape_str(), " for input ", i, " of shape ", shape_to_string(meta.shape));
+        if (anomaly_enabled() && !finite_or_undefined(in_grads[i])) {
+          bool incoming_finite = true;
+          for (const Tensor& g : p.grads) incoming_finite = incoming_finite && finite_or_undefined(g);
+          VOLT_FAIL("detect_anomaly: ", node->name(), " (the backward of ", forward_name(node->name()), " ",
+                    scope_phrase(node->anomaly_scope), ") produced NaN/Inf in the gradient for input ", i,
+                    " (input shapes: ", shapes_of(node->input_meta), "; the incoming gradient is ",
+                    incoming_finite ? "finite" : "already non-finite", ")");
+        }
         accumulate(e, in_grads[i]);
       }
       int& d = deps[e.fn.get()];

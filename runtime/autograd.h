@@ -41,6 +41,7 @@ struct Node {
   uint32_t num_outputs = 1;
   uint64_t sequence_nr = 0;  // creation order; later nodes run first when several are ready
   bool released = false;
+  std::string anomaly_scope;  // anomaly mode only: the module scope the forward op ran in
 };
 
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
@@ -88,8 +89,44 @@ struct EngineOps {
   Tensor (*ones_like)(const Tensor&) = nullptr;
   Tensor (*zeros)(const Shape&, DType, Device) = nullptr;
   Tensor (*clone)(const Tensor&) = nullptr;
+  bool (*all_finite)(const Tensor&) = nullptr;  // floating tensors: no NaN/Inf (other dtypes: true)
 };
 EngineOps& engine_ops();
+
+// ---- anomaly detection ----------------------------------------------------------------------------------
+// With anomaly detection on (process-wide), every differentiable op checks its forward outputs, and the
+// engine checks every gradient a backward formula returns; the first NaN/Inf throws volt::Error naming the op,
+// the module scope that called it (see ScopeGuard) and its input shapes. Each check reads the tensor on the
+// host (a device sync on GPUs): a debugging aid, off by default (Trainer option detect_anomaly).
+bool anomaly_enabled();
+void set_detect_anomaly(bool enabled);
+// The innermost module scope (e.g. "encoder.l1 (Linear)"), or "" outside any.
+std::string current_scope();
+// Throws the anomaly error for `op` (forward) when any defined floating output holds NaN/Inf. Called by
+// attach(); ops that attach no node may call it themselves.
+void check_forward_outputs(const std::string& op, const std::vector<Tensor>& outputs,
+                           const std::vector<Tensor>& inputs);
+
+// RAII: names the module scope ops run in while anomaly detection is on (nn::UnaryModule::operator() opens
+// one per call). Costs one flag test when detection is off.
+class ScopeGuard {
+ public:
+  // `name` is evaluated only when detection is on.
+  template <class NameFn>
+  explicit ScopeGuard(NameFn&& name) : active_(anomaly_enabled()) {
+    if (active_) push(name());
+  }
+  ~ScopeGuard() {
+    if (active_) pop();
+  }
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  static void push(std::string name);
+  static void pop();
+  bool active_;
+};
 
 }  // namespace autograd
 
@@ -100,6 +137,20 @@ class NoGradGuard {
   ~NoGradGuard() { autograd::set_grad_enabled(prev_); }
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// RAII: turns anomaly detection on (or off) in this scope, restoring the previous setting.
+class DetectAnomalyGuard {
+ public:
+  explicit DetectAnomalyGuard(bool enabled = true) : prev_(autograd::anomaly_enabled()) {
+    autograd::set_detect_anomaly(enabled);
+  }
+  ~DetectAnomalyGuard() { autograd::set_detect_anomaly(prev_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
 
  private:
   bool prev_;

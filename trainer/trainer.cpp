@@ -165,6 +165,7 @@ bool Trainer::time_exceeded() const {
 void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
                       const std::string& ckpt_path) {
   TrainModule& m = *module_;
+  DetectAnomalyGuard anomaly(opt_.detect_anomaly || autograd::anomaly_enabled());
   prepare_loader(*train, true);
   if (val) prepare_loader(*val, false);
   epoch_ = 0;
@@ -173,6 +174,8 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   resume_skip_ = 0;
   should_stop_ = false;
   stop_agreed_ = false;
+  nonfinite_stop_ = false;
+  nonfinite_losses_ = 0;
   val_has_step_ = true;
   // limit_val_batches = 0 disables validation (and with it the sanity check) entirely.
   if (val && opt_.limit_val_batches.resolve(val->size(), "limit_val_batches") == 0) val = nullptr;
@@ -197,10 +200,13 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   while (true) {
     if (max_epochs_ >= 0 && epoch_ >= max_epochs_) break;
     if (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) break;
-    if (stop_agreed_ && stop_allowed()) break;
+    if (stop_agreed_ && (stop_allowed() || nonfinite_stop_)) break;
     if (time_exceeded()) break;
     train_epoch(*train, val.get());
   }
+  if (nonfinite_losses_ > 0 && strategy_->is_global_zero())
+    std::cerr << "Trainer: " << nonfinite_losses_ << " training step(s) had a NaN/Inf loss and were skipped"
+              << (nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : "") << "\n";
   stage_ = "train";
   for (auto& c : callbacks_) c->on_fit_end(*this, m);
   m.on_fit_end();
@@ -264,7 +270,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
       run_validation(*val, false);
       validated_last = true;
     }
-    bool hard_stop = (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) || time_exceeded();
+    bool hard_stop = (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) || nonfinite_stop_ || time_exceeded();
     // A stop requested on one rank mid-epoch is only acted on once agreed (after a validation run or at
     // epoch end), so no rank leaves the loop alone; with one process it takes effect after this batch.
     bool stop_now = strategy_->world_size() == 1 ? should_stop_ : stop_agreed_;

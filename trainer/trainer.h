@@ -100,6 +100,9 @@ class Trainer {
   TrainModule* module() { return module_; }
   // Counts for tests and tools: validation runs (not sanity), optimizer steps skipped, etc.
   int64_t validation_runs() const { return val_runs_; }
+  // Training steps whose loss was NaN/Inf on some rank (same on every rank) in the last fit; acted on per
+  // options().on_nonfinite_loss.
+  int64_t nonfinite_losses() const { return nonfinite_losses_; }
   // True while fitting with a validation loader whose module implements validation_step.
   bool has_validation() const { return has_val_ && val_has_step_; }
 
@@ -125,6 +128,8 @@ class Trainer {
                const std::string& ckpt_path);
   void train_epoch(data::DataLoader& train, data::DataLoader* val);
   void training_batch(const Batch& batch, int64_t batch_idx);
+  // on_nonfinite_loss: true when this batch's backward and step must be skipped (decision agreed by all ranks).
+  bool skip_nonfinite_loss(const Tensor& loss);
   void optimizer_step();
   void run_validation(data::DataLoader& val, bool sanity);
   // Evaluation pass used by validation, test and sanity checking; fills results_eval_. Returns batches run.
@@ -172,6 +177,8 @@ class Trainer {
   bool val_has_step_ = true;
   bool has_val_ = false;
   int64_t val_runs_ = 0;
+  int64_t nonfinite_losses_ = 0;
+  bool nonfinite_stop_ = false;
   int64_t max_epochs_ = 1000;
   double max_time_s_ = -1;
   std::chrono::steady_clock::time_point fit_start_;

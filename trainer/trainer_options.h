@@ -24,6 +24,14 @@ struct BatchAmount {
   int64_t resolve(int64_t total, const char* what) const;
 };
 
+// What the Trainer does when a training step's loss is NaN or Inf (checked before backward; under DDP the
+// ranks agree, so when any rank's loss is non-finite every rank acts the same way).
+enum class NonFiniteLoss {
+  ignore,  // backpropagate as usual (the upstream behaviour)
+  skip,    // skip the step: no backward, the accumulated gradients are discarded, global_step does not advance
+  stop,    // skip the step and end fit after it (overrides min_epochs/min_steps)
+};
+
 struct TrainerOptions {
   std::string accelerator = "auto";   // "cpu", "gpu" ("cuda"), "auto"
   std::string devices = "auto";       // "auto", "1", "2", "-1", "1,3", ...
@@ -49,6 +57,10 @@ struct TrainerOptions {
   double gradient_clip_val = 0.0;              // 0 = no clipping
   std::string gradient_clip_algorithm = "norm";  // "norm" | "value"
   bool deterministic = false;
+  // Anomaly detection during fit: the first op whose forward or backward yields NaN/Inf throws volt::Error
+  // naming the op, its module and its input shapes (slow: a host read per op; see autograd.h).
+  bool detect_anomaly = false;
+  NonFiniteLoss on_nonfinite_loss = NonFiniteLoss::ignore;  // counted in Trainer::nonfinite_losses()
 
   bool enable_progress_bar = true;
   bool enable_model_summary = true;

@@ -1,4 +1,6 @@
 // The Trainer's per-batch training step and the evaluation loop (validation, test, sanity checking).
+#include <cmath>
+
 #include "kernels/ops.h"
 #include "nn/clip_grad.h"
 #include "trainer/progress_bar.h"
@@ -30,6 +32,12 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
                "(was it computed under NoGradGuard or from detached tensors?)");
     int64_t n = opt_.accumulate_grad_batches;
     bool step_now = (batch_idx + 1) % n == 0 || is_last_batch_;
+    if (skip_nonfinite_loss(loss)) {
+      loss = loss.detach();
+      results_train_.end_step(*strategy_);
+      for (auto& c : callbacks_) c->on_train_batch_end(*this, m, loss, batch, batch_idx);
+      return;
+    }
     Tensor scaled = n > 1 ? loss / static_cast<double>(n) : loss;
     {
       LogScope s(m, &results_train_, "on_before_backward", bs);
@@ -53,6 +61,20 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
   results_train_.end_step(*strategy_);
   if (stepped && global_step_ % opt_.log_every_n_steps == 0) log_step_metrics(results_train_, global_step_ - 1);
   for (auto& c : callbacks_) c->on_train_batch_end(*this, m, loss, batch, batch_idx);
+}
+
+bool Trainer::skip_nonfinite_loss(const Tensor& loss) {
+  if (opt_.on_nonfinite_loss == NonFiniteLoss::ignore) return false;
+  const bool local_bad = !std::isfinite(loss.detach().to(DType::f32).item());
+  // Any rank's non-finite loss skips the step on every rank: otherwise the others would wait in the gradient
+  // all-reduce of a backward this rank never runs.
+  if (!strategy_->reduce_decision(local_bad, /*all=*/false)) return false;
+  ++nonfinite_losses_;
+  // The accumulation window is lost with this batch: a partial window's gradients would otherwise be stepped
+  // with the wrong scale.
+  for (auto& o : optimizers_) o->zero_grad();
+  if (opt_.on_nonfinite_loss == NonFiniteLoss::stop) nonfinite_stop_ = should_stop_ = stop_agreed_ = true;
+  return true;
 }
 
 void Trainer::optimizer_step() {

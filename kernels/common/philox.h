@@ -4,6 +4,7 @@
 // numbers for the same (seed, counter) regardless of how the work is split.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/common/macros.h"
 
@@ -54,14 +55,93 @@ VOLT_HD float uniform_at(uint64_t seed, uint64_t offset, uint64_t i) {
   return uniform(r.x[i % 4]);
 }
 
-// Standard normal number i (Box-Muller on lanes (0,1) and (2,3) of counter offset + i/2).
+// ---- bit-identical transcendental functions ------------------------------------------------------------------
+// libm's logf/cosf and CUDA's differ in the last bits, so the normal transform uses its own: only integer
+// operations, IEEE-rounded + - * / and sqrt, and explicit fused multiply-adds (never a*b+c, which one compiler
+// might contract and the other not). Every step rounds the same way on the CPU and the GPU.
+
+VOLT_HD float mad(float a, float b, float c) { return ::fmaf(a, b, c); }
+VOLT_HD double mad(double a, double b, double c) { return ::fma(a, b, c); }
+
+VOLT_HD uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  return u;
+}
+VOLT_HD float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// Natural log of a positive, normal float (Cephes' single-precision logf: within 1-2 ulp of the exact value).
+VOLT_HD float repro_log(float x) {
+  const uint32_t bits = float_bits(x);
+  int e = static_cast<int>((bits >> 23) & 0xffu) - 126;           // x = m * 2^e, m in [0.5, 1)
+  float m = bits_float((bits & 0x007fffffu) | 0x3f000000u);
+  if (m < 0.707106781186547524f) {
+    e -= 1;
+    m = m + m - 1.0f;  // exact: m in [0.5, 0.707) -> 2m - 1 in [0, 0.414)
+  } else {
+    m = m - 1.0f;  // exact (Sterbenz)
+  }
+  const float z = m * m;
+  float p = 7.0376836292e-2f;
+  p = mad(p, m, -1.1514610310e-1f);
+  p = mad(p, m, 1.1676998740e-1f);
+  p = mad(p, m, -1.2420140846e-1f);
+  p = mad(p, m, 1.4249322787e-1f);
+  p = mad(p, m, -1.6668057665e-1f);
+  p = mad(p, m, 2.0000714765e-1f);
+  p = mad(p, m, -2.4999993993e-1f);
+  p = mad(p, m, 3.3333331174e-1f);
+  float y = (p * m) * z;
+  const float fe = static_cast<float>(e);
+  y = mad(fe, -2.12194440e-4f, y);  // ln 2 = 0.693359375 - 2.12194440e-4 (split for exactness)
+  y = mad(-0.5f, z, y);
+  float r = m + y;
+  r = mad(fe, 0.693359375f, r);
+  return r;
+}
+
+// sin and cos of |x| <= pi/4 (Cephes' single-precision minimax polynomials).
+VOLT_HD float sin_small(float x) {
+  const float z = x * x;
+  float p = -1.9515295891e-4f;
+  p = mad(p, z, 8.3321608736e-3f);
+  p = mad(p, z, -1.6666654611e-1f);
+  return mad(p * z, x, x);
+}
+VOLT_HD float cos_small(float x) {
+  const float z = x * x;
+  float p = 2.443315711809948e-5f;
+  p = mad(p, z, -1.388731625493765e-3f);
+  p = mad(p, z, 4.166664568298827e-2f);
+  return mad(p * z, z, mad(-0.5f, z, 1.0f));
+}
+
+// cos(2 pi u) for u in [0, 1): u*4 splits exactly into a quadrant q and a remainder r in [-0.5, 0.5].
+VOLT_HD float cos_2pi(float u) {
+  const float t = u * 4.0f;                    // exact
+  const float q = static_cast<float>(static_cast<int>(t + 0.5f));  // nearest quadrant, 0..4 (t + 0.5 exact)
+  const float r = t - q;                       // exact
+  const float x = r * 1.57079632679489662f;    // (pi/2) r, |x| <= pi/4
+  switch (static_cast<int>(q) & 3) {
+    case 0: return cos_small(x);
+    case 1: return -sin_small(x);
+    case 2: return -cos_small(x);
+    default: return sin_small(x);
+  }
+}
+
+// Standard normal number i (Box-Muller on lanes (0,1) and (2,3) of counter offset + i/2). Bit-identical on
+// the CPU and CUDA (see above).
 VOLT_HD float normal_at(uint64_t seed, uint64_t offset, uint64_t i) {
   U4 r = philox4x32_10(offset + i / 2, 0, seed);
   uint32_t a = r.x[(i % 2) * 2], b = r.x[(i % 2) * 2 + 1];
   float u1 = (static_cast<float>(a >> 8) + 1.0f) * (1.0f / 16777217.0f);  // (0, 1]
   float u2 = uniform(b);
-  // Single-precision libm on both sides: CPU and CUDA agree to within a few ulps (uniforms agree exactly).
-  return ::sqrtf(-2.0f * ::logf(u1)) * ::cosf(6.28318530717958648f * u2);
+  return ::sqrtf(-2.0f * repro_log(u1)) * cos_2pi(u2);
 }
 
 }  // namespace volt::philox

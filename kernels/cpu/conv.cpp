@@ -108,8 +108,8 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
   });
 }
 
-void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                     const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_out, const Tensor& x,
+                     const Tensor& weight, const Conv2dParams& p) {
   const ConvGeom g = conv_geom(x, weight, grad_out);
   dispatch_f32_f64(x.dtype(), "conv2d backward", [&](auto tag) {
     using T = decltype(tag);
@@ -134,15 +134,6 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
         // gcol (CKK, L) = W^T (CKK, OC) @ gout[n] (OC, L), scattered back onto the image
         gemm_ptr(row_major(g.ckk(), g.l(), g.oc, true, false, 0.0), x.dtype(), wp, go, col.data());
         col2im(col.data(), gx + n * g.c * g.h * g.w, g, p);
-      }
-    }
-    if (grad_bias.defined()) {
-      T* gb = static_cast<T*>(grad_bias.data_ptr());
-      for (int64_t oc = 0; oc < g.oc; ++oc) {
-        double s = 0;
-        for (int64_t n = 0; n < g.n; ++n)
-          for (int64_t i = 0; i < g.l(); ++i) s += gp[(n * g.oc + oc) * g.l() + i];
-        gb[oc] = static_cast<T>(s);
       }
     }
   });

@@ -33,7 +33,7 @@ void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, doubl
     using A = acc_t<T>;
     T* o = static_cast<T*>(out.data_ptr());
     for (int64_t i = 0; i < n; ++i)
-      o[i] = T(A(lo) + A(hi - lo) * A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))));
+      o[i] = T(philox::mad(A(hi - lo), A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))), A(lo)));
   });
 }
 
@@ -44,7 +44,7 @@ void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, doub
     using A = acc_t<T>;
     T* o = static_cast<T*>(out.data_ptr());
     for (int64_t i = 0; i < n; ++i)
-      o[i] = T(A(mean) + A(std) * A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))));
+      o[i] = T(philox::mad(A(std), A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))), A(mean)));
   });
 }
 

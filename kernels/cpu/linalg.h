@@ -37,9 +37,10 @@ struct Pool2dParams {
   /* x (N, C, H, W), weight (OC, C, KH, KW), bias (OC) or undefined -> out (N, OC, OH, OW); contiguous */  \
   void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,         \
                       const Conv2dParams& p);                                                               \
-  /* Writes the gradients whose tensors are defined (grad_bias may be undefined); all contiguous. */       \
-  void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,            \
-                       const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Conv2dParams& p); \
+  /* Writes the gradients whose tensors are defined; all contiguous. (The bias gradient is a reduction the */ \
+  /* op layer computes itself.) */                                                                          \
+  void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_out,             \
+                       const Tensor& x, const Tensor& weight, const Conv2dParams& p);                       \
   /* indices (i64, same shape as out): flat h*W+w of each max; the CPU fills it, CUDA leaves it undefined */ \
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p); \
   void max_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x, const Tensor& out, \

@@ -155,8 +155,8 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
   }
 }
 
-void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                     const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_out, const Tensor& x,
+                     const Tensor& weight, const Conv2dParams& p) {
   DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
   TensorDesc xd(x), dyd(grad_out);
@@ -186,11 +186,6 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
     VOLT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), xd.d, x.data_ptr(), dyd.d, grad_out.data_ptr(), cd.d,
                                                     perf.algo, ws.data_ptr(), ws_bytes, s.zero(), wd.d,
                                                     grad_weight.data_ptr()));
-  }
-  if (grad_bias.defined()) {
-    TensorDesc bd(grad_bias.dtype(), 1, grad_bias.size(0), 1, 1);
-    VOLT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, s.one(), dyd.d, grad_out.data_ptr(), s.zero(), bd.d,
-                                                  grad_bias.data_ptr()));
   }
 }
 

@@ -20,14 +20,14 @@ template <class T>
 __global__ void uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
   using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = T(A(lo) + A(hi - lo) * A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))));
+    out[i] = T(philox::mad(A(hi - lo), A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))), A(lo)));
 }
 
 template <class T>
 __global__ void normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
   using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = T(A(mean) + A(std) * A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))));
+    out[i] = T(philox::mad(A(std), A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))), A(mean)));
 }
 
 template <class T>

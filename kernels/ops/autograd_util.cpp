@@ -1,5 +1,7 @@
 // Registers the tensor operations the autograd engine needs. This file also holds sum_to, which every
 // broadcasting backward formula calls, so it is linked into any program that builds a graph.
+#include <cmath>
+
 #include "kernels/ops.h"
 
 namespace volt {
@@ -12,6 +14,13 @@ struct RegisterEngineOps {
     ops.ones_like = [](const Tensor& t) { return ones_like(t); };
     ops.zeros = [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); };
     ops.clone = [](const Tensor& t) { return t.clone(); };
+    ops.all_finite = [](const Tensor& t) {
+      if (!is_floating(t.dtype()) || t.numel() == 0) return true;
+      NoGradGuard ng;
+      Tensor x = t.detach().to(DType::f32);
+      // x - x is 0 for finite values and NaN for NaN and +-Inf: one reduction answers both questions.
+      return std::isfinite(sum(sub(x, x)).item<float>());
+    };
   }
 } register_engine_ops;
 }  // namespace

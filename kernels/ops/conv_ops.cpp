@@ -91,8 +91,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
     Tensor go = g[0].contiguous();
     Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
     Tensor dw = gw ? empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
-    Tensor db = gb ? empty(bc.shape(), bc.dtype(), bc.device()) : Tensor();
-    VOLT_DISPATCH_DEVICE(go.device(), conv2d_backward, dx, dw, db, go, xc, wc, p);
+    VOLT_DISPATCH_DEVICE(go.device(), conv2d_backward, dx, dw, go, xc, wc, p);
+    // The bias gradient is a plain reduction over (N, H, W), done by Volt's own sum for every device and dtype
+    // (cuDNN's backward-bias kernel rejects bf16 and is slow for small channel counts). fp32 accumulation.
+    Tensor db = gb ? sum(go, {0, 2, 3}).to(bc.dtype()) : Tensor();
     return std::vector<Tensor>{dx, dw, db};
   });
   return out;

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
+#include <dlfcn.h>
+
+#include "runtime/cuda_api.h"
 #include "trainer/device_parser.h"
 
 using namespace volt;
@@ -43,22 +46,60 @@ TEST(DeviceParser, CpuAndAuto) {
   VOLT_EXPECT_ERROR(parse_devices("cpu", "0", 0), "positive number");
   VOLT_EXPECT_ERROR(parse_devices("cpu", "-1", 0), "positive number");
   VOLT_EXPECT_ERROR(parse_devices("cpu", "1,2", 0), "positive number");
-  // On this machine there is no usable GPU: the real query resolves auto to the CPU.
-  EXPECT_EQ(parse_devices("auto", "auto").accelerator, "cpu");
-  VOLT_EXPECT_ERROR(parse_devices("gpu", "1"), "no GPU is usable");
+  // The real query: "auto" is the GPU exactly when one is usable on the machine running the test.
+  if (cuda_available()) {
+    EXPECT_EQ(parse_devices("auto", "auto").accelerator, "gpu");
+    EXPECT_EQ(parse_devices("gpu", "1").device_ids, (std::vector<int>{0}));
+    VOLT_EXPECT_ERROR(parse_devices("gpu", std::to_string(cuda_device_count() + 1)), "only");
+  } else {
+    EXPECT_EQ(parse_devices("auto", "auto").accelerator, "cpu");
+    VOLT_EXPECT_ERROR(parse_devices("gpu", "1"), "no GPU is usable");
+  }
 }
 
-TEST(DeviceParser, PickFreeGpusFailsClearlyWithoutNvml) {
-  // No NVIDIA driver here: the auto-select option must say why it cannot work rather than pick blindly.
-  VOLT_EXPECT_ERROR(pick_free_gpus(1), "pick_free_gpus");
+namespace {
+bool nvml_present() {
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (lib != nullptr) dlclose(lib);
+  return lib != nullptr;
+}
+}  // namespace
+
+TEST(DeviceParser, PickFreeGpus) {
   VOLT_EXPECT_ERROR(pick_free_gpus(0), "k must be positive");
+  if (!nvml_present()) {
+    // No NVIDIA driver: the auto-select option must say why it cannot work rather than pick blindly.
+    VOLT_EXPECT_ERROR(pick_free_gpus(1), "NVML");
+    return;
+  }
+  // With a driver: more GPUs than exist can never be idle; one GPU is either found (a valid, distinct id)
+  // or refused with the count of idle GPUs (another process, or this one, may be using it).
+  const int n = cuda_device_count();
+  VOLT_EXPECT_ERROR(pick_free_gpus(n + 1), "idle GPU");
+  try {
+    std::vector<int> ids = pick_free_gpus(1);
+    ASSERT_EQ(ids.size(), 1u);
+    EXPECT_GE(ids[0], 0);
+    EXPECT_LT(ids[0], n);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("idle GPU"), std::string::npos) << e.what();
+  }
 }
 
 #include "trainer/trainer.h"
 
 TEST(DeviceParser, TrainerAutoSelectGpusFlag) {
-  // CPU runs ignore the flag; asking for GPUs on this GPU-less machine fails with the parser's reason.
+  // CPU runs ignore the flag.
   EXPECT_NO_THROW(Trainer({.accelerator = "cpu", .auto_select_gpus = true, .enable_progress_bar = false,
                            .enable_model_summary = false, .logger = false}));
-  VOLT_EXPECT_ERROR(Trainer({.accelerator = "gpu", .devices = "1", .auto_select_gpus = true}), "no GPU is usable");
+  if (!cuda_available()) {
+    // Asking for GPUs on a GPU-less machine fails with the parser's reason.
+    VOLT_EXPECT_ERROR(Trainer({.accelerator = "gpu", .devices = "1", .auto_select_gpus = true}), "no GPU is usable");
+    return;
+  }
+  // On a GPU host: more GPUs than exist is refused by the selection, whatever is idle.
+  VOLT_EXPECT_ERROR(Trainer({.accelerator = "gpu", .devices = std::to_string(cuda_device_count() + 1),
+                             .auto_select_gpus = true, .enable_progress_bar = false,
+                             .enable_model_summary = false, .logger = false}),
+                    "GPU");
 }
