@@ -156,6 +156,8 @@ inline void write_results(const std::string& out_dir, const std::string& example
   nlohmann::json j;
   j["example"] = example;
   for (const auto& [k, v] : test_metrics) j[k] = v;
+  // Totals of the whole run: the ThroughputMonitor's state is checkpointed, so a resumed run includes the
+  // part before the resume.
   j["train_samples_per_second"] = tp.samples_per_second();
   j["train_samples"] = tp.samples();
   j["train_seconds"] = tp.seconds();
@@ -167,6 +169,7 @@ inline void write_results(const std::string& out_dir, const std::string& example
   j["lr"] = a.lr;
   j["seed"] = a.seed;
   j["precision"] = a.precision;
+  j["resumed_from"] = a.resume;
   nn::save_json_atomic(out_dir + "/results.json", j);
 }
 

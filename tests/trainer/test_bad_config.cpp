@@ -2,6 +2,8 @@
 // expected) raised before any training work (no training_step runs, no model is built for a bad flag).
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "examples/example_common.h"
 #include "trainer/trainer_test_util.h"
 
@@ -165,9 +167,11 @@ TEST(BadConfig, ExampleRunFailsBeforeBuildingTheModel) {
       {{"--resume", (dir.path / "nope").string()}, {"--resume", "nope", "no such checkpoint"}},
   };
   for (const auto& row : rows) {
-    std::vector<std::string> args = {"prog", "--no-progress-bar", "--accelerator", "cpu", "--out",
-                                     (dir.path / "run").string()};
-    args.insert(args.end(), row.flags.begin(), row.flags.end());  // later flags override earlier ones
+    auto has = [&](const char* f) { return std::find(row.flags.begin(), row.flags.end(), f) != row.flags.end(); };
+    std::vector<std::string> args = {"prog", "--no-progress-bar"};
+    if (!has("--accelerator")) args.insert(args.end(), {"--accelerator", "cpu"});
+    if (!has("--out")) args.insert(args.end(), {"--out", (dir.path / "run").string()});
+    args.insert(args.end(), row.flags.begin(), row.flags.end());
     SCOPED_TRACE(row.flags[0] + " " + (row.flags.size() > 1 ? row.flags[1] : ""));
     auto argv = argv_of(args);
     bool built = false;
