@@ -119,8 +119,8 @@ TEST(Idx, DimensionProductOverflowIsRejected) {
   // like a complete file holding 0 bytes of data.
   write_raw(dir.file("wrap"), header(0x08, {65536, 65536, 65536, 65536}));
   VOLT_EXPECT_ERROR(read_idx(dir.file("wrap")), "wrap", "(65536, 65536, 65536, 65536)", "overflows");
-  // 2^32-1 squared fits 64 bits but far exceeds the bytes present.
-  write_raw(dir.file("huge"), header(0x08, {0xffffffffu, 0xffffffffu}) + std::string(4, 'x'));
+  // (2^32 - 1) * 2^16 fits 64 bits but far exceeds the bytes present.
+  write_raw(dir.file("huge"), header(0x08, {0xffffffffu, 0x10000u}) + std::string(4, 'x'));
   VOLT_EXPECT_ERROR(read_idx(dir.file("huge")), "huge", "truncated", "has 16 bytes");
 }
 
