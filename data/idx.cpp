@@ -64,19 +64,25 @@ Tensor read_idx(const std::string& path, int expected_ndim) {
   VOLT_CHECK(bytes.size() >= header, "read_idx: '", path, "' is truncated: ", bytes.size(), what,
              " but the header of ", ndim, " dimensions alone needs ", header);
   Shape shape(static_cast<size_t>(ndim));
-  size_t count = 1;
   for (int d = 0; d < ndim; ++d) {
     const uint8_t* q = p + 4 + 4 * d;
     shape[static_cast<size_t>(d)] =
         static_cast<int64_t>((uint32_t{q[0]} << 24) | (uint32_t{q[1]} << 16) | (uint32_t{q[2]} << 8) | q[3]);
-    count *= static_cast<size_t>(shape[static_cast<size_t>(d)]);
   }
-  const size_t expected = header + count;
+  // Checked: 255 dimensions of up to 2^32 - 1 each overflow any integer type.
+  int64_t count = 1;
+  for (int d = 0; d < ndim; ++d)
+    VOLT_CHECK(!__builtin_mul_overflow(count, shape[static_cast<size_t>(d)], &count), "read_idx: '", path,
+               "' has header shape ", shape_to_string(shape), " whose element count overflows 64 bits (dimension ",
+               d, "); the file has ", bytes.size(), what, ", expected a shape that fits the data");
+  size_t expected = 0;
+  VOLT_CHECK(!__builtin_add_overflow(header, static_cast<size_t>(count), &expected), "read_idx: '", path,
+             "' has header shape ", shape_to_string(shape), " whose byte count overflows");
   VOLT_CHECK(bytes.size() == expected, "read_idx: '", path, "' is ",
              bytes.size() < expected ? "truncated" : "followed by trailing bytes", ": header shape ",
              shape_to_string(shape), " needs ", expected, " bytes in all but the file has ", bytes.size(), what);
   Tensor out = empty(shape, DType::u8);
-  if (count) std::memcpy(out.data_ptr(), p + header, count);
+  if (count) std::memcpy(out.data_ptr(), p + header, static_cast<size_t>(count));
   return out;
 }
 

@@ -309,9 +309,51 @@ void ProcessGroup::broadcast(Tensor& t, int root) {
   t.copy_(buf);
 }
 
+std::vector<int64_t> ProcessGroup::exchange_shapes(const char* op, const Tensor& t, bool trailing_only,
+                                                   const CollectiveInfo& info) {
+  if (world_size_ == 1) return {t.dim() ? t.size(0) : 1};
+  // (dtype, ndim, numel of dims 1.., dims 0..kMaxDims-1): the trailing numel covers dims beyond kMaxDims.
+  constexpr int kLen = 3 + kMaxDims;
+  std::vector<int64_t> rec(kLen, 0);
+  rec[0] = static_cast<int64_t>(t.dtype());
+  rec[1] = t.dim();
+  rec[2] = t.dim() ? t.numel() / std::max<int64_t>(t.size(0), 1) : 1;
+  if (t.dim() && t.size(0) == 0) rec[2] = -1;  // unknown trailing numel; the dims below still compare
+  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d) rec[3 + d] = t.size(d);
+  std::vector<int64_t> all = exchange_records(rec, info);
+  bool same = true;
+  for (int r = 1; r < world_size_ && same; ++r) {
+    const int64_t* a = &all[0];
+    const int64_t* b = &all[static_cast<size_t>(r) * kLen];
+    same = a[0] == b[0] && a[1] == b[1] && (a[2] == b[2] || a[2] < 0 || b[2] < 0);
+    for (int d = trailing_only ? 1 : 0; d < kMaxDims && same; ++d) same = a[3 + d] == b[3 + d];
+  }
+  if (!same) {
+    std::ostringstream os;
+    os << "ProcessGroup::" << op << " (sequence #" << info.seq << "): ranks passed tensors of different "
+       << (trailing_only ? "dtypes or trailing dimensions" : "dtypes or shapes") << ":";
+    for (int r = 0; r < world_size_; ++r) {
+      const int64_t* x = &all[static_cast<size_t>(r) * kLen];
+      os << " rank " << r << " " << dtype_name(static_cast<DType>(x[0])) << " (";
+      for (int64_t d = 0; d < std::min<int64_t>(x[1], kMaxDims); ++d) os << (d ? ", " : "") << x[3 + d];
+      os << (x[1] > kMaxDims ? ", ...)" : ")") << ";";
+    }
+    os << (trailing_only ? " expected equal dtypes and equal dimensions after the first on every rank"
+                         : " expected the same dtype and shape on every rank (all_gather_uneven allows different "
+                           "first dimensions)");
+    VOLT_FAIL(os.str());
+  }
+  std::vector<int64_t> first(static_cast<size_t>(world_size_));
+  for (int r = 0; r < world_size_; ++r) first[static_cast<size_t>(r)] = all[static_cast<size_t>(r) * kLen + 3];
+  return first;
+}
+
 Tensor ProcessGroup::all_gather(const Tensor& t) {
   check_usable("all_gather", t);
   CollectiveInfo info = begin("all_gather", &t);
+  // Debug mode already compared the shapes in begin(); otherwise a cheap host-side exchange does, so that
+  // mismatched counts never reach MPI/NCCL (which would corrupt memory or hang).
+  if (!debug_) exchange_shapes("all_gather", t, /*trailing_only=*/false, info);
   Tensor in = t.contiguous();
   Shape s = t.shape();
   s.insert(s.begin(), world_size_);
@@ -328,11 +370,11 @@ std::vector<Tensor> ProcessGroup::all_gather_uneven(const Tensor& t) {
     for (int r = 0; r < world_size_; ++r) parts.push_back(all.select(0, r));
     return parts;
   }
-  begin("all_gather_uneven", &t, -1, /*uneven=*/true);
-  Tensor mine = from_vector<int64_t>({t.size(0)}, {1}, t.device());
-  std::vector<int64_t> sizes = all_gather(mine).to_vector<int64_t>();
+  CollectiveInfo info = begin("all_gather_uneven", &t, -1, /*uneven=*/true);
+  // One exchange gives every rank's first dim and checks the dtype and trailing dims on every rank.
+  std::vector<int64_t> sizes = exchange_shapes("all_gather_uneven", t, /*trailing_only=*/true, info);
   int64_t max_rows = *std::max_element(sizes.begin(), sizes.end());
-  Tensor padded = t;
+  Tensor padded = t.contiguous();
   if (t.size(0) != max_rows) {
     Shape ps = t.shape();
     ps[0] = max_rows;
@@ -340,7 +382,11 @@ std::vector<Tensor> ProcessGroup::all_gather_uneven(const Tensor& t) {
     NoGradGuard g;
     if (t.size(0)) padded.narrow(0, 0, t.size(0)).copy_(t);
   }
-  Tensor all = all_gather(padded);
+  CollectiveInfo data_info = begin("all_gather", &padded);
+  Shape s = padded.shape();
+  s.insert(s.begin(), world_size_);
+  Tensor all = empty(s, t.dtype(), t.device());
+  all_gather_impl(padded, all, data_info)->wait();
   for (int r = 0; r < world_size_; ++r) parts.push_back(all.select(0, r).narrow(0, 0, sizes[r]));
   return parts;
 }

@@ -100,7 +100,8 @@ class ProcessGroup {
   void all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
   // In place: every rank ends with `root`'s tensor.
   void broadcast(Tensor& t, int root = 0);
-  // Equal shapes (s...) on every rank -> (world, s...) in rank order.
+  // Equal shapes (s...) on every rank -> (world, s...) in rank order. Different dtypes or shapes are a
+  // volt::Error on every rank naming each rank's shape (a small host-side exchange first, also without debug).
   Tensor all_gather(const Tensor& t);
   // First dims may differ (trailing dims must match): pads to the largest, gathers, trims. Returns one tensor
   // per rank, in rank order. Scalars behave like all_gather.
@@ -139,6 +140,9 @@ class ProcessGroup {
 
  private:
   CollectiveInfo begin(const char* op, const Tensor* t, int root = -1, bool uneven = false);
+  // Host-side exchange of every rank's dtype and shape; throws on every rank, naming each rank's shape, when
+  // they differ (trailing_only: only dims after the first must match). Returns every rank's first dim.
+  std::vector<int64_t> exchange_shapes(const char* op, const Tensor& t, bool trailing_only, const CollectiveInfo& info);
   void check_usable(const char* op, const Tensor& t) const;
 
   int rank_, world_size_, local_rank_, local_world_size_;

@@ -4,16 +4,23 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "data/data_module.h"
 #include "nn/serialization.h"
 #include "runtime/allocator.h"
+#include "trainer/checkpoint_files.h"
 #include "trainer/throughput_monitor.h"
 #include "trainer/trainer.h"
 
@@ -35,21 +42,93 @@ struct Args {
   bool progress_bar = true;
 };
 
+namespace detail {
+
+// Validators that say what was wrong in words ("--batch-size: must be a positive integer, got '0'") instead of
+// CLI11's numeric ranges. They run before CLI11 converts the text, so "abc" never reaches a conversion.
+inline bool parse_integer(const std::string& s, long long& v) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  v = std::strtoll(s.c_str(), &end, 10);
+  return errno == 0 && end == s.c_str() + s.size() && !std::isspace(static_cast<unsigned char>(s[0]));
+}
+
+inline CLI::Validator integer_in(long long lo, long long hi, const std::string& what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& s) -> std::string {
+        long long v = 0;
+        if (!parse_integer(s, v)) return "must be " + what + ", got '" + s + "' (not an integer)";
+        if (v < lo || v > hi) return "must be " + what + ", got " + s;
+        return "";
+      },
+      what);
+}
+
+inline CLI::Validator positive_real(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || std::isspace(static_cast<unsigned char>(s[0])))
+          return "must be " + what + ", got '" + s + "' (not a number)";
+        if (!(v > 0) || !std::isfinite(v) || errno == ERANGE) return "must be " + what + ", got " + s;
+        return "";
+      },
+      what);
+}
+
+inline CLI::Validator one_of(std::vector<std::string> allowed) {
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  return CLI::Validator(
+      [allowed, list](std::string& s) -> std::string {
+        for (const auto& a : allowed)
+          if (s == a) return "";
+        return "got '" + s + "'; expected one of " + list;
+      },
+      "one of " + list);
+}
+
+// --devices: "auto", "-1", a count or comma-separated ids; the Trainer checks them against the hardware.
+inline CLI::Validator devices_spec() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "auto" || s == "-1") return "";
+        bool ok = !s.empty();
+        for (char c : s) ok = ok && (std::isdigit(static_cast<unsigned char>(c)) || c == ',' || c == ' ');
+        if (!ok || s.find_first_of("0123456789") == std::string::npos)
+          return "got '" + s + "'; expected auto, -1 (all GPUs), a count like 2 or GPU ids like 0,1";
+        return "";
+      },
+      "auto | N | -1 | ids");
+}
+
+}  // namespace detail
+
 // Parses the flags shared by all examples. Returns false (after printing) when the program should exit with
-// `exit_code` (--help or a bad flag).
+// `exit_code` (0 for --help, 2 for a bad flag). Every value is validated here, before any work.
 inline bool parse_args(int argc, char** argv, const std::string& description, Args& a, int& exit_code) {
+  using namespace detail;
+  constexpr long long kMax = INT64_MAX;
   CLI::App app{description};
   app.add_option("--data", a.data, "directory with the MNIST-format IDX files (plain or .gz)");
-  app.add_option("--epochs", a.epochs, "training epochs")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", a.batch_size, "batch size per process")->check(CLI::PositiveNumber);
-  app.add_option("--lr", a.lr, "learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--seed", a.seed, "global seed (weights, split, shuffles)");
-  app.add_option("--accelerator", a.accelerator, "cpu | gpu | auto");
-  app.add_option("--devices", a.devices, "auto | N | -1 | ids like '0,1'");
-  app.add_option("--strategy", a.strategy, "auto | single_device | ddp | ddp_spawn");
-  app.add_option("--precision", a.precision, "32-true | 16-mixed | bf16-mixed");
-  app.add_option("--num-workers", a.num_workers, "background batch-assembly threads")->check(CLI::NonNegativeNumber);
-  app.add_option("--out", a.out, "run directory (logs, checkpoints, results.json)");
+  app.add_option("--epochs", a.epochs, "training epochs")->check(integer_in(1, kMax, "a positive integer"));
+  app.add_option("--batch-size", a.batch_size, "batch size per process")->check(integer_in(1, kMax, "a positive integer"));
+  app.add_option("--lr", a.lr, "learning rate")->check(positive_real("a positive finite number"));
+  app.add_option("--seed", a.seed, "global seed (weights, split, shuffles)")
+      ->check(integer_in(0, kMax, "a non-negative integer"));
+  app.add_option("--accelerator", a.accelerator, "cpu | gpu | auto")->check(one_of({"cpu", "gpu", "cuda", "auto"}));
+  app.add_option("--devices", a.devices, "auto | N | -1 | ids like '0,1'")->check(devices_spec());
+  app.add_option("--strategy", a.strategy, "auto | single_device | ddp | ddp_spawn")
+      ->check(one_of({"auto", "single_device", "ddp", "ddp_spawn"}));
+  app.add_option("--precision", a.precision, "32-true | 16-mixed | bf16-mixed")
+      ->check(one_of({"32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16"}));
+  app.add_option("--num-workers", a.num_workers, "background batch-assembly threads")
+      ->check(integer_in(0, 1024, "an integer from 0 to 1024"));
+  app.add_option("--out", a.out, "run directory (logs, checkpoints, results.json)")
+      ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("must not be empty") : ""; }, ""));
   app.add_option("--resume", a.resume, "checkpoint stem to resume from (path without .safetensors/.json)");
   app.add_flag("!--no-progress-bar", a.progress_bar, "disable the progress bar");
   try {
@@ -60,6 +139,10 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   }
   return true;
 }
+
+// Creates the run directory and checks that it is writable, so a bad --out fails before any data is loaded or
+// any training is done.
+inline void prepare_output_dir(const std::string& dir) { ensure_writable_dir(dir, "--out"); }
 
 inline int64_t peak_rss_bytes() {
   rusage ru{};
@@ -73,6 +156,8 @@ inline void write_results(const std::string& out_dir, const std::string& example
   nlohmann::json j;
   j["example"] = example;
   for (const auto& [k, v] : test_metrics) j[k] = v;
+  // Totals of the whole run: the ThroughputMonitor's state is checkpointed, so a resumed run includes the
+  // part before the resume.
   j["train_samples_per_second"] = tp.samples_per_second();
   j["train_samples"] = tp.samples();
   j["train_seconds"] = tp.seconds();
@@ -84,6 +169,7 @@ inline void write_results(const std::string& out_dir, const std::string& example
   j["lr"] = a.lr;
   j["seed"] = a.seed;
   j["precision"] = a.precision;
+  j["resumed_from"] = a.resume;
   nn::save_json_atomic(out_dir + "/results.json", j);
 }
 
@@ -95,15 +181,22 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
   int code = 0;
   if (!parse_args(argc, argv, description, args, code)) return code;
   try {
-    seed_everything(args.seed);
-    auto model = make_model(args.lr);
-    data::MnistDataModule dm(args.data, args.batch_size, args.num_workers, args.seed, /*pin_memory=*/true,
-                             shuffle_train);
+    // Everything that can be checked without data comes first: the output directory, the device, strategy and
+    // precision (the Trainer's constructor), and the checkpoint to resume from.
+    prepare_output_dir(args.out);
     auto throughput = std::make_shared<ThroughputMonitor>();
     Trainer trainer({.accelerator = args.accelerator, .devices = args.devices, .strategy = args.strategy,
                      .precision = args.precision, .max_epochs = args.epochs,
                      .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
                      .callbacks = {throughput}});
+    if (!args.resume.empty())
+      VOLT_CHECK(std::filesystem::exists(args.resume + ".json") || std::filesystem::exists(args.resume),
+                 "--resume '", args.resume, "': no such checkpoint (expected ", args.resume, ".json and ", args.resume,
+                 ".safetensors)");
+    seed_everything(args.seed);
+    auto model = make_model(args.lr);
+    data::MnistDataModule dm(args.data, args.batch_size, args.num_workers, args.seed, /*pin_memory=*/true,
+                             shuffle_train);
     trainer.fit(*model, dm, args.resume);
     auto results = trainer.test(*model, dm);
     if (trainer.strategy().is_global_zero()) {
@@ -112,6 +205,9 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
                 << static_cast<int64_t>(throughput->samples_per_second()) << " samples/s)\n";
     }
   } catch (const Error& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // e.g. std::filesystem or std::bad_alloc: still a message, not a terminate
     std::cerr << name << ": " << e.what() << "\n";
     return 1;
   }

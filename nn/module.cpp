@@ -197,7 +197,7 @@ void Module::load_state_dict(const StateDict& sd, bool strict) {
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [n, t] : sd) given.emplace(n, &t);
   std::unordered_set<std::string> own_names;
-  std::vector<std::string> missing, unexpected, misshaped;
+  std::vector<std::string> missing, unexpected, misshaped, mistyped;
   std::vector<std::pair<Tensor, const Tensor*>> copies;
   for (const auto& [n, t] : own) {
     own_names.insert(n);
@@ -211,11 +211,16 @@ void Module::load_state_dict(const StateDict& sd, bool strict) {
       misshaped.push_back(n + " (expected " + t.shape_str() + ", got " + (src.defined() ? src.shape_str() : "undefined") + ")");
       continue;
     }
+    // A stored dtype different from the parameter's is a wrong or corrupt file, not something to convert.
+    if (src.dtype() != t.dtype()) {
+      mistyped.push_back(n + " (expected " + dtype_name(t.dtype()) + ", got " + dtype_name(src.dtype()) + ")");
+      continue;
+    }
     copies.emplace_back(t, &src);
   }
   for (const auto& [n, t] : sd)
     if (!own_names.count(n)) unexpected.push_back(n);
-  bool fail = !misshaped.empty() || (strict && (!missing.empty() || !unexpected.empty()));
+  bool fail = !misshaped.empty() || !mistyped.empty() || (strict && (!missing.empty() || !unexpected.empty()));
   if (fail) {
     std::ostringstream os;
     os << type_name() << "::load_state_dict: error(s) in loading the state dict:";
@@ -225,6 +230,7 @@ void Module::load_state_dict(const StateDict& sd, bool strict) {
       for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
     };
     list("size mismatch", misshaped);
+    list("dtype mismatch", mistyped);
     if (strict) {
       list("missing keys", missing);
       list("unexpected keys", unexpected);

@@ -153,8 +153,10 @@ void Optimizer::load_state_dict(const StateDict& sd) {
                                   : std::string());
     VOLT_CHECK(t.defined(), type_name(), ".load_state_dict: tensor '", key, "' is undefined");
     if (name == "step") {
-      VOLT_CHECK(t.numel() == 1, type_name(), ".load_state_dict: '", key, "' must hold one number, got shape ",
-                 t.shape_str());
+      VOLT_CHECK(t.numel() == 1 && t.dtype() == DType::i64, type_name(), ".load_state_dict: '", key,
+                 "' must hold one i64 step count, got shape ", t.shape_str(), " of dtype ", dtype_name(t.dtype()));
+      VOLT_CHECK(t.item<int64_t>() >= 0, type_name(), ".load_state_dict: '", key, "' = ", t.item<int64_t>(),
+                 " is a negative step count; expected >= 0");
       items.push_back({g, i, SIZE_MAX, &t});
       continue;
     }
@@ -165,13 +167,16 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     const Tensor& p = groups_[g].params[i];
     VOLT_CHECK(t.shape() == p.shape(), type_name(), ".load_state_dict: '", key, "' has shape ", t.shape_str(),
                " but the parameter has shape ", p.shape_str());
+    VOLT_CHECK(t.dtype() == state_dtype(p.dtype()), type_name(), ".load_state_dict: '", key, "' is stored as ",
+               dtype_name(t.dtype()), " but the optimizer keeps it as ", dtype_name(state_dtype(p.dtype())),
+               " for a ", dtype_name(p.dtype()), " parameter");
     items.push_back({g, i, k, &t});
   }
   state_.clear();
   for (const auto& it : items) {
     ParamState& st = state(it.g, it.i);
     if (it.k == SIZE_MAX) {
-      st.step = static_cast<int64_t>(it.t->item());
+      st.step = it.t->item<int64_t>();
       continue;
     }
     const Tensor& p = groups_[it.g].params[it.i];
@@ -203,13 +208,16 @@ void Optimizer::load_hyper_state(const std::map<std::string, double>& hs) {
     if (parse_state_key(key, g, i, name)) {
       VOLT_CHECK(name == "step" && g < groups_.size() && i < groups_[g].params.size(), type_name(),
                  ".load_hyper_state: key '", key, "' names no parameter's step count");
+      VOLT_CHECK(v >= 0 && v <= 9007199254740992.0 && v == std::floor(v), type_name(), ".load_hyper_state: '", key,
+                 "' = ", v, " is not a step count; expected an integer in [0, 2^53]");
       state(g, i).step = static_cast<int64_t>(v);
       continue;
     }
     VOLT_CHECK(key.rfind("group.", 0) == 0, type_name(), ".load_hyper_state: unexpected key '", key, "'");
     size_t dot = key.find('.', 6);
-    VOLT_CHECK(dot != std::string::npos && dot > 6 && key.find_first_not_of("0123456789", 6) == dot, type_name(),
-               ".load_hyper_state: malformed key '", key, "'; expected group.<g>.<name>");
+    VOLT_CHECK(dot != std::string::npos && dot > 6 && dot - 6 <= 6 && key.find_first_not_of("0123456789", 6) == dot,
+               type_name(), ".load_hyper_state: malformed key '", key,
+               "'; expected group.<g>.<name> with a group index of at most 6 digits");
     g = std::stoul(key.substr(6, dot - 6));
     VOLT_CHECK(g < groups_.size(), type_name(), ".load_hyper_state: key '", key, "' names group ", g,
                " but the optimizer has ", groups_.size());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <unordered_set>
@@ -190,9 +191,14 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
     if (!v["dtype"].is_string()) bad("has a non-string dtype");
     Entry e{name, parse_safetensors_dtype(v["dtype"].get<std::string>()), {}, 0, 0};
     if (!v["shape"].is_array()) bad("has a shape that is not an array");
+    int64_t numel = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) bad("has a shape entry that is not a non-negative integer");
+      if (!d.is_number_unsigned()) bad("has a shape entry " + d.dump() + " that is not a non-negative integer");
+      if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) bad("has a shape entry " + d.dump() + " above 2^63 - 1");
       e.shape.push_back(d.get<int64_t>());
+      if (__builtin_mul_overflow(numel, e.shape.back(), &numel))
+        bad("has shape " + v["shape"].dump() + " whose element count overflows 64 bits; the data buffer has " +
+            std::to_string(data_size) + " bytes");
     }
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
@@ -202,7 +208,10 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
     if (e.begin > e.end || e.end > data_size)
       bad("has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] outside the " +
           std::to_string(data_size) + "-byte data buffer (file truncated?)");
-    const uint64_t want = static_cast<uint64_t>(shape_numel(e.shape)) * itemsize(e.dtype);
+    uint64_t want = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(numel), static_cast<uint64_t>(itemsize(e.dtype)), &want))
+      bad("has shape " + v["shape"].dump() + " of " + v["dtype"].get<std::string>() +
+          " whose byte count overflows 64 bits; the data buffer has " + std::to_string(data_size) + " bytes");
     if (e.end - e.begin != want)
       bad("spans " + std::to_string(e.end - e.begin) + " bytes but shape " + shape_to_string(e.shape) + " of " +
           v["dtype"].get<std::string>() + " needs " + std::to_string(want));

@@ -6,6 +6,7 @@
 
 #include "nn/serialization.h"
 #include "runtime/generator.h"
+#include "trainer/checkpoint.h"
 #include "trainer/trainer.h"
 
 namespace volt {
@@ -66,19 +67,19 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
              has_st ? "" : stem + ".safetensors is missing", !has_st && !has_js ? " and " : "",
              has_js ? "" : stem + ".json is missing",
              " (a checkpoint needs both files)");
-  nlohmann::json j = nn::load_json(stem + ".json");
-  VOLT_CHECK(j.value("format", "") == "volt-checkpoint", "Trainer: ", stem, ".json is not a Volt checkpoint record");
-  nn::StateDict all = nn::load_safetensors(stem + ".safetensors");
+  const std::string js = stem + ".json", st = stem + ".safetensors";
+  const TrainerStateRecord rec = parse_trainer_state(nn::load_json(js), js);
+  nn::StateDict all = nn::load_safetensors(st);
   nn::StateDict model;
   std::vector<nn::StateDict> opt_sd(optimizers_.size());
   for (auto& [k, t] : all) {
     if (k.rfind("optimizer.", 0) == 0) {
-      size_t dot = k.find('.', 10);
-      size_t idx = std::stoul(k.substr(10, dot - 10));
+      std::string rest;
+      size_t idx = parse_optimizer_key(k, st, &rest);
       if (fitting) {
-        VOLT_CHECK(idx < opt_sd.size(), "Trainer: checkpoint ", stem, " has state for optimizer ", idx,
-                   " but configure_optimizers returned ", optimizers_.size());
-        opt_sd[idx].emplace_back(k.substr(dot + 1), t);
+        VOLT_CHECK(idx < opt_sd.size(), "Trainer: checkpoint ", st, " has state for optimizer ", idx, " (tensor '", k,
+                   "') but configure_optimizers returned ", optimizers_.size());
+        opt_sd[idx].emplace_back(rest, t);
       }
     } else {
       model.emplace_back(k, t);
@@ -87,40 +88,52 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   module_->load_state_dict(model, /*strict=*/true);
   if (!fitting) return;
 
-  const auto& opts = j.at("optimizers");
-  VOLT_CHECK(opts.size() == optimizers_.size(), "Trainer: checkpoint ", stem, " holds ", opts.size(),
+  VOLT_CHECK(rec.optimizers.size() == optimizers_.size(), "Trainer: checkpoint ", js, " holds ", rec.optimizers.size(),
              " optimizers but configure_optimizers returned ", optimizers_.size());
   for (size_t i = 0; i < optimizers_.size(); ++i) {
-    VOLT_CHECK(opts[i].at("type").get<std::string>() == optimizers_[i]->type_name(), "Trainer: checkpoint optimizer ",
-               i, " is ", opts[i].at("type").get<std::string>(), " but the module configures ",
-               optimizers_[i]->type_name());
+    VOLT_CHECK(rec.optimizers[i].type == optimizers_[i]->type_name(), "Trainer: checkpoint ", js, ": optimizer ", i,
+               " is ", rec.optimizers[i].type, " but the module configures ", optimizers_[i]->type_name());
     optimizers_[i]->load_state_dict(opt_sd[i]);
   }
-  const auto& scheds = j.at("schedulers");
-  VOLT_CHECK(scheds.size() == schedulers_.size(), "Trainer: checkpoint ", stem, " holds ", scheds.size(),
-             " LR schedulers but configure_optimizers returned ", schedulers_.size());
-  for (size_t i = 0; i < schedulers_.size(); ++i)
-    schedulers_[i].scheduler->load_state_dict(scheds[i].at("state").get<std::map<std::string, double>>());
+  VOLT_CHECK(rec.schedulers.size() == schedulers_.size(), "Trainer: checkpoint ", js, " holds ",
+             rec.schedulers.size(), " LR schedulers but configure_optimizers returned ", schedulers_.size());
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    VOLT_CHECK(rec.schedulers[i].type == schedulers_[i].scheduler->type_name(), "Trainer: checkpoint ", js,
+               ": LR scheduler ", i, " is ", rec.schedulers[i].type, " but the module configures ",
+               schedulers_[i].scheduler->type_name());
+    schedulers_[i].scheduler->load_state_dict(rec.schedulers[i].state);
+  }
   // Schedulers re-apply their own lr when loaded; with several on one optimizer the saved group values (what
   // the last scheduler step actually left there) must win, so the hyper-state is restored last.
-  for (size_t i = 0; i < optimizers_.size(); ++i)
-    optimizers_[i]->load_hyper_state(opts[i].at("hyper").get<std::map<std::string, double>>());
-  const auto& cbs = j.at("callbacks");
-  for (auto& c : callbacks_)
-    if (cbs.contains(c->state_key())) c->load_state_dict(cbs.at(c->state_key()));
-
-  global_step_ = j.at("global_step").get<int64_t>();
-  int64_t ep = j.at("epoch").get<int64_t>();
-  int64_t done = j.at("batches_done").get<int64_t>();
-  int64_t total = j.at("epoch_batches").get<int64_t>();
-  if (done >= total) {
-    epoch_ = ep + 1;
-    resume_skip_ = 0;
-  } else {
-    epoch_ = ep;
-    resume_skip_ = done;
+  for (size_t i = 0; i < optimizers_.size(); ++i) optimizers_[i]->load_hyper_state(rec.optimizers[i].hyper);
+  for (auto& c : callbacks_) {
+    if (!rec.callbacks.contains(c->state_key())) continue;
+    try {
+      c->load_state_dict(rec.callbacks.at(c->state_key()));
+    } catch (const nlohmann::json::exception& e) {
+      VOLT_FAIL("Trainer: checkpoint ", js, ": the state of callback '", c->state_key(), "' is malformed: ", e.what());
+    }
   }
-  pending_rng_ = j.at("rng");
+
+  // Where to continue: a finished epoch resumes at the start of the next one.
+  const bool epoch_done = rec.batches_done >= rec.epoch_batches;
+  const int64_t next_epoch = epoch_done ? rec.epoch + 1 : rec.epoch;
+  // A checkpoint past the end of this run is a mistake (wrong file or wrong max_epochs / max_steps), not a
+  // finished run: a run that reached its end resumes at exactly max_epochs (or max_steps) and does nothing.
+  VOLT_CHECK(max_epochs_ < 0 || next_epoch <= max_epochs_, "Trainer: checkpoint ", js, " resumes at epoch ",
+             next_epoch, " (epoch ", rec.epoch, ", ", rec.batches_done, "/", rec.epoch_batches,
+             " batches done) but max_epochs=", max_epochs_, "; expected a checkpoint of this run (epoch <= max_epochs)");
+  VOLT_CHECK(opt_.max_steps < 0 || rec.global_step <= opt_.max_steps, "Trainer: checkpoint ", js, " has global_step ",
+             rec.global_step, " but max_steps=", opt_.max_steps, "; expected global_step <= max_steps");
+  // Mid-epoch the loader position only means something with the same number of batches per epoch.
+  VOLT_CHECK(epoch_done || rec.epoch_batches == num_train_batches_, "Trainer: checkpoint ", js,
+             " was written after batch ", rec.batches_done, " of an epoch of ", rec.epoch_batches,
+             " batches but the training loader now has ", num_train_batches_,
+             " batches per epoch; resume mid-epoch with the same data, batch size and limit_train_batches");
+  global_step_ = rec.global_step;
+  epoch_ = next_epoch;
+  resume_skip_ = epoch_done ? 0 : rec.batches_done;
+  pending_rng_ = {{"seed", rec.rng_seed}, {"offset", rec.rng_offset}};
 }
 
 }  // namespace volt

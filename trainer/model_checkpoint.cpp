@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "trainer/checkpoint_files.h"
 #include "trainer/trainer.h"
 
 namespace volt {
@@ -91,6 +92,7 @@ void ModelCheckpoint::maybe_save(Trainer& trainer) {
   if (dir_.empty()) {
     dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
     dir_ = trainer.strategy().broadcast_string(dir_, 0);
+    if (trainer.strategy().is_global_zero()) cleanup_stale_checkpoint_files(dir_);  // leftovers of a killed run
     // Resumed into a different directory (a new logger version): the restored top-k set describes files
     // elsewhere that this run must not delete or rank against; only best_model_path is kept.
     if (!loaded_dir_.empty() && loaded_dir_ != dir_) {

@@ -1,8 +1,10 @@
 #pragma once
 // ThroughputMonitor: a callback measuring training samples per second over the wall time spent inside
 // training epochs (validation runs, checkpointing and start-up are excluded). Used by the examples
-// (results.json) and benchmarks/bench_train.
+// (results.json) and benchmarks/bench_train. Its totals are saved in checkpoints (state_dict), so a resumed run
+// reports the whole run.
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 
 #include "trainer/callback.h"
@@ -29,6 +31,20 @@ class ThroughputMonitor : public Callback {
   }
   double samples_per_second() const { return seconds() > 0 ? static_cast<double>(samples_) / seconds() : 0.0; }
   int64_t samples() const { return samples_; }
+
+  // Checkpointed, so that after a resume the totals describe the whole run, not only the resumed part.
+  nlohmann::json state_dict() const override { return {{"samples", samples_}, {"seconds", seconds()}}; }
+  void load_state_dict(const nlohmann::json& s) override {
+    VOLT_CHECK(s.is_object() && s.contains("samples") && s.contains("seconds") && s["samples"].is_number_unsigned() &&
+                   s["seconds"].is_number() && s["seconds"].get<double>() >= 0 &&
+                   std::isfinite(s["seconds"].get<double>()) &&
+                   s["samples"].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
+               "ThroughputMonitor.load_state_dict: expected {\"samples\": integer >= 0, \"seconds\": number >= 0}, got ",
+               s.dump());
+    samples_ = s["samples"].get<int64_t>();
+    seconds_ = s["seconds"].get<double>();
+    running_ = false;
+  }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "runtime/cuda_api.h"
 #include "runtime/generator.h"
+#include "trainer/checkpoint_files.h"
 #include "trainer/device_parser.h"
 #include "trainer/model_checkpoint.h"
 #include "trainer/progress_bar.h"
@@ -122,6 +123,8 @@ void Trainer::setup_fit(TrainModule& module) {
     VOLT_CHECK(opt_.gradient_clip_val == 0, "Trainer: gradient_clip_val with manual optimisation: clip in "
                "training_step (nn::clip_grad_norm_) before ManualOptimizer::step");
   }
+  // The logger and checkpoints write under default_root_dir: find out now, not after an epoch of training.
+  if (opt_.logger || opt_.enable_checkpointing) ensure_writable_dir(opt_.default_root_dir, "Trainer: default_root_dir");
   manual_sync_grad_ = true;
   attach(module);
   Optimizers o = module.configure_optimizers();
@@ -181,6 +184,18 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   if (val && opt_.limit_val_batches.resolve(val->size(), "limit_val_batches") == 0) val = nullptr;
   has_val_ = val != nullptr;
   callback_metrics_.clear();
+  // Batches per epoch (train_epoch recomputes it): an empty epoch is an error unless asked for with
+  // limit_train_batches=0 (which skips training on purpose, as upstream), and a resume checks it.
+  num_train_batches_ = opt_.limit_train_batches.resolve(train->size(), "limit_train_batches");
+  const BatchAmount& lim = opt_.limit_train_batches;
+  const bool skip_asked = lim.is_fraction ? lim.fraction == 0.0 : lim.count == 0;
+  VOLT_CHECK(train->size() > 0 || skip_asked, "Trainer::fit: the training loader has 0 batches (",
+             train->dataset()->size(), " samples, batch_size=", train->options().batch_size,
+             train->options().drop_last ? ", drop_last=true" : "",
+             "); expected at least one training batch (pass limit_train_batches=0 to skip training on purpose)");
+  VOLT_CHECK(num_train_batches_ > 0 || skip_asked, "Trainer::fit: limit_train_batches=", lim.fraction,
+             " of the training loader's ", train->size(), " batches leaves 0 batches; expected a larger fraction "
+             "(or limit_train_batches=0 to skip training on purpose)");
   if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/true);
 #ifdef VOLT_HAS_MODEL_SUMMARY
   if (opt_.enable_model_summary && strategy_->is_global_zero()) std::cout << model_summary(m) << std::flush;

@@ -113,6 +113,17 @@ TEST(Idx, TruncatedHeaderIsRejected) {
   VOLT_EXPECT_ERROR(read_idx(dir.file("tiny")), "too short", "2 bytes");
 }
 
+TEST(Idx, DimensionProductOverflowIsRejected) {
+  TempDir dir;
+  // 65536^4 = 2^64 wraps to 0 in 64-bit arithmetic: without checked multiplication the header alone looked
+  // like a complete file holding 0 bytes of data.
+  write_raw(dir.file("wrap"), header(0x08, {65536, 65536, 65536, 65536}));
+  VOLT_EXPECT_ERROR(read_idx(dir.file("wrap")), "wrap", "(65536, 65536, 65536, 65536)", "overflows");
+  // (2^32 - 1) * 2^16 fits 64 bits but far exceeds the bytes present.
+  write_raw(dir.file("huge"), header(0x08, {0xffffffffu, 0x10000u}) + std::string(4, 'x'));
+  VOLT_EXPECT_ERROR(read_idx(dir.file("huge")), "huge", "truncated", "has 16 bytes");
+}
+
 TEST(Idx, TruncatedGzipDataIsRejected) {
   TempDir dir;
   // A complete gzip stream whose decompressed payload is short of what the header declares.

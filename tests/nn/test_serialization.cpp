@@ -149,6 +149,59 @@ TEST(Safetensors, CorruptAndTruncatedFilesFailClearly) {
   VOLT_EXPECT_ERROR(nn::save_safetensors(bad, {{"a", zeros({1})}, {"a", zeros({1})}}), "duplicate", "'a'");
 }
 
+// Writes a safetensors file from a raw JSON header and `data` bytes.
+void write_safetensors_raw(const std::string& p, const std::string& header, const std::string& data) {
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
+  write_all(p, bytes + header + data);
+}
+
+TEST(Safetensors, HostileHeadersFailClearly) {
+  TempDir dir;
+  const std::string p = dir.file("h.safetensors");
+  // [2^32, 2^32] of F32: 2^64 elements wrap to 0 bytes in unchecked arithmetic.
+  write_safetensors_raw(p, R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", "");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(p), "h.safetensors", "'w'", "[4294967296,4294967296]", "overflows");
+  // 2^62 elements fit int64 but their bytes (x4) do not.
+  write_safetensors_raw(p, R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", "");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(p), "'w'", "byte count overflows");
+  write_safetensors_raw(p, R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})", "abcd");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(p), "'w'", "18446744073709551615", "2^63");
+  write_safetensors_raw(p, R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "abcd");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(p), "'w'", "-1", "non-negative integer");
+  write_safetensors_raw(p, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", "abcd");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(p), "'w'", "[4, 0]");
+  write_safetensors_raw(p, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                           R"("v":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", "abcdefgh");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(p), "overlapping");
+  write_safetensors_raw(p, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "abcd");
+  std::string bytes = read_all(p);
+  bytes[0] = static_cast<char>(0xff);  // header length far beyond the file
+  write_all(p, bytes);
+  VOLT_EXPECT_ERROR(nn::load_safetensors(p), "header length", "exceeds");
+}
+
+TEST(Safetensors, StoredDtypeMustMatchOnLoad) {
+  nn::Linear lin(2, 3);
+  nn::StateDict sd = lin.state_dict();
+  for (auto& [k, t] : sd)
+    if (k == "weight") t = t.to(DType::i32);
+  VOLT_EXPECT_ERROR(lin.load_state_dict(sd), "dtype mismatch", "weight", "expected float32", "got int32");
+  optim::Adam adam(lin.parameters(), {.lr = 0.1});
+  for (auto& p : lin.parameters()) p.set_grad(ones(p.shape()));
+  adam.step();
+  nn::StateDict os = adam.state_dict();
+  for (auto& [k, t] : os)
+    if (k.find("step") == std::string::npos) t = t.to(DType::f64);
+  VOLT_EXPECT_ERROR(adam.load_state_dict(os), "is stored as float64", "keeps it as float32");
+  os = adam.state_dict();
+  for (auto& [k, t] : os)
+    if (k.find("step") != std::string::npos) t = t.to(DType::f32);
+  VOLT_EXPECT_ERROR(adam.load_state_dict(os), "i64 step count", "float32");
+  VOLT_EXPECT_ERROR(adam.load_hyper_state({{"group.99999999999999999999999.lr", 0.1}}), "at most 6 digits");
+  VOLT_EXPECT_ERROR(adam.load_hyper_state({{"state.0.0.step", -3.0}}), "not a step count");
+}
+
 TEST(AtomicWrite, ReplacesAndCleansUp) {
   TempDir dir;
   const std::string path = dir.file("state.json");

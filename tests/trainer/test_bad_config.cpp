@@ -1,0 +1,189 @@
+// Table-driven bad configurations: every row is a clear error (the option or flag, the value, what was
+// expected) raised before any training work (no training_step runs, no model is built for a bad flag).
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "examples/example_common.h"
+#include "trainer/trainer_test_util.h"
+
+using namespace volt;
+using namespace volt::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TrainerRow {
+  const char* name;
+  std::function<void(TrainerOptions&)> edit;
+  std::vector<std::string> words;
+  int64_t n_samples = 8;        // training samples (batch 2)
+  std::string ckpt = "";        // fit's ckpt_path
+};
+
+}  // namespace
+
+TEST(BadConfig, TrainerRowsFailBeforeTraining) {
+  ScratchDir dir("bad_config");
+  const std::string file = (dir.path / "a_file").string();
+  std::ofstream(file) << "not a directory";
+  const std::vector<TrainerRow> rows = {
+      {"precision unknown", [](TrainerOptions& o) { o.precision = "64-true"; }, {"precision=\"64-true\"", "expected"}},
+      {"precision on cpu", [](TrainerOptions& o) { o.precision = "16-mixed"; }, {"precision=\"16-mixed\"", "32-true"}},
+      {"gpu without gpu", [](TrainerOptions& o) { o.accelerator = "gpu"; }, {"accelerator 'gpu'", "no GPU"}},
+      {"accelerator unknown", [](TrainerOptions& o) { o.accelerator = "tpu"; }, {"accelerator 'tpu'", "expected"}},
+      {"cpu devices zero", [](TrainerOptions& o) { o.devices = "0"; }, {"devices='0'", "positive"}},
+      {"cpu devices text", [](TrainerOptions& o) { o.devices = "two"; }, {"devices='two'"}},
+      {"strategy unknown", [](TrainerOptions& o) { o.strategy = "fsdp"; }, {"strategy=\"fsdp\"", "expected"}},
+      {"single device, two devices", [](TrainerOptions& o) { o.strategy = "single_device"; o.devices = "2"; },
+       {"single_device", "needs one device"}},
+      {"max_epochs", [](TrainerOptions& o) { o.max_epochs = -5; }, {"max_epochs=-5"}},
+      {"max_steps", [](TrainerOptions& o) { o.max_steps = -2; }, {"max_steps=-2"}},
+      {"accumulate", [](TrainerOptions& o) { o.accumulate_grad_batches = 0; }, {"accumulate_grad_batches=0", ">= 1"}},
+      {"val interval", [](TrainerOptions& o) { o.val_check_interval = 1.5; }, {"val_check_interval=1.5"}},
+      {"clip algorithm", [](TrainerOptions& o) { o.gradient_clip_algorithm = "l3"; }, {"gradient_clip_algorithm=\"l3\""}},
+      {"max_time", [](TrainerOptions& o) { o.max_time = "soon"; }, {"max_time=\"soon\""}},
+      {"limit negative", [](TrainerOptions& o) { o.limit_train_batches = int64_t{-1}; }, {"limit_train_batches=-1"}},
+      {"limit to nothing", [](TrainerOptions& o) { o.limit_train_batches = 0.1; }, {"limit_train_batches=0.1",
+                                                                                   "leaves 0 batches"}},
+      {"empty training set", [](TrainerOptions&) {}, {"training loader has 0 batches", "0 samples", "batch_size=2"}, 0},
+      {"root dir is a file", [&](TrainerOptions& o) { o.default_root_dir = file; }, {"default_root_dir", "a_file"}},
+      {"root dir under /dev/null", [](TrainerOptions& o) { o.default_root_dir = "/dev/null/run"; },
+       {"default_root_dir", "/dev/null/run", "cannot create"}},
+      {"missing checkpoint", [](TrainerOptions&) {}, {"no_such_ckpt", "not a complete Volt checkpoint", "missing"}, 8,
+       "no_such_ckpt"},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.name);
+    TinyModule m;
+    try {
+      auto o = quiet(dir.str());
+      o.max_epochs = 1;
+      row.edit(o);
+      Trainer t(o);
+      auto loader = row.n_samples ? make_loader(row.n_samples, 2)
+                                  : std::make_shared<data::DataLoader>(
+                                        std::make_shared<data::TensorDataset>(zeros({0, 3}), zeros({0})),
+                                        data::DataLoaderOptions{.batch_size = 2});
+      t.fit(m, loader, nullptr, row.ckpt.empty() ? "" : (dir.path / row.ckpt).string());
+      ADD_FAILURE() << row.name << ": no error";
+    } catch (const Error& e) {
+      for (const auto& w : row.words)
+        EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << "'" << e.what() << "' lacks '" << w << "'";
+    }
+    EXPECT_EQ(m.train_steps, 0) << "training started before the error";
+  }
+}
+
+TEST(BadConfig, LimitTrainBatchesZeroSkipsTrainingOnPurpose) {
+  ScratchDir dir("bad_config_skip");
+  TinyModule m;
+  auto o = quiet(dir.str());
+  o.max_epochs = 2;
+  o.limit_train_batches = int64_t{0};
+  Trainer t(o);
+  t.fit(m, make_loader(8, 2));
+  EXPECT_EQ(m.train_steps, 0);
+  EXPECT_EQ(t.global_step(), 0);
+}
+
+namespace {
+
+std::vector<char*> argv_of(std::vector<std::string>& args) {
+  std::vector<char*> v;
+  for (auto& a : args) v.push_back(a.data());
+  v.push_back(nullptr);
+  return v;
+}
+
+}  // namespace
+
+TEST(BadConfig, ExampleFlagsAreValidatedWithReadableMessages) {
+  struct Row {
+    std::vector<std::string> flags;
+    std::vector<std::string> words;
+  };
+  const std::vector<Row> rows = {
+      {{"--batch-size", "0"}, {"--batch-size", "must be a positive integer, got 0"}},
+      {{"--batch-size", "abc"}, {"--batch-size", "'abc'", "not an integer"}},
+      {{"--batch-size", "-3"}, {"--batch-size", "positive integer", "-3"}},
+      {{"--epochs", "0"}, {"--epochs", "positive integer"}},
+      {{"--epochs", "1.5"}, {"--epochs", "not an integer"}},
+      {{"--seed", "-1"}, {"--seed", "non-negative integer", "-1"}},
+      {{"--seed", "99999999999999999999999"}, {"--seed", "not an integer"}},
+      {{"--lr", "0"}, {"--lr", "positive finite number"}},
+      {{"--lr", "nan"}, {"--lr", "positive finite number"}},
+      {{"--lr", "fast"}, {"--lr", "not a number"}},
+      {{"--num-workers", "-2"}, {"--num-workers", "0 to 1024"}},
+      {{"--devices", "many"}, {"--devices", "'many'", "expected auto"}},
+      {{"--accelerator", "tpu"}, {"--accelerator", "'tpu'", "cpu, gpu"}},
+      {{"--strategy", "fsdp"}, {"--strategy", "'fsdp'", "ddp"}},
+      {{"--precision", "64"}, {"--precision", "'64'", "32-true"}},
+      {{"--out", ""}, {"--out", "must not be empty"}},
+      {{"--no-such-flag"}, {"--no-such-flag"}},
+  };
+  for (const auto& row : rows) {
+    std::vector<std::string> args = {"prog"};
+    args.insert(args.end(), row.flags.begin(), row.flags.end());
+    SCOPED_TRACE(args[1] + (args.size() > 2 ? " " + args[2] : ""));
+    auto argv = argv_of(args);
+    examples::Args a;
+    int code = 0;
+    ::testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStdout();
+    const bool ok = examples::parse_args(static_cast<int>(args.size()), argv.data(), "test", a, code);
+    const std::string err = ::testing::internal::GetCapturedStderr() + ::testing::internal::GetCapturedStdout();
+    EXPECT_FALSE(ok);
+    EXPECT_NE(code, 0);
+    for (const auto& w : row.words) EXPECT_NE(err.find(w), std::string::npos) << "'" << err << "' lacks '" << w << "'";
+  }
+  // Good values still parse.
+  std::vector<std::string> args = {"prog", "--batch-size", "32", "--seed", "0", "--lr", "3e-4", "--devices", "0,1"};
+  auto argv = argv_of(args);
+  examples::Args a;
+  int code = 0;
+  ASSERT_TRUE(examples::parse_args(static_cast<int>(args.size()), argv.data(), "test", a, code));
+  EXPECT_EQ(a.batch_size, 32);
+  EXPECT_EQ(a.seed, 0u);
+  EXPECT_DOUBLE_EQ(a.lr, 3e-4);
+  EXPECT_EQ(a.devices, "0,1");
+}
+
+TEST(BadConfig, ExampleRunFailsBeforeBuildingTheModel) {
+  ScratchDir dir("bad_config_example");
+  const std::string file = (dir.path / "a_file").string();
+  std::ofstream(file) << "x";
+  struct Row {
+    std::vector<std::string> flags;
+    std::vector<std::string> words;
+  };
+  const std::vector<Row> rows = {
+      {{"--out", file}, {"--out", "a_file"}},
+      {{"--out", "/dev/null"}, {"--out", "/dev/null"}},
+      {{"--out", "/dev/null/run"}, {"--out", "cannot create"}},
+      {{"--accelerator", "gpu"}, {"accelerator 'gpu'", "no GPU"}},
+      {{"--precision", "bf16-mixed"}, {"precision=\"bf16-mixed\""}},
+      {{"--devices", "3", "--strategy", "single_device"}, {"single_device", "needs one device"}},
+      {{"--resume", (dir.path / "nope").string()}, {"--resume", "nope", "no such checkpoint"}},
+  };
+  for (const auto& row : rows) {
+    auto has = [&](const char* f) { return std::find(row.flags.begin(), row.flags.end(), f) != row.flags.end(); };
+    std::vector<std::string> args = {"prog", "--no-progress-bar"};
+    if (!has("--accelerator")) args.insert(args.end(), {"--accelerator", "cpu"});
+    if (!has("--out")) args.insert(args.end(), {"--out", (dir.path / "run").string()});
+    args.insert(args.end(), row.flags.begin(), row.flags.end());
+    SCOPED_TRACE(row.flags[0] + " " + (row.flags.size() > 1 ? row.flags[1] : ""));
+    auto argv = argv_of(args);
+    bool built = false;
+    ::testing::internal::CaptureStderr();
+    const int code = examples::run_example(static_cast<int>(args.size()), argv.data(), "ex", "test", examples::Args{},
+                                           false, [&](double) {
+                                             built = true;
+                                             return std::make_unique<TinyModule>();
+                                           });
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(code, 1);
+    EXPECT_FALSE(built) << "the model was built before the error";
+    for (const auto& w : row.words) EXPECT_NE(err.find(w), std::string::npos) << "'" << err << "' lacks '" << w << "'";
+  }
+}
