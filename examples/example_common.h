@@ -50,7 +50,8 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   app.add_option("--precision", a.precision, "32-true | 16-mixed | bf16-mixed");
   app.add_option("--num-workers", a.num_workers, "background batch-assembly threads")->check(CLI::NonNegativeNumber);
   app.add_option("--out", a.out, "run directory (logs, checkpoints, results.json)");
-  app.add_option("--resume", a.resume, "checkpoint stem to resume from (path without .safetensors/.json)");
+  app.add_option("--resume", a.resume,
+                 "checkpoint to resume from: a stem (path without .safetensors/.json), \"last\" or \"best\"");
   app.add_flag("!--no-progress-bar", a.progress_bar, "disable the progress bar");
   try {
     app.parse(argc, argv);
@@ -68,10 +69,12 @@ inline int64_t peak_rss_bytes() {
 }
 
 // Writes <out>/results.json (atomically) with the test metrics, throughput and memory figures.
+// `interrupted`: fit stopped on SIGINT/SIGTERM (no test metrics then).
 inline void write_results(const std::string& out_dir, const std::string& example, const MetricMap& test_metrics,
-                          const volt::ThroughputMonitor& tp, Device device, const Args& a) {
+                          const volt::ThroughputMonitor& tp, Device device, const Args& a, bool interrupted) {
   nlohmann::json j;
   j["example"] = example;
+  j["interrupted"] = interrupted;
   for (const auto& [k, v] : test_metrics) j[k] = v;
   j["train_samples_per_second"] = tp.samples_per_second();
   j["train_samples"] = tp.samples();
@@ -88,7 +91,9 @@ inline void write_results(const std::string& out_dir, const std::string& example
 }
 
 // The whole program of an example: parse flags, seed, build the model (make_model(lr)) and the MNIST data
-// module, fit (resuming if asked), test, write results.json on rank 0. Returns the process exit code.
+// module, fit (resuming if asked), test, write results.json on rank 0. Returns the process exit code: 0, 1 on
+// an error, 128 + the signal (130 SIGINT, 143 SIGTERM, as shells report) when fit was interrupted; the run
+// then resumes with --resume last.
 template <class MakeModel>
 int run_example(int argc, char** argv, const std::string& name, const std::string& description, Args args,
                 bool shuffle_train, MakeModel make_model) {
@@ -105,9 +110,18 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
                      .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
                      .callbacks = {throughput}});
     trainer.fit(*model, dm, args.resume);
+    if (trainer.interrupted()) {
+      if (trainer.strategy().is_global_zero()) {
+        write_results(args.out, name, {}, *throughput, model->device(), args, /*interrupted=*/true);
+        std::cerr << name << ": interrupted by signal " << trainer.interrupt_signal()
+                  << "; checkpoint saved, continue with --resume last\n";
+      }
+      return 128 + trainer.interrupt_signal();
+    }
     auto results = trainer.test(*model, dm);
     if (trainer.strategy().is_global_zero()) {
-      write_results(args.out, name, results.empty() ? MetricMap{} : results[0], *throughput, model->device(), args);
+      write_results(args.out, name, results.empty() ? MetricMap{} : results[0], *throughput, model->device(), args,
+                    /*interrupted=*/false);
       std::cout << "results written to " << args.out << "/results.json (train "
                 << static_cast<int64_t>(throughput->samples_per_second()) << " samples/s)\n";
     }
