@@ -87,8 +87,8 @@ TEST(CheckpointIntegrity, FlippedByteAndTruncationAreClearErrorsOldRecordsStillL
   write(flipped);
   VOLT_EXPECT_ERROR(resume(), "c.safetensors", "corrupt", "CRC-32");
   write(good.substr(0, good.size() - 8));
-  VOLT_EXPECT_ERROR(resume(), "c.safetensors", std::to_string(good.size() - 8).c_str(),
-                    std::to_string(good.size()).c_str());
+  const std::string got = std::to_string(good.size() - 8) + " bytes", want = "says " + std::to_string(good.size());
+  VOLT_EXPECT_ERROR(resume(), "c.safetensors", got.c_str(), want.c_str());
   // A record written before digests existed loads unchecked.
   write(good);
   rec.erase("safetensors_digest");
@@ -203,4 +203,20 @@ TEST(CheckpointIntegrity, SigintStopsAfterTheStepWithAnInterruptedCheckpoint) {
   EXPECT_FALSE(t.interrupted());
   EXPECT_EQ(resumed.train_steps, 2);
   expect_same_weights(straight, resumed);
+}
+
+TEST(CheckpointIntegrity, TrainTimeIntervalSavesOncePerElapsedInterval) {
+  ScratchDir dir("time_interval");
+  const std::string ck = (dir.path / "ck").string();
+  AdamModule m;
+  auto o = opts(dir.str(), 1);
+  // A 1 ns interval has always passed after a batch: a save per batch (the last one at the epoch end).
+  o.callbacks = {std::make_shared<ModelCheckpoint>(
+      ModelCheckpointOptions{.dirpath = ck, .save_top_k = -1, .train_time_interval = 1e-9})};
+  Trainer t(o);
+  t.fit(m, loader());
+  EXPECT_EQ(json_names(ck), (std::set<std::string>{"epoch=0-step=1", "epoch=0-step=2", "epoch=0-step=3",
+                                                   "epoch=0-step=4"}));
+  VOLT_EXPECT_ERROR(ModelCheckpoint(ModelCheckpointOptions{.train_time_interval = -1}), "train_time_interval=-1");
+  VOLT_EXPECT_ERROR(ModelCheckpoint(ModelCheckpointOptions{.every_n_train_steps = -2}), "every_n_train_steps=-2");
 }
