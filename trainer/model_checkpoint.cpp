@@ -97,7 +97,10 @@ void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
   if (deferred || (!trainer.has_validation() && epoch_due(trainer))) save(trainer);
 }
 
-void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const Batch&, int64_t) {
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const Batch&,
+                                         int64_t batch_idx) {
+  // Only after an optimizer step: checkpoints do not hold gradients accumulated towards the next one.
+  if ((batch_idx + 1) % trainer.options().accumulate_grad_batches != 0 && !trainer.is_last_batch()) return;
   const int64_t step = trainer.global_step();
   bool due = opt_.every_n_train_steps > 0 && step > 0 && step % opt_.every_n_train_steps == 0 &&
              step != last_saved_step_;

@@ -13,8 +13,9 @@
 //  - every_n_train_steps: also save after every N-th optimizer step, mid-epoch; the checkpoint records the
 //    loop position, so a resume continues with the next batch. A trigger on an epoch's last batch is moved to
 //    that epoch's end (after the epoch schedulers and validation), so the saved state is the finished epoch.
-//  - train_time_interval: also save after the training batch on which this many seconds have passed since
-//    the last save (or the fit start); every rank agrees on the decision (one small collective per batch).
+//  - train_time_interval: also save after the first optimizer step at which this many seconds have passed
+//    since the last save (or the fit start); every rank agrees on the decision (one small collective per
+//    stepping batch).
 //  - on an interrupted fit (SIGINT/SIGTERM, see Trainer), writes "interrupted" in its directory.
 // Every rank runs the same decision (monitored values are broadcast from rank 0); rank 0 writes and deletes.
 #include <chrono>

@@ -286,8 +286,9 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
       validated_last = true;
     }
     // An interrupt on the epoch's last batch waits for the epoch end (run_fit polls again there), so the
-    // checkpoint never holds a finished epoch without its epoch-end work.
-    if (!is_last_batch_ && poll_interrupt()) {
+    // checkpoint never holds a finished epoch without its epoch-end work; inside a gradient-accumulation
+    // window it waits for the stepping batch, since checkpoints do not hold accumulated gradients.
+    if (!is_last_batch_ && (idx + 1) % opt_.accumulate_grad_batches == 0 && poll_interrupt()) {
       train.reset();
       pbar_->finish(last_pbar_);
       return;  // no epoch-end work: the epoch is unfinished, and resumes from the batch after this one
