@@ -129,7 +129,8 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
       ->check(integer_in(0, 1024, "an integer from 0 to 1024"));
   app.add_option("--out", a.out, "run directory (logs, checkpoints, results.json)")
       ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("must not be empty") : ""; }, ""));
-  app.add_option("--resume", a.resume, "checkpoint stem to resume from (path without .safetensors/.json)");
+  app.add_option("--resume", a.resume,
+                 "checkpoint to resume from: a stem (path without .safetensors/.json), \"last\" or \"best\"");
   app.add_flag("!--no-progress-bar", a.progress_bar, "disable the progress bar");
   try {
     app.parse(argc, argv);
@@ -151,10 +152,12 @@ inline int64_t peak_rss_bytes() {
 }
 
 // Writes <out>/results.json (atomically) with the test metrics, throughput and memory figures.
+// `interrupted`: fit stopped on SIGINT/SIGTERM (no test metrics then).
 inline void write_results(const std::string& out_dir, const std::string& example, const MetricMap& test_metrics,
-                          const volt::ThroughputMonitor& tp, Device device, const Args& a) {
+                          const volt::ThroughputMonitor& tp, Device device, const Args& a, bool interrupted) {
   nlohmann::json j;
   j["example"] = example;
+  j["interrupted"] = interrupted;
   for (const auto& [k, v] : test_metrics) j[k] = v;
   // Totals of the whole run: the ThroughputMonitor's state is checkpointed, so a resumed run includes the
   // part before the resume.
@@ -174,7 +177,9 @@ inline void write_results(const std::string& out_dir, const std::string& example
 }
 
 // The whole program of an example: parse flags, seed, build the model (make_model(lr)) and the MNIST data
-// module, fit (resuming if asked), test, write results.json on rank 0. Returns the process exit code.
+// module, fit (resuming if asked), test, write results.json on rank 0. Returns the process exit code: 0, 1 on
+// an error, 128 + the signal (130 SIGINT, 143 SIGTERM, as shells report) when fit was interrupted; the run
+// then resumes with --resume last.
 template <class MakeModel>
 int run_example(int argc, char** argv, const std::string& name, const std::string& description, Args args,
                 bool shuffle_train, MakeModel make_model) {
@@ -189,7 +194,8 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
                      .precision = args.precision, .max_epochs = args.epochs,
                      .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
                      .callbacks = {throughput}});
-    if (!args.resume.empty())
+    // ("last" and "best" are looked up by fit, which names what it searched when nothing is found.)
+    if (!args.resume.empty() && args.resume != "last" && args.resume != "best")
       VOLT_CHECK(std::filesystem::exists(args.resume + ".json") || std::filesystem::exists(args.resume),
                  "--resume '", args.resume, "': no such checkpoint (expected ", args.resume, ".json and ", args.resume,
                  ".safetensors)");
@@ -198,9 +204,18 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
     data::MnistDataModule dm(args.data, args.batch_size, args.num_workers, args.seed, /*pin_memory=*/true,
                              shuffle_train);
     trainer.fit(*model, dm, args.resume);
+    if (trainer.interrupted()) {
+      if (trainer.strategy().is_global_zero()) {
+        write_results(args.out, name, {}, *throughput, model->device(), args, /*interrupted=*/true);
+        std::cerr << name << ": interrupted by signal " << trainer.interrupt_signal()
+                  << "; checkpoint saved, continue with --resume last\n";
+      }
+      return 128 + trainer.interrupt_signal();
+    }
     auto results = trainer.test(*model, dm);
     if (trainer.strategy().is_global_zero()) {
-      write_results(args.out, name, results.empty() ? MetricMap{} : results[0], *throughput, model->device(), args);
+      write_results(args.out, name, results.empty() ? MetricMap{} : results[0], *throughput, model->device(), args,
+                    /*interrupted=*/false);
       std::cout << "results written to " << args.out << "/results.json (train "
                 << static_cast<int64_t>(throughput->samples_per_second()) << " samples/s)\n";
     }

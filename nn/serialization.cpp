@@ -1,29 +1,11 @@
 #include "nn/serialization.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <fstream>
 #include <unordered_set>
 
 namespace volt::nn {
-
-namespace {
-
-std::string errno_str() { return std::strerror(errno); }
-
-std::string dir_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-}  // namespace
 
 const char* safetensors_dtype_name(DType t) {
   switch (t) {
@@ -48,51 +30,7 @@ DType parse_safetensors_dtype(const std::string& s) {
   VOLT_FAIL("safetensors: unsupported dtype '", s, "'; expected F32, F16, BF16, F64, I64, I32, U8 or BOOL");
 }
 
-// ---- atomic writes ----------------------------------------------------------------------------------------------
-
-void atomic_write_file(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string dir = dir_of(path);
-  const std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  VOLT_CHECK(!base.empty(), "atomic_write_file: path '", path, "' names a directory, expected a file");
-  const std::string tmp = (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + base +
-                          ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  VOLT_CHECK(fd >= 0, "atomic_write_file: cannot create temporary file '", tmp, "': ", errno_str());
-  try {
-    ByteSink sink = [&](const void* data, size_t n) {
-      const char* p = static_cast<const char*>(data);
-      while (n > 0) {
-        ssize_t w = ::write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        VOLT_CHECK(w > 0, "atomic_write_file: writing '", tmp, "' failed: ", errno_str());
-        p += w;
-        n -= static_cast<size_t>(w);
-      }
-    };
-    produce(sink);
-    VOLT_CHECK(::fsync(fd) == 0, "atomic_write_file: fsync of '", tmp, "' failed: ", errno_str());
-    int rc = ::close(fd);
-    fd = -1;
-    VOLT_CHECK(rc == 0, "atomic_write_file: closing '", tmp, "' failed: ", errno_str());
-    VOLT_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "atomic_write_file: renaming '", tmp, "' to '", path,
-               "' failed: ", errno_str());
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  // Make the rename itself durable; failure here leaves a complete file, so it is not an error.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
-void atomic_write_file(const std::string& path, const std::string& bytes) {
-  atomic_write_file(path, [&](const ByteSink& write) { write(bytes.data(), bytes.size()); });
-}
+// ---- JSON ----------------------------------------------------------------------------------------------------
 
 void save_json_atomic(const std::string& path, const nlohmann::json& j) { atomic_write_file(path, j.dump(2) + "\n"); }
 
@@ -108,7 +46,8 @@ nlohmann::json load_json(const std::string& path) {
 
 // ---- safetensors --------------------------------------------------------------------------------------------
 
-void save_safetensors(const std::string& path, const StateDict& tensors, const std::map<std::string, std::string>& metadata) {
+FileDigest save_safetensors(const std::string& path, const StateDict& tensors,
+                            const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -130,7 +69,14 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const s
   }
   std::string hs = header.dump();
   hs.append((8 - hs.size() % 8) % 8, ' ');
-  atomic_write_file(path, [&](const ByteSink& write) {
+  FileDigest digest;
+  atomic_write_file(path, [&](const ByteSink& sink) {
+    // The digest covers exactly the bytes that reach the file, without reading them back.
+    auto write = [&](const void* p, size_t n) {
+      digest.crc32 = crc32_update(digest.crc32, p, n);
+      digest.bytes += n;
+      sink(p, n);
+    };
     unsigned char len[8];
     uint64_t n = hs.size();
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
@@ -138,6 +84,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const s
     write(hs.data(), hs.size());
     for (const auto& h : host) write(h.data_ptr(), h.nbytes());
   });
+  return digest;
 }
 
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {

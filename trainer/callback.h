@@ -36,6 +36,9 @@ class Callback {
   // After a validation run's epoch metrics are in trainer.callback_metrics() (not during sanity checking).
   virtual void on_validation_end(Trainer& trainer, TrainModule& module) {}
   virtual void on_test_end(Trainer& trainer, TrainModule& module) {}
+  // fit is stopping because of SIGINT/SIGTERM (Trainer::interrupted()), instead of on_fit_end. The loop
+  // position is consistent: a checkpoint saved here resumes exactly. (every rank, like the other hooks)
+  virtual void on_interrupt(Trainer& trainer, TrainModule& module) {}
 
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
   virtual void load_state_dict(const nlohmann::json& state) {}

@@ -1,12 +1,14 @@
 // Trainer checkpoints: <stem>.safetensors holds the module's state_dict and every optimizer's tensors
 // ("optimizer.<i>.<key>"); <stem>.json holds the trainer state (loop position, optimizer hyper-state,
 // scheduler and callback states, RNG, hparams). The safetensors file is written first and the JSON last, both
-// atomically, so a checkpoint whose JSON exists is complete.
+// atomically, so a checkpoint whose JSON exists is complete. The JSON records the size and CRC-32 of the
+// safetensors file ("safetensors_digest"), verified on load (records from before the digest load unchecked).
 #include <filesystem>
 
 #include "nn/serialization.h"
 #include "runtime/generator.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_locate.h"
 #include "trainer/trainer.h"
 
 namespace volt {
@@ -54,7 +56,11 @@ void Trainer::save_checkpoint(const std::string& path) {
     };
     fs::path p(stem);
     if (p.has_parent_path()) fs::create_directories(p.parent_path());
-    nn::save_safetensors(stem + ".safetensors", sd, {{"format", "volt-checkpoint"}});
+    // The record goes first when overwriting (last, interrupted): a kill between the two renames then leaves
+    // an incomplete checkpoint (no JSON), never a torn pair of new weights and an old record.
+    fs::remove(stem + ".json");
+    nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", sd, {{"format", "volt-checkpoint"}});
+    j["safetensors_digest"] = nn::digest_to_json(weights);
     nn::save_json_atomic(stem + ".json", j);
   }
   strategy_->barrier("save_checkpoint");
@@ -68,7 +74,9 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
              has_js ? "" : stem + ".json is missing",
              " (a checkpoint needs both files)");
   const std::string js = stem + ".json", st = stem + ".safetensors";
-  const TrainerStateRecord rec = parse_trainer_state(nn::load_json(js), js);
+  const nlohmann::json record = nn::load_json(js);
+  const TrainerStateRecord rec = parse_trainer_state(record, js);
+  verify_checkpoint_weights(stem, record);
   nn::StateDict all = nn::load_safetensors(st);
   nn::StateDict model;
   std::vector<nn::StateDict> opt_sd(optimizers_.size());

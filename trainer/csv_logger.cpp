@@ -1,40 +1,17 @@
 #include "trainer/csv_logger.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
 #include <sstream>
 
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 
 namespace volt {
 
 namespace fs = std::filesystem;
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path());
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  VOLT_CHECK(fd >= 0, "write_file_atomic: cannot create ", tmp);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      VOLT_FAIL("write_file_atomic: write to ", tmp, " failed");
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  VOLT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "write_file_atomic: rename ", tmp, " -> ", path, " failed");
-}
 
 CSVLogger::CSVLogger(const std::string& root_dir, const std::string& name, int version) {
   fs::path base = fs::path(root_dir) / name;
@@ -93,7 +70,7 @@ void CSVLogger::save() {
     }
     os << "\n";
   }
-  write_file_atomic((fs::path(dir_) / "metrics.csv").string(), os.str());
+  atomic_write_file((fs::path(dir_) / "metrics.csv").string(), os.str());
   dirty_ = false;
 }
 
@@ -113,7 +90,7 @@ void CSVLogger::log_hyperparams(const nlohmann::json& hparams) {
   std::ostringstream os;
   if (hparams.is_object() && !hparams.empty()) yaml(os, hparams, 0);
   else os << "{}\n";
-  write_file_atomic((fs::path(dir_) / "hparams.yaml").string(), os.str());
+  atomic_write_file((fs::path(dir_) / "hparams.yaml").string(), os.str());
 }
 
 }  // namespace volt

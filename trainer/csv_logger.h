@@ -2,7 +2,7 @@
 // CSVLogger: <root>/lightning_logs/version_N/metrics.csv (N = the next free version number at construction)
 // and hparams.yaml. Each log_metrics call is one row; the columns are the sorted union of every metric name
 // seen plus "epoch" and "step" (cells a row does not have stay empty). The file is rewritten atomically on
-// save(), so a reader never sees a torn file. Only rank 0 constructs a logger.
+// save() (runtime/atomic_file.h), so a reader, or a run resumed after a crash, never sees a torn file. Only rank 0 constructs a logger.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -32,8 +32,5 @@ class CSVLogger {
   std::vector<std::map<std::string, double>> rows_;
   bool dirty_ = false;
 };
-
-// Writes `bytes` to `path` through a temporary file in the same directory and a rename (fsync'd).
-void write_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace volt

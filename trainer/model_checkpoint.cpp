@@ -17,14 +17,29 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : opt_(std::mov
   VOLT_CHECK(opt_.mode == "min" || opt_.mode == "max", "ModelCheckpoint: mode=\"", opt_.mode,
              "\"; expected \"min\" or \"max\"");
   VOLT_CHECK(opt_.save_top_k >= -1, "ModelCheckpoint: save_top_k=", opt_.save_top_k, "; expected -1, 0 or more");
-  VOLT_CHECK(opt_.every_n_epochs >= 1, "ModelCheckpoint: every_n_epochs=", opt_.every_n_epochs, " must be >= 1");
+  VOLT_CHECK(opt_.every_n_epochs >= -1, "ModelCheckpoint: every_n_epochs=", opt_.every_n_epochs,
+             "; expected -1 (auto), 0 (never) or >= 1");
+  VOLT_CHECK(opt_.every_n_train_steps >= 0, "ModelCheckpoint: every_n_train_steps=", opt_.every_n_train_steps,
+             "; expected 0 (off) or >= 1");
+  VOLT_CHECK(opt_.train_time_interval >= 0 && std::isfinite(opt_.train_time_interval),
+             "ModelCheckpoint: train_time_interval=", opt_.train_time_interval, "; expected 0 (off) or seconds > 0");
+  const bool step_or_time = opt_.every_n_train_steps > 0 || opt_.train_time_interval > 0;
+  every_n_epochs_ = opt_.every_n_epochs == -1 ? (step_or_time ? 0 : 1) : opt_.every_n_epochs;
   VOLT_CHECK(!opt_.filename.empty(), "ModelCheckpoint: filename template is empty");
   best_score_ = std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string ModelCheckpoint::state_key() const {
-  return "ModelCheckpoint{monitor=" + opt_.monitor + ",mode=" + opt_.mode + ",every_n_epochs=" +
-         std::to_string(opt_.every_n_epochs) + "}";
+  // Keys of checkpoints written before the step/time triggers existed stay the same.
+  std::string key = "ModelCheckpoint{monitor=" + opt_.monitor + ",mode=" + opt_.mode +
+                    ",every_n_epochs=" + std::to_string(every_n_epochs_);
+  if (opt_.every_n_train_steps > 0) key += ",every_n_train_steps=" + std::to_string(opt_.every_n_train_steps);
+  if (opt_.train_time_interval > 0) {
+    std::ostringstream t;
+    t << opt_.train_time_interval;
+    key += ",train_time_interval=" + t.str();
+  }
+  return key + "}";
 }
 
 std::string ModelCheckpoint::format_name(const std::string& tmpl, int64_t epoch, int64_t step,
@@ -64,10 +79,61 @@ std::string ModelCheckpoint::format_name(const std::string& tmpl, int64_t epoch,
   return out;
 }
 
-void ModelCheckpoint::on_validation_end(Trainer& trainer, TrainModule&) { maybe_save(trainer); }
+bool ModelCheckpoint::epoch_due(const Trainer& trainer) const {
+  return every_n_epochs_ > 0 && (trainer.current_epoch() + 1) % every_n_epochs_ == 0;
+}
+
+void ModelCheckpoint::on_fit_start(Trainer&, TrainModule&) {
+  last_time_save_ = std::chrono::steady_clock::now();
+  step_save_at_epoch_end_ = false;
+}
+
+void ModelCheckpoint::on_validation_end(Trainer& trainer, TrainModule&) {
+  if (epoch_due(trainer)) save(trainer);
+}
 
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
-  if (!trainer.has_validation()) maybe_save(trainer);
+  const bool deferred = step_save_at_epoch_end_;
+  step_save_at_epoch_end_ = false;
+  if (deferred || (!trainer.has_validation() && epoch_due(trainer))) save(trainer);
+}
+
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const Batch&,
+                                         int64_t batch_idx) {
+  // Only after an optimizer step: checkpoints do not hold gradients accumulated towards the next one.
+  if ((batch_idx + 1) % trainer.options().accumulate_grad_batches != 0 && !trainer.is_last_batch()) return;
+  const int64_t step = trainer.global_step();
+  bool due = opt_.every_n_train_steps > 0 && step > 0 && step % opt_.every_n_train_steps == 0 &&
+             step != last_saved_step_;
+  if (opt_.train_time_interval > 0) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_time_save_).count();
+    // Clocks differ per rank: any rank past the interval decides for all.
+    due = trainer.strategy().reduce_decision(el >= opt_.train_time_interval, /*all=*/false) || due;
+  }
+  if (!due) return;
+  // On the epoch's last batch the epoch-end work (epoch schedulers, validation) has not run yet; a checkpoint
+  // here would resume past it. Save at the epoch end instead.
+  if (trainer.is_last_batch()) step_save_at_epoch_end_ = true;
+  else save(trainer);
+}
+
+void ModelCheckpoint::on_interrupt(Trainer& trainer, TrainModule&) {
+  trainer.save_checkpoint((fs::path(resolve_dir(trainer)) / "interrupted").string());
+}
+
+const std::string& ModelCheckpoint::resolve_dir(Trainer& trainer) {
+  if (!dir_.empty()) return dir_;
+  dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
+  dir_ = trainer.strategy().broadcast_string(dir_, 0);
+  if (trainer.strategy().is_global_zero()) cleanup_stale_checkpoint_files(dir_);  // leftovers of a killed run
+  // Resumed into a different directory (a new logger version): the restored top-k set describes files
+  // elsewhere that this run must not delete or rank against; only best_model_path is kept.
+  if (!loaded_dir_.empty() && loaded_dir_ != dir_) {
+    best_k_.clear();
+    latest_path_.clear();
+    last_path_.clear();
+  }
+  return dir_;
 }
 
 void ModelCheckpoint::remove_checkpoint(Trainer& trainer, const std::string& stem) {
@@ -85,24 +151,13 @@ std::string ModelCheckpoint::worst_key() const {
   return worst;
 }
 
-void ModelCheckpoint::maybe_save(Trainer& trainer) {
+void ModelCheckpoint::save(Trainer& trainer) {
   if (trainer.sanity_checking() || (opt_.save_top_k == 0 && !opt_.save_last)) return;
-  if ((trainer.current_epoch() + 1) % opt_.every_n_epochs != 0) return;
   if (trainer.global_step() == last_saved_step_) return;  // already saved at this step
-  if (dir_.empty()) {
-    dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
-    dir_ = trainer.strategy().broadcast_string(dir_, 0);
-    if (trainer.strategy().is_global_zero()) cleanup_stale_checkpoint_files(dir_);  // leftovers of a killed run
-    // Resumed into a different directory (a new logger version): the restored top-k set describes files
-    // elsewhere that this run must not delete or rank against; only best_model_path is kept.
-    if (!loaded_dir_.empty() && loaded_dir_ != dir_) {
-      best_k_.clear();
-      latest_path_.clear();
-      last_path_.clear();
-    }
-  }
+  resolve_dir(trainer);
   MetricMap metrics = trainer.callback_metrics();
   last_saved_step_ = trainer.global_step();
+  last_time_save_ = std::chrono::steady_clock::now();
   std::string name = format_name(opt_.filename, trainer.current_epoch(), trainer.global_step(), metrics);
   std::string stem = (fs::path(dir_) / name).string();
 

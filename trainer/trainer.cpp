@@ -14,6 +14,7 @@
 #include "runtime/generator.h"
 #include "trainer/checkpoint_files.h"
 #include "trainer/device_parser.h"
+#include "trainer/interrupt_guard.h"
 #include "trainer/model_checkpoint.h"
 #include "trainer/progress_bar.h"
 #if __has_include("trainer/model_summary.h")
@@ -152,8 +153,18 @@ void Trainer::fit(TrainModule& module, data::DataModule& dm, const std::string& 
 void Trainer::fit(TrainModule& module, std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
                   const std::string& ckpt_path) {
   VOLT_CHECK(train != nullptr, "Trainer::fit: no training loader (train_dataloader returned nullptr)");
+  InterruptGuard on_signal;  // SIGINT/SIGTERM stop fit gracefully; the old handlers return with fit
   setup_fit(module);
   run_fit(std::move(train), std::move(val), ckpt_path);
+}
+
+bool Trainer::poll_interrupt() {
+  if (interrupt_signal_ != 0) return true;
+  const int local = InterruptGuard::pending();
+  if (!strategy_->reduce_decision(local != 0, /*all=*/false)) return false;
+  // Rare path: which signal, agreed (SIGINT wins), so every rank reports the same one.
+  interrupt_signal_ = strategy_->reduce_decision(local == SIGINT, /*all=*/false) ? SIGINT : SIGTERM;
+  return true;
 }
 
 bool Trainer::stop_allowed() const { return epoch_ >= opt_.min_epochs && global_step_ >= opt_.min_steps; }
@@ -179,13 +190,15 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   stop_agreed_ = false;
   nonfinite_stop_ = false;
   nonfinite_losses_ = 0;
+  interrupt_signal_ = 0;
   val_has_step_ = true;
   // limit_val_batches = 0 disables validation (and with it the sanity check) entirely.
   if (val && opt_.limit_val_batches.resolve(val->size(), "limit_val_batches") == 0) val = nullptr;
   has_val_ = val != nullptr;
   callback_metrics_.clear();
   // Batches per epoch (train_epoch recomputes it): an empty epoch is an error unless asked for with
-  // limit_train_batches=0 (which skips training on purpose, as upstream), and a resume checks it.
+  // limit_train_batches=0 (which skips training on purpose, as upstream), and a resume checks it. Known before
+  // the first epoch, so that a checkpoint taken before it (an early interrupt) resumes at epoch 0.
   num_train_batches_ = opt_.limit_train_batches.resolve(train->size(), "limit_train_batches");
   const BatchAmount& lim = opt_.limit_train_batches;
   const bool skip_asked = lim.is_fraction ? lim.fraction == 0.0 : lim.count == 0;
@@ -196,7 +209,8 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   VOLT_CHECK(num_train_batches_ > 0 || skip_asked, "Trainer::fit: limit_train_batches=", lim.fraction,
              " of the training loader's ", train->size(), " batches leaves 0 batches; expected a larger fraction "
              "(or limit_train_batches=0 to skip training on purpose)");
-  if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/true);
+  if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/true);
+  batches_done_ = resume_skip_;  // the position an interrupt before the first batch must record
 #ifdef VOLT_HAS_MODEL_SUMMARY
   if (opt_.enable_model_summary && strategy_->is_global_zero()) std::cout << model_summary(m) << std::flush;
 #endif
@@ -217,14 +231,20 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     if (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) break;
     if (stop_agreed_ && (stop_allowed() || nonfinite_stop_)) break;
     if (time_exceeded()) break;
+    if (poll_interrupt()) break;
     train_epoch(*train, val.get());
+    if (interrupt_signal_ != 0) break;
   }
   if (nonfinite_losses_ > 0 && strategy_->is_global_zero())
     std::cerr << "Trainer: " << nonfinite_losses_ << " training step(s) had a NaN/Inf loss and were skipped"
               << (nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : "") << "\n";
   stage_ = "train";
-  for (auto& c : callbacks_) c->on_fit_end(*this, m);
-  m.on_fit_end();
+  if (interrupt_signal_ != 0) {
+    for (auto& c : callbacks_) c->on_interrupt(*this, m);
+  } else {
+    for (auto& c : callbacks_) c->on_fit_end(*this, m);
+    m.on_fit_end();
+  }
   detach();
 }
 
@@ -284,6 +304,14 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
     if (val && due_val_check(idx) && !is_last_batch_) {
       run_validation(*val, false);
       validated_last = true;
+    }
+    // An interrupt on the epoch's last batch waits for the epoch end (run_fit polls again there), so the
+    // checkpoint never holds a finished epoch without its epoch-end work; inside a gradient-accumulation
+    // window it waits for the stepping batch, since checkpoints do not hold accumulated gradients.
+    if (!is_last_batch_ && (idx + 1) % opt_.accumulate_grad_batches == 0 && poll_interrupt()) {
+      train.reset();
+      pbar_->finish(last_pbar_);
+      return;  // no epoch-end work: the epoch is unfinished, and resumes from the batch after this one
     }
     bool hard_stop = (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) || nonfinite_stop_ || time_exceeded();
     // A stop requested on one rank mid-epoch is only acted on once agreed (after a validation run or at
@@ -367,7 +395,7 @@ std::vector<MetricMap> Trainer::run_eval_entry(TrainModule& module, std::shared_
   VOLT_CHECK(loader != nullptr, "Trainer::", stage, ": no loader (the data module returned nullptr)");
   attach(module);
   prepare_loader(*loader, false);
-  if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/false);
+  if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/false);
   bool is_test = std::string(stage) == "test";
   int64_t n = (is_test ? opt_.limit_test_batches : opt_.limit_val_batches)
                   .resolve(loader->size(), is_test ? "limit_test_batches" : "limit_val_batches");
@@ -410,7 +438,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
   VOLT_CHECK(loader != nullptr, "Trainer::predict: no loader (the data module returned nullptr)");
   attach(module);
   prepare_loader(*loader, false);
-  if (!ckpt_path.empty()) resume_from(ckpt_path, /*fitting=*/false);
+  if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/false);
   int64_t n = opt_.limit_predict_batches.resolve(loader->size(), "limit_predict_batches");
   stage_ = "predict";
   module.eval();

@@ -18,8 +18,16 @@
 // written when global_step % log_every_n_steps == 0 after a stepping batch.
 //
 // Checkpoints (trainer/checkpoint.h): <stem>.safetensors (module state + "optimizer.<i>.<key>") and
-// <stem>.json (trainer state), written atomically in that order; fit(..., ckpt_path) restores both so that
-// training continues exactly where it stopped.
+// <stem>.json (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
+// order; fit(..., ckpt_path) verifies and restores both so that training continues exactly where it stopped,
+// mid-epoch included. ckpt_path may be a stem (or either file), "last" (the newest complete checkpoint in
+// the ModelCheckpoint dirpaths and <default_root_dir>/lightning_logs/version_*/checkpoints) or "best" (the
+// monitoring ModelCheckpoint's best_model_path, from this trainer or the newest checkpoint's record).
+//
+// Interruption: during fit, the first SIGINT/SIGTERM stops training after the current batch (all ranks agree
+// at that step boundary; one small collective per batch under DDP), calls Callback::on_interrupt (a
+// ModelCheckpoint writes "interrupted" in its directory), flushes the logger and returns from fit with
+// interrupted() true. A second signal kills the process at once. The previous handlers are restored after.
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -86,6 +94,9 @@ class Trainer {
   // batch) and min_epochs/min_steps allow.
   void request_stop() { should_stop_ = true; }
   bool should_stop() const { return should_stop_; }
+  // The last fit stopped early on SIGINT/SIGTERM; interrupt_signal() says which (0 when it was not).
+  bool interrupted() const { return interrupt_signal_ != 0; }
+  int interrupt_signal() const { return interrupt_signal_; }
   // Latest values: step values of the running batch and epoch values of finished epochs/validation runs.
   MetricMap callback_metrics() const;
   // What went to the logger last (including "epoch"), and what the progress bar shows.
@@ -144,6 +155,10 @@ class Trainer {
   void update_callback_metrics(const MetricMap& m);
   void step_schedulers(const std::string& interval);
   void resume_from(const std::string& ckpt_path, bool fitting);
+  // "" / a path unchanged; "last" and "best" resolved (agreed across ranks), or a clear error. (collective)
+  std::string resolve_ckpt_path(const std::string& ckpt_path);
+  // True once every rank agrees that a stop signal arrived; sets interrupt_signal_. (collective)
+  bool poll_interrupt();
   void print_results_table(const std::string& stage, const MetricMap& m) const;
   void prepare_loader(data::DataLoader& loader, bool training);
 
@@ -173,6 +188,7 @@ class Trainer {
   bool is_last_batch_ = false;
   bool should_stop_ = false;
   bool stop_agreed_ = false;  // should_stop_ after the last all-rank agreement
+  int interrupt_signal_ = 0;  // agreed SIGINT/SIGTERM that stopped the current fit
   bool sanity_checking_ = false;
   bool val_has_step_ = true;
   bool has_val_ = false;

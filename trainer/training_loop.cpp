@@ -59,6 +59,7 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     m.on_train_batch_end(loss, batch, batch_idx);
   }
   results_train_.end_step(*strategy_);
+  batches_done_ = batch_idx + 1;  // a checkpoint taken by a callback below resumes with the next batch
   if (stepped && global_step_ % opt_.log_every_n_steps == 0) log_step_metrics(results_train_, global_step_ - 1);
   for (auto& c : callbacks_) c->on_train_batch_end(*this, m, loss, batch, batch_idx);
 }

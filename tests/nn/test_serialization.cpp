@@ -245,3 +245,16 @@ TEST(Safetensors, ModuleAndOptimizerCheckpointRoundTrip) {
   opt2.step();
   EXPECT_EQ(p.to_vector<float>(), q.to_vector<float>());
 }
+
+TEST(FileDigest, Crc32MatchesZlibAndTheSavedBytes) {
+  EXPECT_EQ(nn::crc32_update(0, "123456789", 9), 0xCBF43926u);  // the CRC-32 check value
+  TempDir dir;
+  const std::string path = dir.file("d.safetensors");
+  nn::FileDigest d = nn::save_safetensors(path, all_dtypes());
+  EXPECT_EQ(d.bytes, fs::file_size(path));
+  EXPECT_EQ(nn::digest_file(path), d);
+  EXPECT_NO_THROW(nn::verify_file_digest(path, d));
+  VOLT_EXPECT_ERROR(nn::verify_file_digest(path, {d.bytes + 1, d.crc32}), "d.safetensors", "record says");
+  VOLT_EXPECT_ERROR(nn::verify_file_digest(path, {d.bytes, d.crc32 ^ 1u}), "d.safetensors", "CRC-32");
+  VOLT_EXPECT_ERROR(nn::digest_from_json({{"bytes", 3}}, "x.json"), "x.json", "crc32");
+}

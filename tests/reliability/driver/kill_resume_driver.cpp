@@ -1,0 +1,104 @@
+// A small, deterministic training run for the crash tests (tests/reliability/): an MLP with dropout on
+// synthetic regression data, Adam with an epoch and a step LR scheduler, a shuffled loader, and a
+// ModelCheckpoint that saves every optimizer step (plus "last"). Every piece of state that resume must
+// restore is present, and the run takes a fraction of a second.
+//
+// Usage: kill_resume_driver <root> <epochs> [--resume last|<stem>] [--slow-write-us N]
+//   Writes checkpoints and logs under <root>/lightning_logs/version_*/ and, when fit completes, the final
+//   weights to <root>/final.safetensors. Exit codes: 0 done, 128+signal interrupted (SIGINT/SIGTERM), 3 error.
+//   --slow-write-us sleeps N microseconds after each chunk of every atomic write, so that a SIGKILL at a
+//   random instant often lands inside a checkpoint write.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "data/data.h"
+#include "nn/nn.h"
+#include "nn/serialization.h"
+#include "runtime/atomic_file.h"
+#include "trainer/model_checkpoint.h"
+#include "trainer/trainer.h"
+
+using namespace volt;
+
+namespace {
+
+useconds_t g_slow_us = 0;
+void slow_write(const std::string&) { ::usleep(g_slow_us); }
+
+struct Mlp : TrainModule {
+  nn::Linear fc1{4, 16}, fc2{16, 1};
+  Mlp() {
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+  }
+  std::string type_name() const override { return "Mlp"; }
+  Tensor training_step(const Batch& batch, int64_t) override {
+    Tensor h = dropout(relu(fc1.forward(batch.input)), 0.2, is_training());
+    Tensor loss = mse_loss(fc2.forward(h).reshape({-1}), batch.target);
+    log("train_loss", loss);
+    return loss;
+  }
+  Optimizers configure_optimizers() override {
+    auto opt = std::make_shared<optim::Adam>(parameters(), optim::AdamOptions{.lr = 0.02});
+    Optimizers o(opt);
+    o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.7), "epoch", 1});
+    o.schedulers.push_back(
+        {std::make_shared<optim::LambdaLR>(*opt, [](int64_t s) { return 1.0 / (1.0 + 0.05 * s); }), "step", 1});
+    return o;
+  }
+};
+
+std::shared_ptr<data::DataLoader> make_loader() {
+  const int64_t n = 96, d = 4;
+  std::vector<float> xs(n * d), ys(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double y = 0.1;
+    for (int64_t j = 0; j < d; ++j) {
+      xs[i * d + j] = static_cast<float>(std::sin(0.37 * i + 1.1 * j));
+      y += (j % 2 ? -1.0 : 0.5) * xs[i * d + j];
+    }
+    ys[i] = static_cast<float>(y * y);
+  }
+  auto ds = std::make_shared<data::TensorDataset>(from_vector(xs, {n, d}), from_vector(ys, {n}));
+  return std::make_shared<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = 8, .shuffle = true});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: kill_resume_driver <root> <epochs> [--resume last|<stem>] [--slow-write-us N]\n";
+    return 2;
+  }
+  const std::string root = argv[1];
+  const int64_t epochs = std::atoll(argv[2]);
+  std::string resume;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--resume") resume = argv[i + 1];
+    else if (flag == "--slow-write-us") g_slow_us = static_cast<useconds_t>(std::atoll(argv[i + 1]));
+    else {
+      std::cerr << "kill_resume_driver: unknown flag " << flag << "\n";
+      return 2;
+    }
+  }
+  if (g_slow_us > 0) set_atomic_write_hook(&slow_write);
+  try {
+    Mlp model;
+    Trainer trainer({.accelerator = "cpu", .devices = "1", .max_epochs = epochs, .enable_progress_bar = false,
+                     .enable_model_summary = false, .default_root_dir = root,
+                     .callbacks = {std::make_shared<ModelCheckpoint>(
+                         ModelCheckpointOptions{.save_last = true, .every_n_train_steps = 1})},
+                     .log_every_n_steps = 1, .seed = 20240611});
+    trainer.fit(model, make_loader(), nullptr, resume);
+    if (trainer.interrupted()) return 128 + trainer.interrupt_signal();
+    nn::save_safetensors(root + "/final.safetensors", model.state_dict());
+  } catch (const Error& e) {
+    std::cerr << "kill_resume_driver: " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}
