@@ -190,9 +190,14 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
     if (!v["dtype"].is_string()) bad("has a non-string dtype");
     Entry e{name, parse_safetensors_dtype(v["dtype"].get<std::string>()), {}, 0, 0};
     if (!v["shape"].is_array()) bad("has a shape that is not an array");
+    uint64_t want = itemsize(e.dtype);  // the byte size, overflow-checked: the shape can be anything
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned()) bad("has a shape entry that is not a non-negative integer");
-      e.shape.push_back(d.get<int64_t>());
+      const uint64_t n = d.get<uint64_t>();
+      if (n > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(want, n, &want) ||
+          want > static_cast<uint64_t>(INT64_MAX))
+        bad("has shape " + v["shape"].dump() + ", too large for any file");
+      e.shape.push_back(static_cast<int64_t>(n));
     }
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
@@ -202,7 +207,6 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
     if (e.begin > e.end || e.end > data_size)
       bad("has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] outside the " +
           std::to_string(data_size) + "-byte data buffer (file truncated?)");
-    const uint64_t want = static_cast<uint64_t>(shape_numel(e.shape)) * itemsize(e.dtype);
     if (e.end - e.begin != want)
       bad("spans " + std::to_string(e.end - e.begin) + " bytes but shape " + shape_to_string(e.shape) + " of " +
           v["dtype"].get<std::string>() + " needs " + std::to_string(want));
