@@ -4,7 +4,9 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -42,7 +44,13 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   app.add_option("--data", a.data, "directory with the MNIST-format IDX files (plain or .gz)");
   app.add_option("--epochs", a.epochs, "training epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", a.batch_size, "batch size per process")->check(CLI::PositiveNumber);
-  app.add_option("--lr", a.lr, "learning rate")->check(CLI::PositiveNumber);
+  // PositiveNumber alone lets "nan" through (NaN <= 0 is false).
+  const CLI::Validator finite(
+      [](std::string& s) {
+        return std::isfinite(std::strtod(s.c_str(), nullptr)) ? std::string() : "Value " + s + " is not a finite number";
+      },
+      "FINITE");
+  app.add_option("--lr", a.lr, "learning rate")->check(CLI::PositiveNumber & finite);
   app.add_option("--seed", a.seed, "global seed (weights, split, shuffles)");
   app.add_option("--accelerator", a.accelerator, "cpu | gpu | auto");
   app.add_option("--devices", a.devices, "auto | N | -1 | ids like '0,1'");

@@ -1,6 +1,7 @@
 // libFuzzer target: the examples' command line (examples::parse_args). The input is split on NUL bytes into
 // argv[1..]. CLI11 reports bad flags as CLI::ParseError, which parse_args turns into an exit code; nothing may
 // escape it. The help and error text CLI11 prints goes to a discarding stream buffer.
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <streambuf>
@@ -43,6 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool ok = volt::examples::parse_args(static_cast<int>(args.size()), argv.data(), "fuzz", a, exit_code);
   if (!ok && exit_code == -1) std::abort();  // a false return must set the exit code
   // The validators promise these.
-  if (ok && (a.epochs <= 0 || a.batch_size <= 0 || !(a.lr > 0) || a.num_workers < 0)) std::abort();
+  if (ok && (a.epochs <= 0 || a.batch_size <= 0 || !(a.lr > 0) || !std::isfinite(a.lr) || a.num_workers < 0))
+    std::abort();
   return 0;
 }
