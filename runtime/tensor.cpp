@@ -82,13 +82,13 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + n : dim;
 }
 
-// Sizes must be non-negative, and the byte size (and the contiguous strides, which skip size-0 dims) must fit
-// in int64: a shape read from a file can be anything.
 static void check_shape(const Shape& shape, const char* op) {
   for (int64_t s : shape)
     VOLT_CHECK(s >= 0, op, ": negative size ", s, " in shape ", shape_to_string(shape));
 }
 
+// Sizes must be non-negative, and the byte size (and the contiguous strides, which skip size-0 dims) must fit
+// in int64: a shape read from a file can be anything.
 static void check_shape(const Shape& shape, DType dtype, const char* op) {
   int64_t bytes = static_cast<int64_t>(itemsize(dtype));
   for (int64_t s : shape) {

@@ -16,16 +16,19 @@ namespace volt::fuzz {
 
 // The fuzz input as a file. libFuzzer runs one input at a time per process, so one path per process suffices.
 inline const std::string& write_input(const uint8_t* data, size_t size, const char* suffix) {
-  static const std::string path = (std::filesystem::temp_directory_path() /
-                                   ("volt_fuzz_" + std::to_string(::getpid()) + suffix)).string();
+  struct ScratchFile {
+    std::string path;
+    ~ScratchFile() { std::remove(path.c_str()); }
+  };
+  static const ScratchFile file{(std::filesystem::temp_directory_path() /
+                                 ("volt_fuzz_" + std::to_string(::getpid()) + suffix)).string()};
+  const std::string& path = file.path;
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) std::abort();
   if (size && std::fwrite(data, 1, size, f) != size) std::abort();
   if (std::fclose(f) != 0) std::abort();
   return path;
 }
-
-inline void remove_input(const std::string& path) { std::remove(path.c_str()); }
 
 inline uint64_t touch(const Tensor& t) {
   uint64_t h = 0;
