@@ -3,7 +3,8 @@
 #  1. The main build (gcc) enables CUDA when nvcc is present (tests then run on the CPU fallback when there is
 #     no GPU); all of CTest runs on it.
 #  2. A sanitized CPU-only build (clang, VOLT_CUDA=OFF, AddressSanitizer + UndefinedBehaviorSanitizer,
-#     libFuzzer targets; libraries and tests only) runs all of CTest again, MPI tests included, then a bounded
+#     libFuzzer targets; libraries and tests only) runs CTest again, MPI tests included (all but
+#     consumer_add_subdirectory, which would only build an unsanitized Volt from source again), then a bounded
 #     run of every fuzz target (VOLT_FUZZ_SECONDS each, default 60). Any sanitizer report, leak, fuzzer crash
 #     or hang fails. VOLT_SKIP_SANITIZED=1 (or the older VOLT_SKIP_CPU_ONLY=1) skips it.
 set -euo pipefail
