@@ -56,7 +56,13 @@ Shape contiguous_strides(const Shape& shape) {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  bool overflow = false;
+  for (int64_t s : shape) overflow |= __builtin_mul_overflow(n, s, &n);
+  if (overflow) {  // zero elements if any size is 0 (the product of the others may not fit), else too many
+    for (int64_t s : shape)
+      if (s == 0) return 0;
+    VOLT_FAIL("shape ", shape_to_string(shape), " has more than 2^63 elements");
+  }
   return n;
 }
 
@@ -81,8 +87,19 @@ static void check_shape(const Shape& shape, const char* op) {
     VOLT_CHECK(s >= 0, op, ": negative size ", s, " in shape ", shape_to_string(shape));
 }
 
+// Sizes must be non-negative, and the byte size (and the contiguous strides, which skip size-0 dims) must fit
+// in int64: a shape read from a file can be anything.
+static void check_shape(const Shape& shape, DType dtype, const char* op) {
+  int64_t bytes = static_cast<int64_t>(itemsize(dtype));
+  for (int64_t s : shape) {
+    VOLT_CHECK(s >= 0, op, ": negative size ", s, " in shape ", shape_to_string(shape));
+    VOLT_CHECK(!__builtin_mul_overflow(bytes, std::max<int64_t>(s, 1), &bytes), op, ": shape ",
+               shape_to_string(shape), " of ", dtype_name(dtype), " is too large (more than 2^63 bytes)");
+  }
+}
+
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  check_shape(shape, "empty");
+  check_shape(shape, dtype, "empty");
   check_device_usable(device, "empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = Storage::create(device, static_cast<size_t>(shape_numel(shape)) * itemsize(dtype));
@@ -93,7 +110,7 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor empty_pinned(const Shape& shape, DType dtype) {
-  check_shape(shape, "empty_pinned");
+  check_shape(shape, dtype, "empty_pinned");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = Storage::create_pinned(static_cast<size_t>(shape_numel(shape)) * itemsize(dtype));
   impl->shape = shape;

@@ -202,6 +202,31 @@ TEST(Safetensors, StoredDtypeMustMatchOnLoad) {
   VOLT_EXPECT_ERROR(adam.load_hyper_state({{"state.0.0.step", -3.0}}), "not a step count");
 }
 
+// Found by fuzz_safetensors: shapes whose element count overflows int64 (undefined behaviour in shape_numel)
+// or whose byte count wraps to 0 (so a 0-byte buffer "matched" a 2^61-element tensor).
+TEST(Safetensors, HugeShapesAreRejected) {
+  TempDir dir;
+  const std::string bad = dir.file("huge.safetensors");
+  auto write_header = [&](const std::string& header) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    write_all(bad, bytes + header);
+  };
+  write_header(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(bad), "'a'", "element count overflows");
+  write_header(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(bad), "'a'", "byte count overflows");
+  write_header(R"({"a":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,0]}})");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(bad), "'a'", "above 2^63 - 1");
+  write_header(R"({"a":{"dtype":"U8","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}})");
+  VOLT_EXPECT_ERROR(nn::load_safetensors(bad), "too large");
+  // A size-0 dimension with modest others is still an ordinary empty tensor.
+  write_header(R"({"a":{"dtype":"F32","shape":[0,1000000,1000000],"data_offsets":[0,0]}})");
+  auto sd = nn::load_safetensors(bad);
+  ASSERT_EQ(sd.size(), 1u);
+  EXPECT_EQ(sd[0].second.numel(), 0);
+}
+
 TEST(AtomicWrite, ReplacesAndCleansUp) {
   TempDir dir;
   const std::string path = dir.file("state.json");

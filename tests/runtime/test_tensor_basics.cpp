@@ -35,3 +35,12 @@ TEST(Gradcheck, HarnessOnElementwiseChain) {
 TEST(Errors, BroadcastMismatchNamesOpAndShapes) {
   VOLT_EXPECT_ERROR(add(zeros({2, 3}), zeros({4})), "add", "(2, 3)", "(4,)");
 }
+
+TEST(Tensor, ShapesTooLargeForInt64AreErrors) {
+  VOLT_EXPECT_ERROR(empty({int64_t{1} << 32, int64_t{1} << 32}), "too large");
+  VOLT_EXPECT_ERROR(empty({int64_t{1} << 61}, DType::f64), "too large");
+  VOLT_EXPECT_ERROR(empty({int64_t{1} << 40, int64_t{1} << 40, 0}), "too large");  // strides would overflow
+  VOLT_EXPECT_ERROR(shape_numel({int64_t{1} << 32, int64_t{1} << 32}), "more than 2^63 elements");
+  EXPECT_EQ(shape_numel({int64_t{1} << 40, int64_t{1} << 40, 0}), 0);
+  EXPECT_EQ(empty({0, 3}).numel(), 0);
+}

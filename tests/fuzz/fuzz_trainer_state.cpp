@@ -1,0 +1,20 @@
+// libFuzzer target: the checkpoint trainer-state reader (parse_trainer_state, trainer/checkpoint.h) on
+// arbitrary bytes parsed as JSON. nlohmann::json::exception (bad JSON) and volt::Error (a bad record) are the
+// expected rejections; anything else (another exception, a sanitizer report, a leak, a hang) is a bug.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "trainer/checkpoint.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  try {
+    (void)volt::parse_trainer_state(nlohmann::json::parse(bytes), "fuzz");
+  } catch (const nlohmann::json::exception&) {
+  } catch (const volt::Error&) {
+  }
+  return 0;
+}
