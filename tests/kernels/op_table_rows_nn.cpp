@@ -33,12 +33,19 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
   r.push_back(row("argmax", FWD(argmax(x[0], 1)), {Distinct({4, 6})}).no_grad());
   r.push_back(row("argmax_keepdim", FWD(argmax(x[0], 0, true)), {Distinct({4, 6})}).no_grad());
   r.push_back(row("argmin_transposed", FWD(argmin(x[0], 1)), {Distinct({6, 4}).view(transposed)}).no_grad());
-  r.push_back(row("argmax_long_row", FWD(argmax(x[0], 1)), {Distinct({3, 300}, 1.0)}).no_grad());
+  // Long rows: the CUDA block-per-output paths (arg reductions over more than 64 elements, row sums).
+  r.push_back(row("argmax_long_row", FWD(argmax(x[0], 1)), {Distinct({2, 256})}).no_grad());
+  r.push_back(row("min_dim_long_row", FWD(min(x[0], 1).first), {Distinct({2, 256})}));
+  r.push_back(row("max_dim_long_col", FWD(max(x[0], 0).first), {Distinct({256, 2})}));
+  r.push_back(row("sum_long_rows", FWD(sum(x[0], {1})), {U({3, 700})}).tol(4).no_gradcheck());
+  r.push_back(row("sum_long_cols", FWD(sum(x[0], {0})), {U({700, 3})}).tol(4).no_gradcheck());
+  r.push_back(row("mean_all_long", FWD(mean(x[0])), {U({40, 60})}).tol(4).no_gradcheck());
 
   // ---- softmax and losses --------------------------------------------------------------------------------
   r.push_back(row("softmax", FWD(softmax(x[0], 1)), {U({4, 6}, -3, 3)}).tol(1, 6));
   r.push_back(row("softmax_dim0", FWD(softmax(x[0], 0)), {U({2, 3, 4}, -3, 3)}).tol(1, 6));
   r.push_back(row("softmax_transposed", FWD(softmax(x[0], 1)), {U({6, 4}, -3, 3).view(transposed)}).tol(1, 6));
+  r.push_back(row("softmax_long_row", FWD(softmax(x[0], -1)), {U({2, 700}, -3, 3)}).tol(1, 6).no_gradcheck());
   r.push_back(row("log_softmax", FWD(log_softmax(x[0], 1)), {U({4, 6}, -3, 3)}).tol(1, 6));
   r.push_back(row("log_softmax_dim_last", FWD(log_softmax(x[0], -1)), {U({2, 3, 5}, -3, 3)}).tol(1, 6));
   r.push_back(row("cross_entropy", FWD(cross_entropy(x[0], x[1])), {U({6, 5}, -2, 2), Index({6}, 5)}).tol(2));
@@ -46,6 +53,8 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                   {U({6, 5}, -2, 2), Custom(ce_target)}).tol(2));
   r.push_back(row("cross_entropy_none_spatial", FWD(cross_entropy(x[0], x[1], Reduction::None)),
                   {U({2, 4, 3}, -2, 2), Index({2, 3}, 4)}).tol(2));
+  r.push_back(row("cross_entropy_many_classes", FWD(cross_entropy(x[0], x[1], Reduction::Mean, -100, 0.05)),
+                  {U({3, 300}, -2, 2), Index({3}, 300)}).tol(2).no_gradcheck());
   r.push_back(row("nll_loss", FWD(nll_loss(x[0], x[1])), {U({6, 5}, -3, 0), Index({6}, 5)}).tol(2));
   r.push_back(row("nll_loss_sum_ignore", FWD(nll_loss(x[0], x[1], Reduction::Sum)), {U({6, 5}, -3, 0), Custom(ce_target)})
                   .tol(2));

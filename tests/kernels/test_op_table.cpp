@@ -41,6 +41,11 @@ const char* short_name(DType d) {
   return "?";
 }
 
+// Printed in test listings (and CTest's names): "exp on cpu in f16".
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.row->name << " on " << c.device.str() << " in " << short_name(c.dtype);
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   std::string dev = c.device.is_cpu() ? "cpu" : "cuda" + std::to_string(c.device.index);
