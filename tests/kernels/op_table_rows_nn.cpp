@@ -86,6 +86,7 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
   r.push_back(row("max_pool2d", FWD(max_pool2d(x[0], {2, 2})), {Distinct({2, 2, 4, 4}, 0.0625)}));
   r.push_back(row("max_pool2d_stride_pad", FWD(max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})),
                   {Distinct({1, 2, 5, 5}, 0.0625)}));
+  r.push_back(row("max_pool2d_unbatched", FWD(max_pool2d(x[0], {2, 3}, {1, 2})), {Distinct({2, 4, 5}, 0.0625)}));
   r.push_back(row("avg_pool2d", FWD(avg_pool2d(x[0], {2, 2})), {U({2, 2, 4, 4})}).tol(2));
   r.push_back(row("avg_pool2d_stride_pad", FWD(avg_pool2d(x[0], {3, 3}, {2, 1}, {1, 1})), {U({1, 2, 5, 4})}).tol(2));
   r.push_back(row("batch_norm_train", FWD(batch_norm(x[0], x[1], x[2], Tensor(), Tensor(), true)),
