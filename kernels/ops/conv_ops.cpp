@@ -177,7 +177,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     return cast(batch_norm(cast(x, DType::f32), w32, b32, running_mean, running_var, training, momentum, eps),
                 x.dtype());
   }
-  const DType wdt = running_mean.defined() ? running_mean.dtype() : weight.defined() ? weight.dtype() : pdt;
+  // weight / bias may be in x's dtype (half x on the GPU): they are converted to the statistics' dtype here and
+  // their gradients converted back, as on the CPU.
+  const DType wdt = running_mean.defined() ? running_mean.dtype() : pdt;
+  const DType weight_dt = weight.defined() ? weight.dtype() : wdt, bias_dt = bias.defined() ? bias.dtype() : wdt;
   VOLT_CHECK(wdt == pdt, op, ": running statistics / parameters have dtype ", dtype_name(wdt), " but x has ",
              dtype_name(x.dtype()), "; expected ", dtype_name(pdt));
   // Both statistics are read and written as wdt (cuDNN's batch-norm descriptor has a single type).
@@ -199,6 +202,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
       Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
       Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
       VOLT_DISPATCH_DEVICE(xc.device(), batch_norm_backward, dx, dw, db, g[0].contiguous(), xc, w, mean, invstd, eps);
+      if (dw.defined() && weight_dt != wdt) dw = dw.to(weight_dt);
+      if (db.defined() && bias_dt != wdt) db = db.to(bias_dt);
       return std::vector<Tensor>{dx, dw, db};
     });
     return out;
@@ -218,9 +223,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     if (gx) dx = mul(gg, mul(w, invstd).to(xc.dtype()).reshape(bshape));
     if (gw) {
       Tensor xhat = mul(sub(xc, rm.to(xc.dtype()).reshape(bshape)), invstd.to(xc.dtype()).reshape(bshape));
-      dw = sum(mul(gg, xhat), rdims).to(wdt);
+      dw = sum(mul(gg, xhat), rdims).to(weight_dt);
     }
-    if (gb) db = sum(gg, rdims).to(wdt);
+    if (gb) db = sum(gg, rdims).to(bias_dt);
     return std::vector<Tensor>{dx, dw, db};
   });
   return out;
