@@ -7,7 +7,7 @@
 // and kernels/cuda/optim.cu) and compare the parameters and the optimizer state.
 #include <cmath>
 
-#include "kernels/op_table.h"
+#include "kernels/op_table/op_table.h"
 #include "nn/clip_grad.h"
 #include "nn/optim.h"
 

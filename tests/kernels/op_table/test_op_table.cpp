@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/op_table.h"
+#include "kernels/op_table/op_table.h"
 #include "runtime/cuda_api.h"
 
 namespace volt::optable {

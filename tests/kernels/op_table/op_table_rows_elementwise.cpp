@@ -1,6 +1,6 @@
 // Op table rows (see op_table.h): unary and binary elementwise ops, broadcasting, non-contiguous inputs,
 // comparisons / where, and casts.
-#include "kernels/op_table.h"
+#include "kernels/op_table/op_table.h"
 
 namespace volt::optable {
 namespace {

@@ -1,6 +1,6 @@
 // Op table rows (see op_table.h): reductions, softmax and losses, matmul / linear, convolution, pooling,
 // batch norm, indexing, joining and views.
-#include "kernels/op_table.h"
+#include "kernels/op_table/op_table.h"
 
 namespace volt::optable {
 namespace {
