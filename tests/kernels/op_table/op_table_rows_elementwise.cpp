@@ -77,7 +77,9 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
   // ---- casts: every float dtype to every dtype, and integer / bool to float ------------------------------
   const std::vector<std::pair<const char*, D>> targets{
       {"f32", D::f32}, {"f16", D::f16}, {"bf16", D::bf16}, {"f64", D::f64}};
-  for (auto [n, d] : targets) {
+  for (const auto& target : targets) {
+    const char* n = target.first;
+    const D d = target.second;  // a plain variable: clang 14 cannot capture structured bindings
     // Between floating types casts are differentiable (the gradient is cast back). Rounding to a narrower
     // type defeats finite differences: those rows check gradients against the reference only.
     OpRow c = row(std::string("cast_to_") + n, [d](const Inputs& x, const Ctx&) { return cast(x[0], d); },
