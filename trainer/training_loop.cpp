@@ -91,7 +91,8 @@ void Trainer::optimizer_step() {
       std::vector<Tensor> params;
       for (auto& g : o.param_groups())
         for (auto& p : g.params) params.push_back(p);
-      if (opt_.gradient_clip_algorithm == "norm") nn::clip_grad_norm_(params, opt_.gradient_clip_val);
+      // No host read: the total norm and the clip coefficient stay on the device.
+      if (opt_.gradient_clip_algorithm == "norm") nn::clip_grad_norm_no_sync_(params, opt_.gradient_clip_val);
       else nn::clip_grad_value_(params, opt_.gradient_clip_val);
     }
     o.step();
