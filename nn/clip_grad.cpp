@@ -19,35 +19,32 @@ Tensor partial_norm_tensor(const Tensor& grad, double p) {
   return sum(pow(abs(a), p));
 }
 
-// sum |g|^p (or max |g| when p is infinite) of one gradient, in double.
+// sum |g|^p (or max |g| when p is infinite) of one CPU gradient, in double, summed in index order.
 double partial_norm(const Tensor& grad, double p) {
   const bool inf = std::isinf(p);
-  if (grad.device().is_cpu()) {
-    Tensor g = grad.contiguous();
-    const int64_t n = g.numel();
-    double acc = 0.0;
-    dispatch_floating(g.dtype(), "clip_grad_norm_", [&](auto tag) {
-      using T = decltype(tag);
-      const T* d = static_cast<const T*>(g.data_ptr());
-      if (inf) {
-        // NaN propagates (as torch's inf-norm does; std::max alone would drop it).
-        for (int64_t i = 0; i < n; ++i) {
-          const double x = std::abs(static_cast<double>(d[i]));
-          if (x != x || x > acc) acc = x;
-          if (acc != acc) break;
-        }
-      } else if (p == 2.0) {
-        for (int64_t i = 0; i < n; ++i) {
-          const double x = static_cast<double>(d[i]);
-          acc += x * x;
-        }
-      } else {
-        for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(d[i])), p);
+  Tensor g = grad.contiguous();
+  const int64_t n = g.numel();
+  double acc = 0.0;
+  dispatch_floating(g.dtype(), "clip_grad_norm_", [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = static_cast<const T*>(g.data_ptr());
+    if (inf) {
+      // NaN propagates (as torch's inf-norm does; std::max alone would drop it).
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = std::abs(static_cast<double>(d[i]));
+        if (x != x || x > acc) acc = x;
+        if (acc != acc) break;
       }
-    });
-    return acc;
-  }
-  return partial_norm_tensor(grad, p).item();
+    } else if (p == 2.0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(d[i]);
+        acc += x * x;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(d[i])), p);
+    }
+  });
+  return acc;
 }
 
 std::vector<Tensor> collect_grads(const std::vector<Tensor>& params, double max_norm, double norm_type) {

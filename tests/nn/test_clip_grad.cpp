@@ -4,6 +4,7 @@
 
 #include "common/gradcheck.h"
 #include "nn/nn.h"
+#include "runtime/cuda_api.h"
 
 using namespace volt;
 using volt::testing::expect_close;
@@ -149,4 +150,39 @@ TEST(ClipGrad, NoSyncEdgeCases) {
   expect_close(ps[1].grad(), {12 * coef}, 1e-12);
   VOLT_EXPECT_ERROR(nn::clip_grad_norm_no_sync_(ps, 1.0, -2.0), "norm_type");
   VOLT_EXPECT_ERROR(nn::clip_grad_norm_no_sync_(ps, -1.0), "max_norm");
+}
+
+// On a GPU: the sync-free clipping of CUDA gradients equals the CPU double path (skipped without CUDA).
+TEST(ClipGrad, NoSyncOnCudaMatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
+    for (double max_norm : {1e6, 0.5}) {
+      SCOPED_TRACE("p=" + std::to_string(p) + " max_norm=" + std::to_string(max_norm));
+      auto a = random_params(17), b = random_params(17);
+      for (auto& q : b) {
+        Tensor g = q.grad();
+        q = q.detach().cuda().set_requires_grad();
+        if (g.defined()) q.set_grad(g.cuda());
+      }
+      const double want = nn::clip_grad_norm_(a, max_norm, p);
+      Tensor got = nn::clip_grad_norm_no_sync_(b, max_norm, p);
+      EXPECT_TRUE(got.is_cuda());
+      EXPECT_NEAR(got.item(), want, 1e-12 * want);
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!a[i].grad().defined()) continue;
+        auto x = grad_values(a[i]);
+        std::vector<double> y = b[i].grad().cpu().to_vector<double>();
+        const double tol = a[i].grad().dtype() == DType::f32 ? 1e-6 : 1e-13;
+        for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(y[k], x[k], tol * std::fabs(x[k]) + 1e-30);
+      }
+      // The double-returning API on CUDA gradients: same result, one read.
+      auto c = random_params(17);
+      for (auto& q : c) {
+        Tensor g = q.grad();
+        q = q.detach().cuda().set_requires_grad();
+        if (g.defined()) q.set_grad(g.cuda());
+      }
+      EXPECT_NEAR(nn::clip_grad_norm_(c, max_norm, p), want, 1e-12 * want);
+    }
+  }
 }
