@@ -9,7 +9,10 @@
 namespace volt::dist {
 
 GradReducer::GradReducer(ProcessGroup& group, NamedParams params, Options options)
-    : group_(group), options_(options) {
+    : group_(group),
+      options_(options),
+      single_(group.world_size() == 1),
+      packed_avg_(options.packed_avg.value_or(group.avg_is_fused())) {
   VOLT_CHECK(options.bucket_cap_bytes > 0, "GradReducer: bucket_cap_bytes must be > 0");
   for (auto& [name, p] : params) {
     VOLT_CHECK(p.defined(), "GradReducer: parameter '", name, "' is undefined");
@@ -21,7 +24,8 @@ GradReducer::GradReducer(ProcessGroup& group, NamedParams params, Options option
   size_t bytes = 0;
   int64_t numel = 0;
   auto close_bucket = [&] {
-    if (buckets_.empty() || buckets_.back().in_place) return;
+    // One rank: the layout is kept (bucket_names) but no buffer is ever needed.
+    if (buckets_.empty() || buckets_.back().in_place || single_) return;
     const Tensor& first = slots_[buckets_.back().slots[0]].param;
     buckets_.back().flat = empty({numel}, first.dtype(), first.device());
   };
@@ -90,6 +94,10 @@ void GradReducer::on_grad_ready(int i) {
              "step (two backward passes before finalize()); run all but the last micro-batch under no_sync()");
   Tensor g = s.param.grad();
   VOLT_ASSERT(g.defined(), "grad-ready hook without a gradient for ", s.name);
+  if (single_) {  // the average over one rank is the gradient itself: nothing to copy, launch or scale
+    s.ready = true;
+    return;
+  }
   Bucket& b = buckets_[s.bucket];
   if (b.in_place) {
     // Reduce the gradient where it is. The engine hands leaves dense gradients that nothing else shares.
@@ -114,14 +122,22 @@ void GradReducer::on_grad_ready(int i) {
 void GradReducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_++];
-    // Summed here; finalize() divides by the world size while copying out (one pass instead of two).
-    b.work = group_.all_reduce_async(b.flat, ReduceOp::Sum);
+    // In-place buckets are averaged by the collective itself (no pass of ours over .grad afterwards). Packed
+    // buckets are copied out in finalize() anyway: where the backend's Avg is a separate division pass (MPI),
+    // they are summed and the division by the world size rides on that copy (one pass instead of two); where
+    // Avg is fused into the collective (NCCL), they are averaged and the copy out is a plain copy.
+    b.averaged = is_floating(b.flat.dtype()) && (b.in_place || packed_avg_);
+    b.work = group_.all_reduce_async(b.flat, b.averaged ? ReduceOp::Avg : ReduceOp::Sum);
     if (!in_finalize_) ++launched_in_backward_;
   }
 }
 
 void GradReducer::finalize() {
   if (!sync_ || slots_.empty()) return;
+  if (single_) {
+    finalize_single();
+    return;
+  }
   in_finalize_ = true;
   std::vector<std::string> unused;
   for (auto& s : slots_)
@@ -152,31 +168,54 @@ void GradReducer::finalize() {
   }
   if (!unused.empty() && !options_.find_unused_parameters) {
     reset_step();
-    std::ostringstream os;
-    for (size_t i = 0; i < unused.size(); ++i) os << (i ? ", " : "") << "'" << unused[i] << "'";
-    VOLT_FAIL("GradReducer::finalize: ", unused.size(), " parameter(s) received no gradient in this synced step: ",
-              os.str(), ". Every rank would wait for their buckets forever; make them take part in the loss, set "
-              "requires_grad(false), or enable Options::find_unused_parameters");
+    fail_unused(unused);
   }
   NoGradGuard ng;
   ElemParams scale;
   scale.a = 1.0 / static_cast<double>(group_.world_size());
   for (auto& s : slots_) {
-    Tensor sum = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
-    if (buckets_[s.bucket].in_place) {  // the sum already sits in .grad
-      Tensor g = s.param.grad();
-      VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, g, scale);
+    const Bucket& b = buckets_[s.bucket];
+    Tensor red = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
+    if (b.in_place) {  // the reduction already sits in .grad
+      if (!b.averaged) {
+        Tensor g = s.param.grad();
+        VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, g, scale);
+      }
       continue;
     }
     Tensor g = s.param.grad();
-    if (g.defined() && g.shape() == s.param.shape() && g.dtype() == sum.dtype() && g.device() == sum.device() &&
+    if (g.defined() && g.shape() == s.param.shape() && g.dtype() == red.dtype() && g.device() == red.device() &&
         g.is_contiguous()) {
-      VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, sum, scale);  // g = sum / world, one pass
+      if (b.averaged) g.copy_(red);
+      else VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, red, scale);  // g = sum / world, one pass
     } else {
-      s.param.set_grad(mul(sum, scale.a));
+      s.param.set_grad(b.averaged ? red.clone() : mul(red, scale.a));
     }
   }
   reset_step();
+}
+
+void GradReducer::finalize_single() {
+  // World size 1: .grad already holds the average; only the unused-parameter rule is kept, so that a model
+  // that would hang N ranks fails the same way on one.
+  std::vector<std::string> unused;
+  for (auto& s : slots_)
+    if (!s.ready) unused.push_back(s.name);
+  if (!unused.empty() && options_.find_unused_parameters) {
+    NoGradGuard ng;
+    for (auto& s : slots_)  // as with N ranks where every rank left it unused: a zero gradient
+      if (!s.ready && !s.param.grad().defined()) s.param.set_grad(zeros_like(s.param));
+  }
+  reset_step();
+  if (!unused.empty() && !options_.find_unused_parameters) fail_unused(unused);
+}
+
+void GradReducer::fail_unused(const std::vector<std::string>& unused) {
+  std::ostringstream os;
+  for (size_t i = 0; i < unused.size(); ++i) os << (i ? ", " : "") << "'" << unused[i] << "'";
+  VOLT_FAIL("GradReducer::finalize: ", unused.size(), " parameter(s) received no gradient in this synced step: ",
+            os.str(), ". Every rank would wait for their buckets forever; make them take part in the loss, set "
+            "requires_grad(false), or enable Options::find_unused_parameters");
 }
 
 void broadcast_parameters(ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {

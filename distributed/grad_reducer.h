@@ -18,7 +18,13 @@
 // A parameter that requires grad but receives none in a synced step is an error naming it (the other ranks
 // would wait for its bucket forever), unless Options::find_unused_parameters: then it contributes zeros and
 // its .grad is set to the average of the other ranks' gradients (zeros when all are unused).
+//
+// Averaging: large (in-place) buckets are all-reduced with ReduceOp::Avg, so nothing touches .grad after the
+// collective; packed buckets use Avg where the backend fuses it (NCCL) and otherwise Sum, the division by the
+// world size riding on the copy out of the bucket. At world size 1 the reducer costs nothing: no bucket
+// buffers, copies, kernels or collectives; .grad is left as backward made it (same storage, same values).
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +41,9 @@ class GradReducer {
     // A parameter whose gradient alone is at least this large gets a bucket of its own, all-reduced in place
     // in its .grad: no copy into a bucket buffer and none back out.
     size_t in_place_bytes = 256u << 10;
+    // Reduce packed buckets with ReduceOp::Avg (true) or with Sum and the division on the copy out (false);
+    // unset: Avg exactly where the backend fuses it (ProcessGroup::avg_is_fused). Results agree to rounding.
+    std::optional<bool> packed_avg;
   };
   using NamedParams = std::vector<std::pair<std::string, Tensor>>;
 
@@ -82,14 +91,19 @@ class GradReducer {
     Tensor flat;  // (numel,) dtype/device of its parameters; in-place buckets: the parameter's .grad itself
     int pending = 0;
     bool in_place = false;
+    bool averaged = false;  // reduced with ReduceOp::Avg (else Sum, divided by the world size in finalize)
     std::shared_ptr<Work> work;
   };
   void on_grad_ready(int slot);
   void launch_ready_buckets();
   void reset_step();
+  void finalize_single();
+  [[noreturn]] void fail_unused(const std::vector<std::string>& unused);
 
   ProcessGroup& group_;
   Options options_;
+  bool single_;     // world size 1: gradients are left exactly as backward made them (no buffers, no kernels)
+  bool packed_avg_;  // packed buckets use Avg (Options::packed_avg, by default ProcessGroup::avg_is_fused)
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;

@@ -117,6 +117,11 @@ class ProcessGroup {
   // Called by finalize_process_group(); MPI_Abort when broken (see above).
   virtual void shutdown() {}
 
+  // True when all_reduce with ReduceOp::Avg costs no more than Sum because the division happens inside the
+  // collective (NCCL's ncclAvg); false when the backend divides in a separate pass after the sum (MPI), so a
+  // caller that makes a pass over the result anyway (a copy out) is better off summing and scaling there.
+  virtual bool avg_is_fused() const { return false; }
+
  protected:
   virtual bool supports_device(Device d) const = 0;
   // Backends receive contiguous tensors on their device; `result` tensors are preallocated by the caller.

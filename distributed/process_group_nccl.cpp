@@ -120,6 +120,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
     else ncclCommDestroy(comm_);
   }
   std::string backend_name() const override { return "nccl"; }
+  bool avg_is_fused() const override { return true; }  // ncclAvg: no separate scaling kernel
 
   // NCCL refuses two ranks on one GPU ("invalid usage" from ncclCommInitRank); say which ranks collide and
   // what to do instead, on every rank, before NCCL is asked.

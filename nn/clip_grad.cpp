@@ -9,48 +9,109 @@ namespace volt::nn {
 
 namespace {
 
-// sum |g|^p (or max |g| when p is infinite) of one gradient, in double.
+// sum |g|^p (or max |g| when p is infinite) of one non-empty gradient as a 0-dim f64 tensor on the gradient's
+// device: device ops only, nothing is read back.
+Tensor partial_norm_tensor(const Tensor& grad, double p) {
+  Tensor a = grad.dtype() == DType::f64 ? grad : grad.to(DType::f64);
+  if (std::isinf(p)) return max(abs(a));
+  if (p == 2.0) return sum(square(a));
+  if (p == 1.0) return sum(abs(a));
+  return sum(pow(abs(a), p));
+}
+
+// sum |g|^p (or max |g| when p is infinite) of one CPU gradient, in double, summed in index order.
 double partial_norm(const Tensor& grad, double p) {
   const bool inf = std::isinf(p);
-  if (grad.device().is_cpu()) {
-    Tensor g = grad.contiguous();
-    const int64_t n = g.numel();
-    double acc = 0.0;
-    dispatch_floating(g.dtype(), "clip_grad_norm_", [&](auto tag) {
-      using T = decltype(tag);
-      const T* d = static_cast<const T*>(g.data_ptr());
-      if (inf) {
-        for (int64_t i = 0; i < n; ++i) acc = std::max(acc, std::abs(static_cast<double>(d[i])));
-      } else if (p == 2.0) {
-        for (int64_t i = 0; i < n; ++i) {
-          const double x = static_cast<double>(d[i]);
-          acc += x * x;
-        }
-      } else {
-        for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(d[i])), p);
+  Tensor g = grad.contiguous();
+  const int64_t n = g.numel();
+  double acc = 0.0;
+  dispatch_floating(g.dtype(), "clip_grad_norm_", [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = static_cast<const T*>(g.data_ptr());
+    if (inf) {
+      // NaN propagates (as torch's inf-norm does; std::max alone would drop it).
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = std::abs(static_cast<double>(d[i]));
+        if (x != x || x > acc) acc = x;
+        if (acc != acc) break;
       }
-    });
-    return acc;
-  }
-  Tensor a = abs(grad.to(DType::f64));
-  return inf ? max(a).item() : sum(pow(a, p)).item();
+    } else if (p == 2.0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(d[i]);
+        acc += x * x;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(d[i])), p);
+    }
+  });
+  return acc;
+}
+
+std::vector<Tensor> collect_grads(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  VOLT_CHECK(norm_type > 0, "clip_grad_norm_: norm_type must be positive (or INFINITY), got ", norm_type);
+  VOLT_CHECK(max_norm >= 0, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
+  std::vector<Tensor> grads;
+  for (const auto& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  return grads;
 }
 
 }  // namespace
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
-  VOLT_CHECK(norm_type > 0, "clip_grad_norm_: norm_type must be positive (or INFINITY), got ", norm_type);
-  VOLT_CHECK(max_norm >= 0, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
+Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   NoGradGuard ng;
-  std::vector<Tensor> grads;
+  std::vector<Tensor> grads = collect_grads(params, max_norm, norm_type);
+  Device dev = kCPU;
   for (const auto& p : params)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+    if (p.defined()) {
+      dev = p.device();
+      break;
+    }
+  if (grads.empty()) return zeros({}, DType::f64, dev);
+  dev = grads[0].device();
+  for (const auto& g : grads)
+    VOLT_CHECK(g.device() == dev, "clip_grad_norm_: gradients on different devices (", dev.str(), " and ",
+               g.device().str(), ")");
+  const bool inf = std::isinf(norm_type);
+  Tensor total;
+  for (const auto& g : grads) {
+    if (g.numel() == 0) continue;
+    Tensor part = partial_norm_tensor(g, norm_type);
+    total = !total.defined() ? part : inf ? maximum(total, part) : add(total, part);
+  }
+  if (!total.defined()) return zeros({}, DType::f64, dev);
+  if (!inf && norm_type != 1.0) total = norm_type == 2.0 ? sqrt(total) : pow(total, 1.0 / norm_type);
+  // coef = min(max_norm / (total + 1e-6), 1); NaN stays NaN (clamp passes it through). Scaling by exactly 1
+  // leaves every value (NaN, inf, -0 included) unchanged, so no host-side "coef < 1" test is needed.
+  Tensor coef = clamp(rdiv(add(total, 1e-6), max_norm), std::nullopt, 1.0);
+  // One cast of the coefficient per gradient dtype (f64 -> T rounds once, as mul_(g, double) does).
+  std::vector<std::pair<DType, Tensor>> coefs;
+  for (auto& g : grads) {
+    if (g.numel() == 0) continue;
+    Tensor c;
+    for (auto& [dt, t] : coefs)
+      if (dt == g.dtype()) c = t;
+    if (!c.defined()) {
+      c = g.dtype() == DType::f64 ? coef : coef.to(g.dtype());
+      coefs.emplace_back(g.dtype(), c);
+    }
+    mul_(g, c);
+  }
+  return total;
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  NoGradGuard ng;
+  std::vector<Tensor> grads = collect_grads(params, max_norm, norm_type);
   if (grads.empty()) return 0.0;
+  // Off the CPU: the device-side computation, then one read of the total.
+  if (!grads[0].device().is_cpu()) return clip_grad_norm_no_sync_(params, max_norm, norm_type).item();
   const bool inf = std::isinf(norm_type);
   double total = 0.0;
   for (const auto& g : grads) {
+    VOLT_CHECK(g.device().is_cpu(), "clip_grad_norm_: gradients on different devices (cpu and ", g.device().str(), ")");
     double part = partial_norm(g, norm_type);
-    total = inf ? std::max(total, part) : total + part;
+    total = inf ? ((part != part || part > total) ? part : total) : total + part;
   }
   if (!inf) total = std::pow(total, 1.0 / norm_type);
   const double coef = max_norm / (total + 1e-6);

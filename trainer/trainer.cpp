@@ -116,6 +116,12 @@ void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
   strategy_->process_dataloader(loader, training, seed);
 }
 
+std::optional<Batch> Trainer::fetch_batch(data::DataLoader& loader) {
+  std::optional<Batch> b = loader.next();
+  if (b) b = b->to(strategy_->root_device(), /*non_blocking=*/true);
+  return b;
+}
+
 void Trainer::setup_fit(TrainModule& module) {
   if (!module.automatic_optimization) {
     VOLT_CHECK(opt_.accumulate_grad_batches == 1, "Trainer: accumulate_grad_batches=", opt_.accumulate_grad_batches,
@@ -284,12 +290,18 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   pbar_->start("Epoch", num_train_batches_, epoch_);
   bool validated_last = false;
   bool completed = true;
+  // One batch in flight: batch idx + 1 is taken from the loader and its upload queued before step idx runs, so
+  // loading and copying overlap the step instead of following it. A batch fetched for a step that never runs
+  // (a stop, an interrupt) is dropped with the pass by train.reset() below; the resume position in checkpoints
+  // is batches_done_ (batches trained), never the loader's own count, so it does not shift a resumed run.
+  std::optional<Batch> next = start < num_train_batches_ ? fetch_batch(train) : std::nullopt;
   for (int64_t idx = start; idx < num_train_batches_; ++idx) {
-    std::optional<Batch> b = train.next();
-    if (!b) break;
-    Batch batch = b->to(strategy_->root_device());
+    if (!next) break;
+    Batch batch = std::move(*next);
+    next.reset();
     is_last_batch_ = idx + 1 == num_train_batches_;
     batch_idx_ = idx;
+    if (!is_last_batch_) next = fetch_batch(train);  // never beyond limit_train_batches
     training_batch(batch, idx);
     batches_done_ = idx + 1;
     if (pbar_->enabled()) {
@@ -447,9 +459,9 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
   pbar_->start("Predicting", n);
   loader->reset();
   for (int64_t i = 0; i < n; ++i) {
-    auto b = loader->next();
+    auto b = fetch_batch(*loader);
     if (!b) break;
-    out.push_back(module.predict_step(b->to(strategy_->root_device()), i));
+    out.push_back(module.predict_step(*b, i));
     pbar_->update(i);
   }
   loader->reset();

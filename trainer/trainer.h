@@ -161,6 +161,9 @@ class Trainer {
   bool poll_interrupt();
   void print_results_table(const std::string& stage, const MetricMap& m) const;
   void prepare_loader(data::DataLoader& loader, bool training);
+  // The loader's next batch with its upload to the root device already queued (non_blocking: a pinned batch
+  // goes over the copy stream, ordered before later compute by an event, so the host does not wait for it).
+  std::optional<Batch> fetch_batch(data::DataLoader& loader);
 
   TrainerOptions opt_;
   std::unique_ptr<Strategy> strategy_;

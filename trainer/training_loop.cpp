@@ -91,7 +91,8 @@ void Trainer::optimizer_step() {
       std::vector<Tensor> params;
       for (auto& g : o.param_groups())
         for (auto& p : g.params) params.push_back(p);
-      if (opt_.gradient_clip_algorithm == "norm") nn::clip_grad_norm_(params, opt_.gradient_clip_val);
+      // No host read: the total norm and the clip coefficient stay on the device.
+      if (opt_.gradient_clip_algorithm == "norm") nn::clip_grad_norm_no_sync_(params, opt_.gradient_clip_val);
       else nn::clip_grad_value_(params, opt_.gradient_clip_val);
     }
     o.step();
@@ -172,10 +173,13 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
   pbar_->start(sanity ? "Sanity Checking" : is_test ? "Testing" : "Validation", max_batches);
   loader.reset();
   int64_t i = 0;
+  // One batch in flight, as in train_epoch; the pass (and any batch fetched ahead) ends with loader.reset().
+  std::optional<Batch> next = max_batches > 0 ? fetch_batch(loader) : std::nullopt;
   for (; i < max_batches; ++i) {
-    std::optional<Batch> b = loader.next();
-    if (!b) break;
-    Batch batch = b->to(strategy_->root_device());
+    if (!next) break;
+    Batch batch = std::move(*next);
+    next.reset();
+    if (i + 1 < max_batches) next = fetch_batch(loader);
     results_eval_.begin_step();
     {
       LogScope s(m, &results_eval_, step_hook, batch.size());

@@ -560,3 +560,38 @@ TEST(DDPStrategyValues, AgreedValueComesFromTheLowestRankThatHasIt) {
   EXPECT_FALSE(s.agreed_value(std::nullopt).has_value());
   EXPECT_EQ(s.agreed_value(static_cast<double>(r)).value(), 0.0);
 }
+
+// One rank: a DDP backward leaves every gradient exactly as a plain backward makes it (same storage, same bits)
+// and finish_gradient_sync issues no collective.
+TEST(DDPStrategyOneRank, GradientsAreUntouched) {
+  if (dist::default_group().world_size() != 1) GTEST_SKIP() << "world size 1 only (distributed_np1)";
+  volt::DeviceSelection sel;
+  sel.accelerator = "cpu";
+  sel.device_ids = {0};
+  sel.num_processes = 1;
+  volt::DDPStrategy s(sel);
+  MlpModule m, ref;
+  s.setup(m);
+  auto ds = regression_data(6);
+  Batch b = ds->get_batch({0, 1, 2, 3, 4, 5});
+  for (int step = 0; step < 2; ++step) {
+    const uint64_t seq = dist::default_group().sequence_number();
+    s.backward(m.loss_of(b), /*sync_grad=*/true);
+    std::vector<const void*> ptrs;
+    std::vector<std::vector<double>> vals;
+    for (auto& [name, p] : m.named_parameters()) {
+      ptrs.push_back(p.grad().data_ptr());
+      vals.push_back(p.grad().to_vector<double>());
+    }
+    s.finish_gradient_sync();
+    EXPECT_EQ(dist::default_group().sequence_number(), seq);
+    ref.loss_of(b).backward();
+    auto mp = m.named_parameters(), rp = ref.named_parameters();
+    for (size_t i = 0; i < mp.size(); ++i) {
+      EXPECT_EQ(mp[i].second.grad().data_ptr(), ptrs[i]) << mp[i].first;
+      EXPECT_EQ(mp[i].second.grad().to_vector<double>(), vals[i]) << mp[i].first;
+      EXPECT_EQ(mp[i].second.grad().to_vector<double>(), rp[i].second.grad().to_vector<double>()) << mp[i].first;
+    }
+  }
+  s.teardown(m);
+}

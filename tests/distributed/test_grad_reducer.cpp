@@ -52,7 +52,8 @@ TEST(GradReducer, ShardsAverageToFullBatchGradient) {
   Data d;
   auto [xs, ys] = d.shard(0);
   loss_of(xs, ys, w, b).backward();
-  EXPECT_EQ(reducer.buckets_launched_during_backward(), 2);  // overlapped with backward, not in finalize
+  // Overlapped with backward, not in finalize (one rank launches nothing at all).
+  EXPECT_EQ(reducer.buckets_launched_during_backward(), pg().world_size() > 1 ? 2 : 0);
   reducer.finalize();
   auto [xf, yf] = d.full(0);
   loss_of(xf, yf, w_ref, b_ref).backward();
@@ -107,7 +108,7 @@ TEST(GradReducer, NoSyncAccumulatesThenReducesOnce) {
   auto [x1, y1] = d.shard(1);
   loss_of(x1, y1, w, b).backward();
   reducer.finalize();
-  EXPECT_EQ(pg().sequence_number(), seq + 1);
+  EXPECT_EQ(pg().sequence_number(), seq + (pg().world_size() > 1 ? 1 : 0));  // one rank: no collective
   auto [xf0, yf0] = d.full(0);
   auto [xf1, yf1] = d.full(1);
   (loss_of(xf0, yf0, w_ref, b_ref) + loss_of(xf1, yf1, w_ref, b_ref)).backward();
@@ -145,4 +146,84 @@ TEST(GradReducer, BroadcastParametersFromRankZero) {
   for (float v : w.to_vector<float>()) EXPECT_FLOAT_EQ(v, 1.0f);
   EXPECT_EQ(steps.to_vector<int64_t>()[0], 0);
   EXPECT_TRUE(w.requires_grad());
+}
+
+// Packed buckets reduced either way (Avg in the collective, as with NCCL; or Sum and the division on the copy out,
+// the MPI default) give the full-batch gradient, including an unused parameter's gradient created by finalize.
+TEST(GradReducer, PackedBucketsAverageOrSum) {
+  for (bool avg : {true, false}) {
+    SCOPED_TRACE(avg ? "packed_avg" : "packed_sum");
+    Tensor w = param({4, 3}, 51), b = param({3}, 52), unused = param({2}, 53);
+    Tensor w_ref = param({4, 3}, 51), b_ref = param({3}, 52);
+    dist::GradReducer reducer(pg(), {{"w", w}, {"unused", unused}, {"b", b}},
+                              {.find_unused_parameters = true, .packed_avg = avg});
+    ASSERT_EQ(reducer.bucket_names().size(), 1u);
+    Data d;
+    auto [xs, ys] = d.shard(0);
+    auto [xf, yf] = d.full(0);
+    loss_of(xf, yf, w_ref, b_ref).backward();
+    for (int step = 0; step < 2; ++step) {  // step 2 writes into the existing .grad tensors
+      loss_of(xs, ys, w, b).backward();
+      reducer.finalize();
+      expect_close(w.grad(), w_ref.grad(), "w.grad");
+      expect_close(b.grad(), b_ref.grad(), "b.grad");
+      expect_close(unused.grad(), zeros({2}), "unused.grad");
+      w.set_grad(Tensor());
+      b.set_grad(Tensor());
+    }
+  }
+}
+
+// World size 1 (a single-process group on every rank, and the default group when the job has one rank): the
+// reducer leaves every gradient exactly as backward made it (same storage, same bits) and issues nothing.
+TEST(GradReducer, OneRankLeavesGradientsUntouched) {
+  std::unique_ptr<dist::ProcessGroup> single = dist::make_single_group();
+  std::vector<dist::ProcessGroup*> groups = {single.get()};
+  if (pg().world_size() == 1) groups.push_back(&pg());
+  for (dist::ProcessGroup* g : groups) {
+    SCOPED_TRACE(g->backend_name());
+    // w over the in-place threshold (its own bucket), b and c packed together.
+    Tensor w = param({4, 3}, 41), b = param({3}, 42), c = param({2}, 43);
+    Tensor w_ref = param({4, 3}, 41), b_ref = param({3}, 42);
+    dist::GradReducer reducer(*g, {{"w", w}, {"b", b}, {"c", c}}, {.find_unused_parameters = true, .in_place_bytes = 40});
+    ASSERT_EQ(reducer.bucket_names(), (std::vector<std::vector<std::string>>{{"c", "b"}, {"w"}}));
+    Data d;
+    auto [xf, yf] = d.full(0);
+    for (int step = 0; step < 2; ++step) {
+      w.set_grad(Tensor());
+      b.set_grad(Tensor());
+      c.set_grad(Tensor());
+      const uint64_t seq = g->sequence_number();
+      (loss_of(xf, yf, w, b) + (c * c).sum()).backward();
+      const void* wp = w.grad().data_ptr();
+      const void* bp = b.grad().data_ptr();
+      const void* cp = c.grad().data_ptr();
+      std::vector<double> wv = w.grad().to_vector<double>(), bv = b.grad().to_vector<double>(),
+                          cv = c.grad().to_vector<double>();
+      reducer.finalize();
+      EXPECT_EQ(g->sequence_number(), seq) << "a collective was issued";
+      EXPECT_EQ(reducer.buckets_launched_during_backward(), 0);
+      EXPECT_EQ(w.grad().data_ptr(), wp);
+      EXPECT_EQ(b.grad().data_ptr(), bp);
+      EXPECT_EQ(c.grad().data_ptr(), cp);
+      EXPECT_EQ(w.grad().to_vector<double>(), wv);
+      EXPECT_EQ(b.grad().to_vector<double>(), bv);
+      EXPECT_EQ(c.grad().to_vector<double>(), cv);
+      // And the values are the plain single-process gradients, bit for bit.
+      w_ref.set_grad(Tensor());
+      b_ref.set_grad(Tensor());
+      loss_of(xf, yf, w_ref, b_ref).backward();
+      EXPECT_EQ(w.grad().to_vector<double>(), w_ref.grad().to_vector<double>());
+      EXPECT_EQ(b.grad().to_vector<double>(), b_ref.grad().to_vector<double>());
+    }
+    // The unused-parameter rule still holds on one rank: a zero gradient with find_unused_parameters ...
+    c.set_grad(Tensor());
+    loss_of(xf, yf, w, b).backward();
+    reducer.finalize();
+    expect_close(c.grad(), zeros({2}), "unused c.grad");
+    // ... and an error naming it without.
+    dist::GradReducer strict(*g, {{"w2", w_ref}, {"head.unused", param({2}, 44)}});
+    loss_of(xf, yf, w_ref, b_ref).backward();
+    VOLT_EXPECT_ERROR(strict.finalize(), "no gradient", "'head.unused'");
+  }
 }
