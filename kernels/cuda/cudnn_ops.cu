@@ -1,11 +1,15 @@
-// cuDNN convolution (forward, backward data, backward filter, bias), pooling and batch norm. Descriptors are
-// built per call (cheap) and freed by RAII wrappers; workspaces come from Volt's caching allocator so they
-// are reused between steps. Half types compute in f32 (cuDNN's rule for HALF/BFLOAT16 data).
+// cuDNN convolution (forward, backward data, backward filter), pooling and batch norm. A convolution's plan
+// (descriptors, the algorithm cuDNN's heuristics pick and its workspace size) is made once per configuration
+// and kept in a PlanCache: the heuristics cost milliseconds of host time per call, which dominated a small
+// CNN's step. Pooling and batch-norm descriptors are built per call (cheap) and freed by RAII wrappers;
+// workspaces come from Volt's caching allocator so they are reused between steps. Half types compute in f32
+// (cuDNN's rule for HALF/BFLOAT16 data).
 #include <cudnn.h>
 
 #include <mutex>
 #include <vector>
 
+#include "kernels/common/plan_cache.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/cuda/cublas_check.h"
 #include "kernels/ops.h"
@@ -133,25 +137,92 @@ PerfT pick_algo(GetFn get) {
 
 // ---- convolution --------------------------------------------------------------------------------------------
 
+namespace {
+
+enum class ConvKind : int64_t { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
+
+// Everything a plan depends on: the pass, device, dtype, math mode (TF32), shapes and parameters.
+using ConvKey = PlanKey<18>;
+
+ConvKey conv_key(ConvKind kind, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  return ConvKey{{static_cast<int64_t>(kind), x.device().index, static_cast<int64_t>(x.dtype()),
+                  allow_tf32() ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2),
+                  w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w}};
+}
+
+struct ConvPlan {
+  TensorDesc x, y;  // y: the output (forward) or the output's gradient (backward)
+  FilterDesc w;
+  ConvDesc conv;
+  TensorDesc bias;  // (1, OC, 1, 1)
+  int algo = 0;     // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the plan's kind
+  size_t workspace = 0;
+  ConvPlan(const Tensor& xt, const Tensor& yt, const Tensor& wt, const Conv2dParams& p)
+      : x(xt), y(yt), w(wt), conv(p, xt.dtype()), bias(xt.dtype(), 1, wt.size(0), 1, 1) {}
+};
+
+using ConvPlanCache = PlanCache<ConvKey, ConvPlan, PlanKeyHash<18>>;
+
+ConvPlanCache& conv_plans() {
+  static ConvPlanCache cache(512);
+  return cache;
+}
+
+std::shared_ptr<const ConvPlan> conv_plan(ConvKind kind, cudnnHandle_t h, const Tensor& x, const Tensor& y,
+                                          const Tensor& w, const Conv2dParams& p) {
+  return conv_plans().get_or_create(conv_key(kind, x, w, p), [&] {
+    auto plan = std::make_shared<ConvPlan>(x, y, w, p);
+    switch (kind) {
+      case ConvKind::Forward: {
+        auto perf = pick_algo<cudnnConvolutionFwdAlgoPerf_t>([&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* pf) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(h, plan->x.d, plan->w.d, plan->conv.d, plan->y.d, n, r, pf);
+        });
+        plan->algo = static_cast<int>(perf.algo);
+        VOLT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, plan->x.d, plan->w.d, plan->conv.d, plan->y.d,
+                                                                 perf.algo, &plan->workspace));
+        break;
+      }
+      case ConvKind::BackwardData: {
+        auto perf = pick_algo<cudnnConvolutionBwdDataAlgoPerf_t>(
+            [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* pf) {
+              return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan->w.d, plan->y.d, plan->conv.d, plan->x.d, n,
+                                                                 r, pf);
+            });
+        plan->algo = static_cast<int>(perf.algo);
+        VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan->w.d, plan->y.d, plan->conv.d,
+                                                                      plan->x.d, perf.algo, &plan->workspace));
+        break;
+      }
+      case ConvKind::BackwardFilter: {
+        auto perf = pick_algo<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* pf) {
+              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, plan->x.d, plan->y.d, plan->conv.d, plan->w.d,
+                                                                   n, r, pf);
+            });
+        plan->algo = static_cast<int>(perf.algo);
+        VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, plan->x.d, plan->y.d, plan->conv.d,
+                                                                        plan->w.d, perf.algo, &plan->workspace));
+        break;
+      }
+    }
+    return std::shared_ptr<const ConvPlan>(std::move(plan));
+  });
+}
+
+}  // namespace
+
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
   DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
-  TensorDesc xd(x), yd(out);
-  FilterDesc wd(weight);
-  ConvDesc cd(p, x.dtype());
+  auto plan = conv_plan(ConvKind::Forward, h, x, out, weight, p);
   Scalars s(x.dtype());
-  auto perf = pick_algo<cudnnConvolutionFwdAlgoPerf_t>([&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* pf) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(h, xd.d, wd.d, cd.d, yd.d, n, r, pf);
-  });
-  size_t ws_bytes = 0;
-  VOLT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, xd.d, wd.d, cd.d, yd.d, perf.algo, &ws_bytes));
-  Tensor ws = workspace(x.device(), ws_bytes);
-  VOLT_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), xd.d, x.data_ptr(), wd.d, weight.data_ptr(), cd.d, perf.algo,
-                                           ws.data_ptr(), ws_bytes, s.zero(), yd.d, out.data_ptr()));
+  Tensor ws = workspace(x.device(), plan->workspace);
+  VOLT_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), plan->x.d, x.data_ptr(), plan->w.d, weight.data_ptr(),
+                                           plan->conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo),
+                                           ws.data_ptr(), plan->workspace, s.zero(), plan->y.d, out.data_ptr()));
   if (bias.defined()) {
-    TensorDesc bd(bias.dtype(), 1, bias.size(0), 1, 1);
-    VOLT_CUDNN_CHECK(cudnnAddTensor(h, s.one(), bd.d, bias.data_ptr(), s.one(), yd.d, out.data_ptr()));
+    VOLT_CUDNN_CHECK(cudnnAddTensor(h, s.one(), plan->bias.d, bias.data_ptr(), s.one(), plan->y.d, out.data_ptr()));
   }
 }
 
@@ -159,32 +230,22 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
                      const Tensor& weight, const Conv2dParams& p) {
   DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
-  TensorDesc xd(x), dyd(grad_out);
-  FilterDesc wd(weight);
-  ConvDesc cd(p, x.dtype());
   Scalars s(x.dtype());
   if (grad_x.defined()) {
-    auto perf = pick_algo<cudnnConvolutionBwdDataAlgoPerf_t>(
-        [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* pf) {
-          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd.d, dyd.d, cd.d, xd.d, n, r, pf);
-        });
-    size_t ws_bytes = 0;
-    VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd.d, dyd.d, cd.d, xd.d, perf.algo, &ws_bytes));
-    Tensor ws = workspace(x.device(), ws_bytes);
-    VOLT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), wd.d, weight.data_ptr(), dyd.d, grad_out.data_ptr(),
-                                                  cd.d, perf.algo, ws.data_ptr(), ws_bytes, s.zero(), xd.d,
-                                                  grad_x.data_ptr()));
+    auto plan = conv_plan(ConvKind::BackwardData, h, x, grad_out, weight, p);
+    Tensor ws = workspace(x.device(), plan->workspace);
+    VOLT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), plan->w.d, weight.data_ptr(), plan->y.d,
+                                                  grad_out.data_ptr(), plan->conv.d,
+                                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo), ws.data_ptr(),
+                                                  plan->workspace, s.zero(), plan->x.d, grad_x.data_ptr()));
   }
   if (grad_weight.defined()) {
-    auto perf = pick_algo<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* pf) {
-          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd.d, dyd.d, cd.d, wd.d, n, r, pf);
-        });
-    size_t ws_bytes = 0;
-    VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd.d, dyd.d, cd.d, wd.d, perf.algo, &ws_bytes));
-    Tensor ws = workspace(x.device(), ws_bytes);
-    VOLT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), xd.d, x.data_ptr(), dyd.d, grad_out.data_ptr(), cd.d,
-                                                    perf.algo, ws.data_ptr(), ws_bytes, s.zero(), wd.d,
+    auto plan = conv_plan(ConvKind::BackwardFilter, h, x, grad_out, weight, p);
+    Tensor ws = workspace(x.device(), plan->workspace);
+    VOLT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), plan->x.d, x.data_ptr(), plan->y.d, grad_out.data_ptr(),
+                                                    plan->conv.d,
+                                                    static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo),
+                                                    ws.data_ptr(), plan->workspace, s.zero(), plan->w.d,
                                                     grad_weight.data_ptr()));
   }
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "data/data.h"
+#include "common/ddp_test_util.h"
 #include "distributed/process_group.h"
 #include "kernels/ops.h"
 #include "nn/nn.h"
@@ -53,14 +54,8 @@ TEST(DdpInterrupt, OneRanksSigintStopsEveryRankAtTheSameStep) {
   SignalledRegressor m;
   m.signal_rank = pg.world_size() - 1;
   auto ckpt = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = dir});
-  TrainerOptions o;
-  o.accelerator = "cpu";
-  o.devices = "1";
-  o.strategy = "ddp";
-  o.enable_progress_bar = false;
-  o.enable_model_summary = false;
-  o.logger = false;
-  o.num_sanity_val_steps = 0;
+  TrainerOptions o = test::ddp_options();
+  o.enable_checkpointing = true;
   o.max_epochs = 3;
   o.default_root_dir = dir;
   o.callbacks = {ckpt};

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "data/data.h"
+#include "common/ddp_test_util.h"
 #include "distributed/process_group.h"
 #include "kernels/ops.h"
 #include "nn/nn.h"
@@ -48,15 +49,7 @@ TEST(DdpNonFinite, OneRanksNaNSkipsTheStepEverywhere) {
   auto& pg = dist::default_group();
   Regressor m;
   m.bad_rank = pg.world_size() - 1;
-  TrainerOptions o;
-  o.accelerator = "cpu";
-  o.devices = "1";
-  o.strategy = "ddp";
-  o.enable_progress_bar = false;
-  o.enable_model_summary = false;
-  o.enable_checkpointing = false;
-  o.logger = false;
-  o.num_sanity_val_steps = 0;
+  TrainerOptions o = test::ddp_options();
   o.max_epochs = 1;
   o.on_nonfinite_loss = NonFiniteLoss::skip;
   Trainer t(o);

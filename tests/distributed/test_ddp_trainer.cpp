@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "nn/metrics.h"
 #include "nn/nn.h"
+#include "common/ddp_test_util.h"
 #include "trainer/ddp_strategy.h"
 #include "trainer/early_stopping.h"
 #include "trainer/model_checkpoint.h"
@@ -33,19 +34,7 @@ dist::ProcessGroup& pg() { return dist::default_group(); }
 int rank() { return pg().rank(); }
 int world() { return pg().world_size(); }
 
-// DDP on CPU; the world size comes from the launcher (devices > 1 would re-exec under mpirun).
-TrainerOptions ddp_options() {
-  TrainerOptions o;
-  o.accelerator = "cpu";
-  o.devices = "1";
-  o.strategy = "ddp";
-  o.enable_progress_bar = false;
-  o.enable_model_summary = false;
-  o.enable_checkpointing = false;
-  o.logger = false;
-  o.num_sanity_val_steps = 0;
-  return o;
-}
+using test::ddp_options;
 
 // ---- parity ------------------------------------------------------------------------------------------------
 
