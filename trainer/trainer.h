@@ -157,8 +157,9 @@ class Trainer {
   void resume_from(const std::string& ckpt_path, bool fitting);
   // "" / a path unchanged; "last" and "best" resolved (agreed across ranks), or a clear error. (collective)
   std::string resolve_ckpt_path(const std::string& ckpt_path);
-  // True once every rank agrees that a stop signal arrived; sets interrupt_signal_. (collective)
-  bool poll_interrupt();
+  // True once every rank agrees that a stop signal arrived; sets interrupt_signal_. (collective) Mid-epoch
+  // callers pass every_step=false: with several ranks the question is then asked only every few steps.
+  bool poll_interrupt(bool every_step = false);
   void print_results_table(const std::string& stage, const MetricMap& m) const;
   void prepare_loader(data::DataLoader& loader, bool training);
   // The loader's next batch with its upload to the root device already queued (non_blocking: a pinned batch
