@@ -1,19 +1,17 @@
 #include "distributed/process_group.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <thread>
 
 #include "distributed/work_util.h"
 #include "kernels/ops.h"
 #include "runtime/cuda_api.h"
+#include "runtime/process.h"
 
 namespace volt::dist {
 
@@ -144,17 +142,6 @@ std::string this_host() {
   return buf;
 }
 
-// True when `pid` no longer runs: no such process, or a zombie waiting to be reaped by its launcher.
-bool process_gone(int64_t pid) {
-  if (pid <= 0) return false;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  size_t close = line.rfind(')');  // the command name may hold spaces; the state follows its ')'
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-}
-
 }  // namespace
 
 std::vector<int64_t> ProcessGroup::identity_record() {
@@ -188,7 +175,7 @@ std::string ProcessGroup::peer_liveness_report() const {
     if (r == rank_) continue;
     if (peers_[r].host != me) {
       unchecked.push_back(r);
-    } else if (process_gone(peers_[r].pid)) {
+    } else if (!process_running(peers_[r].pid)) {
       gone.push_back("rank " + std::to_string(r) + " (pid " + std::to_string(peers_[r].pid) + " on " + me + ")");
     }
   }
@@ -354,10 +341,13 @@ Tensor ProcessGroup::all_gather(const Tensor& t) {
   // Debug mode already compared the shapes in begin(); otherwise a cheap host-side exchange does, so that
   // mismatched counts never reach MPI/NCCL (which would corrupt memory or hang).
   if (!debug_) exchange_shapes("all_gather", t, /*trailing_only=*/false, info);
-  Tensor in = t.contiguous();
-  Shape s = t.shape();
+  return gather_stacked(t.contiguous(), info);
+}
+
+Tensor ProcessGroup::gather_stacked(const Tensor& in, const CollectiveInfo& info) {
+  Shape s = in.shape();
   s.insert(s.begin(), world_size_);
-  Tensor out = empty(s, t.dtype(), t.device());
+  Tensor out = empty(s, in.dtype(), in.device());
   all_gather_impl(in, out, info)->wait();
   return out;
 }
@@ -382,11 +372,8 @@ std::vector<Tensor> ProcessGroup::all_gather_uneven(const Tensor& t) {
     NoGradGuard g;
     if (t.size(0)) padded.narrow(0, 0, t.size(0)).copy_(t);
   }
-  CollectiveInfo data_info = begin("all_gather", &padded);
-  Shape s = padded.shape();
-  s.insert(s.begin(), world_size_);
-  Tensor all = empty(s, t.dtype(), t.device());
-  all_gather_impl(padded, all, data_info)->wait();
+  // The shapes were checked by the exchange above, so the data collective needs no second check.
+  Tensor all = gather_stacked(padded, begin("all_gather", &padded));
   for (int r = 0; r < world_size_; ++r) parts.push_back(all.select(0, r).narrow(0, 0, sizes[r]));
   return parts;
 }

@@ -148,6 +148,8 @@ class ProcessGroup {
   // Host-side exchange of every rank's dtype and shape; throws on every rank, naming each rank's shape, when
   // they differ (trailing_only: only dims after the first must match). Returns every rank's first dim.
   std::vector<int64_t> exchange_shapes(const char* op, const Tensor& t, bool trailing_only, const CollectiveInfo& info);
+  // The data collective of all_gather: contiguous `in` (s...) from every rank -> (world, s...).
+  Tensor gather_stacked(const Tensor& in, const CollectiveInfo& info);
   void check_usable(const char* op, const Tensor& t) const;
 
   int rank_, world_size_, local_rank_, local_world_size_;

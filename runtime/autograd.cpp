@@ -41,19 +41,16 @@ struct BackwardDepth {
   ~BackwardDepth() { --t_backward_depth; }
 };
 
+struct Checking {
+  Checking() { t_checking = true; }
+  ~Checking() { t_checking = false; }
+};
+
 bool finite_or_undefined(const Tensor& t) {
   auto* fn = autograd::engine_ops().all_finite;
   if (!t.defined() || fn == nullptr || t_checking) return true;
-  t_checking = true;
-  bool ok = false;
-  try {
-    ok = fn(t);
-  } catch (...) {
-    t_checking = false;
-    throw;
-  }
-  t_checking = false;
-  return ok;
+  Checking checking;
+  return fn(t);
 }
 
 // Sums the gradient contributions for a leaf, stores them in .grad and fires the grad-ready hooks.

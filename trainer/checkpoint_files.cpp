@@ -1,6 +1,5 @@
 #include "trainer/checkpoint_files.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/process.h"
 
 namespace volt {
 
@@ -23,11 +23,6 @@ bool all_digits(const std::string& s) {
   for (char c : s)
     if (c < '0' || c > '9') return false;
   return true;
-}
-
-bool process_alive(long pid) {
-  if (pid <= 0) return true;  // not a pid we can reason about: keep the file
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
 }
 
 // True when `path` is a safetensors file whose header metadata says a Trainer wrote it.
@@ -92,7 +87,7 @@ std::vector<std::string> cleanup_stale_checkpoint_files(const std::string& dir, 
     long pid = 0;
     bool stale = false;
     if (is_atomic_write_temp_name(name, pid)) {
-      stale = !process_alive(pid);
+      stale = !process_running(pid);  // a killed writer (a zombie counts as gone)
     } else if (p.extension() == ".safetensors") {
       fs::path partner = p;
       partner.replace_extension(".json");

@@ -10,21 +10,25 @@ namespace volt {
 
 namespace {
 
-std::vector<std::string> search_dirs(const std::vector<std::shared_ptr<Callback>>& callbacks,
-                                     const std::string& root) {
+// The dirpaths the ModelCheckpoint callbacks were given explicitly.
+std::vector<std::string> configured_dirs(const std::vector<std::shared_ptr<Callback>>& callbacks) {
   std::vector<std::string> dirs;
   for (auto& c : callbacks)
     if (auto* mc = dynamic_cast<ModelCheckpoint*>(c.get()); mc && !mc->options().dirpath.empty())
       dirs.push_back(mc->options().dirpath);
+  return dirs;
+}
+
+std::vector<std::string> search_dirs(const std::vector<std::shared_ptr<Callback>>& callbacks,
+                                     const std::string& root) {
+  std::vector<std::string> dirs = configured_dirs(callbacks);
   for (auto& d : default_checkpoint_dirs(root)) dirs.push_back(d);
   return dirs;
 }
 
 std::string where(const std::vector<std::shared_ptr<Callback>>& callbacks, const std::string& root) {
   std::ostringstream os;
-  for (auto& c : callbacks)
-    if (auto* mc = dynamic_cast<ModelCheckpoint*>(c.get()); mc && !mc->options().dirpath.empty())
-      os << mc->options().dirpath << ", ";
+  for (auto& d : configured_dirs(callbacks)) os << d << ", ";
   os << root << "/lightning_logs/version_*/checkpoints";
   return os.str();
 }

@@ -22,6 +22,7 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     loss = m.training_step(batch, batch_idx);
   }
   bool stepped = false;
+  bool skipped = false;  // on_nonfinite_loss dropped this batch: no backward, step or module batch-end hook
   if (!m.automatic_optimization) {
     // The module stepped its optimizers itself (ManualOptimizer::step counts the global steps).
     if (loss.defined()) loss = loss.detach();
@@ -32,29 +33,26 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
                "(was it computed under NoGradGuard or from detached tensors?)");
     int64_t n = opt_.accumulate_grad_batches;
     bool step_now = (batch_idx + 1) % n == 0 || is_last_batch_;
-    if (skip_nonfinite_loss(loss)) {
-      loss = loss.detach();
-      results_train_.end_step(*strategy_);
-      for (auto& c : callbacks_) c->on_train_batch_end(*this, m, loss, batch, batch_idx);
-      return;
-    }
-    Tensor scaled = n > 1 ? loss / static_cast<double>(n) : loss;
-    {
-      LogScope s(m, &results_train_, "on_before_backward", bs);
-      m.on_before_backward(scaled);
-    }
-    strategy_->backward(scaled, step_now);
-    {
-      LogScope s(m, &results_train_, "on_after_backward", bs);
-      m.on_after_backward();
-    }
-    if (step_now) {
-      optimizer_step();
-      stepped = true;
+    skipped = skip_nonfinite_loss(loss);
+    if (!skipped) {
+      Tensor scaled = n > 1 ? loss / static_cast<double>(n) : loss;
+      {
+        LogScope s(m, &results_train_, "on_before_backward", bs);
+        m.on_before_backward(scaled);
+      }
+      strategy_->backward(scaled, step_now);
+      {
+        LogScope s(m, &results_train_, "on_after_backward", bs);
+        m.on_after_backward();
+      }
+      if (step_now) {
+        optimizer_step();
+        stepped = true;
+      }
     }
     loss = loss.detach();
   }
-  {
+  if (!skipped) {
     LogScope s(m, &results_train_, "on_train_batch_end", bs);
     m.on_train_batch_end(loss, batch, batch_idx);
   }
