@@ -1,13 +1,19 @@
-// bench_train: trains the MNIST MLP recipe (784-128-10, Adam) through the real Trainer and DataLoader and prints
-// one JSON object per configuration:
-//   {"bench":"train","model":"mlp","batch_size":16,"threads":1,"steps":3000,"world_size":1,
-//    "train_samples_per_s":..., "eval_samples_per_s":..., "peak_rss_mb":..., "peak_tensor_mb":...}
-// Flags: --batch-size (repeatable: several configurations), --steps, --threads, --data, --strategy, --precision.
+// bench_train: trains a model through the real Trainer and DataLoader and prints one JSON object per
+// (precision, batch size) configuration:
+//   {"bench":"train","model":"mlp","batch_size":16,"threads":1,"steps":3000,"world_size":1,"precision":"32-true",
+//    "train_samples_per_s":..., "eval_samples_per_s":..., "peak_rss_mb":..., "peak_tensor_mb":...,
+//    "speedup_vs_32_true":...}
+// Models: --model mlp (the MNIST recipe, 784-128-10, Adam) or --model wide (784-W-W-10 with --width W, default
+// 4096: big enough for the GEMMs to dominate; use --batch-size 1024 as the mixed-precision figure of merit).
+// Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
+// --steps, --threads, --data, --strategy, --accelerator, --devices. "speedup_vs_32_true" is the train
+// throughput relative to the 32-true run of the same batch size in this invocation (when one ran).
 // Under `mpirun -np N ... --strategy ddp`, rank 0 prints the global figure (samples of all ranks per second).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "data/data_module.h"
 #include "examples/example_common.h"
@@ -17,56 +23,97 @@
 
 using namespace volt;
 
+namespace {
+
+// 784 -> W -> W -> 10 with ReLU, cross-entropy, Adam: three GEMMs per pass, two of them W wide.
+struct WideMlp : TrainModule {
+  nn::Linear l1, l2, l3;
+  double lr;
+  WideMlp(int64_t width, double lr_) : l1(28 * 28, width), l2(width, width), l3(width, 10), lr(lr_) {
+    register_module("l1", l1);
+    register_module("l2", l2);
+    register_module("l3", l3);
+  }
+  std::string type_name() const override { return "WideMlp"; }
+  Tensor forward(const Tensor& x) { return l3(l2(l1(x.flatten(1)).relu()).relu()); }
+  Tensor training_step(const Batch& b, int64_t) override { return cross_entropy(forward(b.input), b.target); }
+  void validation_step(const Batch& b, int64_t) override { log("val_loss", cross_entropy(forward(b.input), b.target)); }
+  Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
+};
+
+std::unique_ptr<TrainModule> make_model(const std::string& model, int64_t width) {
+  if (model == "wide") return std::make_unique<WideMlp>(width, 1e-4);
+  return std::make_unique<examples::MnistMlp>(1e-4);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::vector<int64_t> batch_sizes{16, 256};
-  int64_t steps = 2000;
+  std::vector<std::string> precisions{"32-true"};
+  int64_t steps = 2000, width = 4096;
   int threads = 1;
-  std::string data = "/usr/share/datasets/fashion-mnist", strategy = "auto", precision = "32-true",
-              devices = "auto", accelerator = "cpu";
-  CLI::App app{"Volt training throughput benchmark (MNIST MLP recipe)"};
-  app.add_option("--batch-size", batch_sizes, "batch sizes to run (one JSON line each)");
+  std::string data = "/usr/share/datasets/fashion-mnist", strategy = "auto", devices = "auto", accelerator = "cpu",
+              model_name = "mlp";
+  CLI::App app{"Volt training throughput benchmark"};
+  app.add_option("--model", model_name, "mlp (784-128-10) | wide (784-W-W-10)")->check(CLI::IsMember({"mlp", "wide"}));
+  app.add_option("--width", width, "hidden width of --model wide")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batch_sizes, "batch sizes to run (one JSON line each)")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "optimizer steps per configuration")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "CPU threads per process")->check(CLI::PositiveNumber);
   app.add_option("--data", data, "MNIST-format IDX directory");
   app.add_option("--strategy", strategy, "auto | ddp (launch under mpirun)");
-  app.add_option("--precision", precision, "32-true | 16-mixed | bf16-mixed");
+  app.add_option("--precision", precisions,
+                 "precisions to run: 32-true 16-mixed bf16-mixed 16-true bf16-true 64-true, or all");
   app.add_option("--accelerator", accelerator, "cpu | gpu | auto");
   app.add_option("--devices", devices, "devices per node");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (precisions.size() == 1 && precisions[0] == "all")
+      precisions = {"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"};
+    for (std::string& p : precisions) p = precision_name(parse_precision(p));  // errors before any training
     set_num_threads(threads);
-    for (int64_t bs : batch_sizes) {
-      seed_everything(1);
-      examples::MnistMlp model(1e-4);
-      data::MnistDataModule dm(data, bs, 0, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
-      auto tp = std::make_shared<ThroughputMonitor>();
-      Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy, .precision = precision,
-                       .max_steps = steps, .limit_val_batches = 0, .num_sanity_val_steps = 0,
-                       .enable_progress_bar = false, .enable_model_summary = false,
-                       .enable_checkpointing = false, .logger = false, .callbacks = {tp}});
-      reset_peak_memory_stats(model.device());
-      trainer.fit(model, dm);
-      // Evaluation throughput: a full pass over the validation split (5,000 images) by a second Trainer.
-      Trainer evaluator({.accelerator = accelerator, .devices = devices, .strategy = strategy,
-                         .precision = precision, .enable_progress_bar = false, .enable_model_summary = false,
-                         .enable_checkpointing = false, .logger = false});
-      auto val = dm.val_dataloader();
-      auto t0 = std::chrono::steady_clock::now();
-      evaluator.validate(model, val);
-      double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const int world = trainer.strategy().world_size();
-      // Every rank trains the same number of samples in lockstep: the global rate is world x the local one.
-      double train_sps = tp->samples_per_second() * world;
-      double eval_sps = static_cast<double>(val->dataset()->size()) / eval_s;
-      if (trainer.strategy().is_global_zero()) {
-        std::printf(
-            "{\"bench\":\"train\",\"model\":\"mlp\",\"batch_size\":%lld,\"threads\":%d,\"steps\":%lld,"
-            "\"world_size\":%d,\"strategy\":\"%s\",\"precision\":\"%s\",\"train_samples_per_s\":%.1f,"
-            "\"eval_samples_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.2f}\n",
-            static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
-            precision.c_str(), train_sps, eval_sps, examples::peak_rss_bytes() / 1e6,
-            memory_stats(model.device()).peak_allocated / 1e6);
-        std::fflush(stdout);
+    std::map<int64_t, double> fp32_sps;  // batch size -> 32-true train samples/s
+    for (const std::string& precision : precisions) {
+      for (int64_t bs : batch_sizes) {
+        seed_everything(1);
+        std::unique_ptr<TrainModule> model = make_model(model_name, width);
+        data::MnistDataModule dm(data, bs, 0, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
+        auto tp = std::make_shared<ThroughputMonitor>();
+        Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
+                         .precision = precision, .max_steps = steps, .limit_val_batches = 0,
+                         .num_sanity_val_steps = 0, .enable_progress_bar = false, .enable_model_summary = false,
+                         .enable_checkpointing = false, .logger = false, .callbacks = {tp}});
+        reset_peak_memory_stats(trainer.strategy().root_device());
+        trainer.fit(*model, dm);
+        const double peak_tensor_mb = memory_stats(model->device()).peak_allocated / 1e6;
+        // Evaluation throughput: a full pass over the validation split (5,000 images) by a second Trainer.
+        Trainer evaluator({.accelerator = accelerator, .devices = devices, .strategy = strategy,
+                           .precision = precision, .enable_progress_bar = false, .enable_model_summary = false,
+                           .enable_checkpointing = false, .logger = false});
+        auto val = dm.val_dataloader();
+        auto t0 = std::chrono::steady_clock::now();
+        evaluator.validate(*model, val);
+        double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const int world = trainer.strategy().world_size();
+        // Every rank trains the same number of samples in lockstep: the global rate is world x the local one.
+        double train_sps = tp->samples_per_second() * world;
+        double eval_sps = static_cast<double>(val->dataset()->size()) / eval_s;
+        if (precision == "32-true") fp32_sps[bs] = train_sps;
+        if (trainer.strategy().is_global_zero()) {
+          std::printf(
+              "{\"bench\":\"train\",\"model\":\"%s\",\"width\":%lld,\"batch_size\":%lld,\"threads\":%d,"
+              "\"steps\":%lld,\"world_size\":%d,\"strategy\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+              "\"train_samples_per_s\":%.1f,\"eval_samples_per_s\":%.1f,\"peak_rss_mb\":%.1f,"
+              "\"peak_tensor_mb\":%.2f",
+              model_name.c_str(), static_cast<long long>(model_name == "wide" ? width : 128),
+              static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
+              model->device().str().c_str(), precision.c_str(), train_sps, eval_sps,
+              examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
+          if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
+          std::printf("}\n");
+          std::fflush(stdout);
+        }
       }
     }
   } catch (const Error& e) {

@@ -123,8 +123,9 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   app.add_option("--devices", a.devices, "auto | N | -1 | ids like '0,1'")->check(devices_spec());
   app.add_option("--strategy", a.strategy, "auto | single_device | ddp | ddp_spawn")
       ->check(one_of({"auto", "single_device", "ddp", "ddp_spawn"}));
-  app.add_option("--precision", a.precision, "32-true | 16-mixed | bf16-mixed")
-      ->check(one_of({"32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16"}));
+  app.add_option("--precision", a.precision, "32-true | 16-mixed | bf16-mixed | 16-true | bf16-true | 64-true")
+      ->check(one_of({"32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16", "16-true", "bf16-true", "64-true",
+                      "64"}));
   app.add_option("--num-workers", a.num_workers, "background batch-assembly threads")
       ->check(integer_in(0, 1024, "an integer from 0 to 1024"));
   app.add_option("--out", a.out, "run directory (logs, checkpoints, results.json)")
@@ -171,7 +172,7 @@ inline void write_results(const std::string& out_dir, const std::string& example
   j["batch_size"] = a.batch_size;
   j["lr"] = a.lr;
   j["seed"] = a.seed;
-  j["precision"] = a.precision;
+  j["precision"] = precision_name(parse_precision(a.precision));  // canonical spelling
   j["resumed_from"] = a.resume;
   nn::save_json_atomic(out_dir + "/results.json", j);
 }

@@ -166,4 +166,11 @@ Tensor avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> kernel, std::pair
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
                   Tensor running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 
+// ---- mixed precision (kernels/ops/amp_ops.cpp) -----------------------------------------------------------
+// GradScaler's unscale: every tensor in `grads` (floating, all on one device; undefined ones are skipped) is
+// multiplied by inv_scale in place, in one pass each that also checks for inf/NaN. Returns a 0-d f32 tensor on
+// that device: 1 when any element was non-finite, else 0 (read it once per step: no host sync per tensor).
+// The gradients must not require grad.
+Tensor unscale_grads_(const std::vector<Tensor>& grads, double inv_scale);
+
 }  // namespace volt

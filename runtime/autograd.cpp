@@ -1,10 +1,12 @@
 #include "runtime/autograd.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <queue>
 #include <unordered_map>
+
+#include "runtime/autocast.h"
 
 namespace volt {
 
@@ -183,6 +185,7 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   VOLT_ASSERT(roots.size() == grads.size(), "run_backward: roots/grads size mismatch");
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  AutocastGuard no_autocast(false);  // backward ops run in the dtypes the forward recorded
   BackwardDepth in_backward;
   auto& ops = engine_ops();
   VOLT_ASSERT(ops.add && ops.ones_like && ops.zeros && ops.clone, "autograd engine ops not registered");

@@ -104,6 +104,14 @@ bool cuda_available() { return state().count > 0; }
 int cuda_device_count() { return state().count; }
 std::string cuda_status() { return state().status; }
 
+int cuda_compute_capability(int index) {
+  check_device_usable(cuda_device(index), "cuda_compute_capability");
+  int major = 0, minor = 0;
+  VOLT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
+  VOLT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index));
+  return major * 10 + minor;
+}
+
 void check_device_usable(Device device, const char* what) {
   if (device.is_cpu()) return;
   VOLT_CHECK(cuda_available(), what, ": device ", device.str(), " was requested but ", cuda_status(),
@@ -265,6 +273,10 @@ void pinned_free(void* p) { cudaFreeHost(p); }
 bool cuda_available() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_status() { return "CUDA unavailable: Volt was built without the CUDA backend (VOLT_CUDA=OFF)"; }
+int cuda_compute_capability(int index) {
+  check_device_usable(cuda_device(index), "cuda_compute_capability");
+  return 0;
+}
 
 void check_device_usable(Device device, const char* what) {
   VOLT_CHECK(device.is_cpu(), what, ": device ", device.str(), " was requested but ", cuda_status(),

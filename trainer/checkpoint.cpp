@@ -53,7 +53,12 @@ void Trainer::save_checkpoint(const std::string& path) {
         {"rng", {{"seed", default_generator().seed()}, {"offset", default_generator().offset()}}},
         {"loader", {{"epoch", epoch_}, {"batches_consumed", batches_done_}}},
         {"hparams", module_->hparams()},
+        {"precision", precision_name(precision_)},
     };
+    if (scaler_) {
+      const GradScalerRecord g = scaler_->state_dict();
+      j["grad_scaler"] = {{"scale", g.scale}, {"growth_tracker", g.growth_tracker}, {"skipped", g.skipped}};
+    }
     fs::path p(stem);
     if (p.has_parent_path()) fs::create_directories(p.parent_path());
     // The record goes first when overwriting (last, interrupted): a kill between the two renames then leaves
@@ -114,6 +119,9 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   // Schedulers re-apply their own lr when loaded; with several on one optimizer the saved group values (what
   // the last scheduler step actually left there) must win, so the hyper-state is restored last.
   for (size_t i = 0; i < optimizers_.size(); ++i) optimizers_[i]->load_hyper_state(rec.optimizers[i].hyper);
+  // 16-mixed resumes with the saved scale; a checkpoint of another precision (no scaler state) starts the
+  // scaler afresh, as a new run would.
+  if (scaler_ && rec.grad_scaler) scaler_->load_state_dict(*rec.grad_scaler);
   for (auto& c : callbacks_) {
     if (!rec.callbacks.contains(c->state_key())) continue;
     try {

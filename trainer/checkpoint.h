@@ -11,6 +11,7 @@
 // scheduler counts and types, max_epochs / max_steps, the loader's batch count).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,13 @@ namespace volt {
 struct OptimizerRecord {
   std::string type;                     // Optimizer::type_name()
   std::map<std::string, double> hyper;  // Optimizer::hyper_state(): finite numbers
+};
+
+// The GradScaler's state ("16-mixed" runs): "grad_scaler": {"scale", "growth_tracker", "skipped"}.
+struct GradScalerRecord {
+  double scale = 65536.0;      // finite, > 0
+  int64_t growth_tracker = 0;  // clean steps since the last change of scale, >= 0
+  int64_t skipped = 0;         // steps skipped for inf/NaN gradients so far, >= 0
 };
 
 struct SchedulerRecord {
@@ -42,6 +50,8 @@ struct TrainerStateRecord {
   uint64_t rng_seed = 0;
   uint64_t rng_offset = 0;
   nlohmann::json hparams = nlohmann::json::object();
+  std::string precision;                      // "precision" (written since mixed precision landed; "" if absent)
+  std::optional<GradScalerRecord> grad_scaler;  // "grad_scaler", present in 16-mixed runs
 };
 
 // Largest epoch / global_step a record may hold (2^53: exact in a double, far beyond any real run).

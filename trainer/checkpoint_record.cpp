@@ -118,6 +118,18 @@ TrainerStateRecord parse_trainer_state(const json& j, const std::string& source)
   r.rng_seed = get_unsigned(rng, "seed", "rng", source);
   r.rng_offset = get_unsigned(rng, "offset", "rng", source);
   r.hparams = member(j, "hparams", "", source);  // whatever the module saved (save_hyperparameters)
+  if (j.contains("precision")) r.precision = get_string(j, "precision", "", source);
+  if (j.contains("grad_scaler") && !j["grad_scaler"].is_null()) {
+    const json& gs = j["grad_scaler"];
+    GradScalerRecord g;
+    const json& sv = member(gs, "scale", "grad_scaler", source);
+    VOLT_CHECK(sv.is_number() && std::isfinite(sv.get<double>()) && sv.get<double>() > 0, "checkpoint ", source,
+               ": 'grad_scaler.scale' = ", shown(sv), "; expected a finite number > 0");
+    g.scale = sv.get<double>();
+    g.growth_tracker = get_count(gs, "growth_tracker", "grad_scaler", source, 0, kMaxCheckpointCounter);
+    g.skipped = get_count(gs, "skipped", "grad_scaler", source, 0, kMaxCheckpointCounter);
+    r.grad_scaler = g;
+  }
   // "loader" is derived from epoch / batches_done; when present it must agree with them.
   if (j.contains("loader")) {
     const json& ld = j["loader"];

@@ -18,19 +18,14 @@ bool GradScaler::unscale_(optim::Optimizer& opt, Strategy& strategy) {
   if (unscaled_[&opt]) return found_inf_;
   unscaled_[&opt] = true;
   NoGradGuard ng;
-  double inv = 1.0 / scale_;
-  // g * 0 is NaN exactly where g is inf/NaN, so one sum per gradient (kept on the device) flags them all.
-  Tensor flag;
-  for (auto& g : opt.param_groups()) {
-    for (auto& p : g.params) {
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      mul_(grad, inv);
-      Tensor probe = cast((grad * 0.0).sum(), DType::f64);
-      flag = flag.defined() ? flag + probe : probe;
-    }
-  }
-  bool bad = flag.defined() && !std::isfinite(flag.item());
+  std::vector<Tensor> grads;
+  for (auto& g : opt.param_groups())
+    for (auto& p : g.params) grads.push_back(p.grad());
+  // One fused pass per gradient (unscale + check) and a single read of the flag for the whole optimizer.
+  Tensor flag = unscale_grads_(grads, 1.0 / scale_);
+  const bool bad = flag.item() != 0.0;
+  // Every rank takes the same decision (a rank whose gradients overflowed before the all-reduce, or under
+  // no_sync, must not step alone).
   found_inf_ = strategy.reduce_decision(found_inf_ || bad, /*all=*/false);
   return found_inf_;
 }
@@ -56,14 +51,17 @@ void GradScaler::update() {
   unscaled_.clear();
 }
 
-nlohmann::json GradScaler::state_dict() const {
-  return {{"scale", scale_}, {"growth_tracker", growth_tracker_}, {"skipped", skipped_}};
-}
+GradScalerRecord GradScaler::state_dict() const { return {scale_, growth_tracker_, skipped_}; }
 
-void GradScaler::load_state_dict(const nlohmann::json& s) {
-  scale_ = s.at("scale").get<double>();
-  growth_tracker_ = s.at("growth_tracker").get<int64_t>();
-  skipped_ = s.value("skipped", int64_t{0});
+void GradScaler::load_state_dict(const GradScalerRecord& s) {
+  VOLT_CHECK(std::isfinite(s.scale) && s.scale > 0, "GradScaler: loaded scale ", s.scale, " must be finite and > 0");
+  VOLT_CHECK(s.growth_tracker >= 0 && s.skipped >= 0, "GradScaler: loaded growth_tracker ", s.growth_tracker,
+             " and skipped ", s.skipped, " must be >= 0");
+  scale_ = s.scale;
+  growth_tracker_ = s.growth_tracker;
+  skipped_ = s.skipped;
+  found_inf_ = false;
+  unscaled_.clear();
 }
 
 }  // namespace volt

@@ -22,7 +22,7 @@ std::string human_count(int64_t n) {
   return buf;
 }
 
-std::string model_summary(const nn::Module& module) {
+std::string model_summary(const nn::Module& module, const std::string& precision) {
   struct Row {
     std::string idx, name, type, params, mode;
   };
@@ -39,7 +39,7 @@ std::string model_summary(const nn::Module& module) {
     w_params = std::max(w_params, r.params.size());
     w_mode = std::max(w_mode, r.mode.size());
   }
-  auto pad = [](const std::string& s, size_t w) { return s + std::string(w - s.size(), ' '); };
+  auto pad = [](const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); };
   std::ostringstream os;
   std::string header = std::string(w_idx, ' ') + " | " + pad("Name", w_name) + " | " + pad("Type", w_type) + " | " +
                        pad("Params", w_params) + " | " + pad("Mode", w_mode);
@@ -54,11 +54,12 @@ std::string model_summary(const nn::Module& module) {
   for (const auto& [name, p] : module.named_parameters()) bytes += static_cast<double>(p.nbytes());
   char mb[32];
   std::snprintf(mb, sizeof mb, "%.3f", bytes / 1e6);
-  auto line = [&](const std::string& v, const char* what) { os << pad(v, 10) << what << "\n"; };
+  auto line = [&](const std::string& v, const char* what) { os << pad(v, 9) << " " << what << "\n"; };
   line(human_count(trainable), "Trainable params");
   line(human_count(total - trainable), "Non-trainable params");
   line(human_count(total), "Total params");
   line(mb, "Total estimated model params size (MB)");
+  if (!precision.empty()) line(precision, "Precision");
   return os.str();
 }
 

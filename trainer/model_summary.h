@@ -11,6 +11,8 @@
 //   0         Non-trainable params
 //   101 K     Total params
 //   0.407     Total estimated model params size (MB)
+//   32-true   Precision
+// (the last line when a precision is given: the Trainer passes its own).
 #include <cstdint>
 #include <string>
 
@@ -20,6 +22,6 @@ namespace volt {
 
 // 1234 -> "1.2 K", 101770 -> "101 K", 2.5e6 -> "2.5 M" (three significant digits at most).
 std::string human_count(int64_t n);
-std::string model_summary(const nn::Module& module);
+std::string model_summary(const nn::Module& module, const std::string& precision = "");
 
 }  // namespace volt

@@ -35,9 +35,11 @@ void seed_everything(uint64_t seed) {
 int64_t global_seed() { return g_seed; }
 
 Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
-  const std::string& p = opt_.precision;
-  VOLT_CHECK(p == "32-true" || p == "32" || p == "16-mixed" || p == "bf16-mixed" || p == "16" || p == "bf16",
-             "Trainer: precision=\"", p, "\" is not supported; expected \"32-true\", \"16-mixed\" or \"bf16-mixed\"");
+  try {
+    precision_ = parse_precision(opt_.precision);
+  } catch (const Error& e) {
+    VOLT_FAIL("Trainer: ", e.what());
+  }
   VOLT_CHECK(opt_.accumulate_grad_batches >= 1, "Trainer: accumulate_grad_batches=", opt_.accumulate_grad_batches,
              " must be >= 1");
   VOLT_CHECK(opt_.check_val_every_n_epoch >= 1, "Trainer: check_val_every_n_epoch=", opt_.check_val_every_n_epoch,
@@ -68,14 +70,9 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
                "Trainer: auto_select_gpus needs devices to be a GPU count (e.g. \"2\"), got \"", opt_.devices, "\"");
     sel = parse_devices("gpu", pick_free_gpus(k), cuda_device_count());
   }
-  // Mixed precision needs autocast in the op layer (fp16/bf16 matmul and conv, fp32 reductions) plus the
-  // GradScaler (trainer/grad_scaler.h) for "16-mixed"; the op-level autocast does not exist yet.
-  VOLT_CHECK(p == "32-true" || p == "32", "Trainer: precision=\"", p, "\" on accelerator \"", sel.accelerator,
-             "\": ", sel.accelerator == "cpu" ? "mixed precision needs the GPU path (CUDA autocast); on the CPU use "
-                                                "precision=\"32-true\""
-                                              : "the mixed-precision autocast path is not available in this build "
-                                                "yet; use precision=\"32-true\"");
   strategy_ = make_strategy(opt_.strategy, sel);
+  check_precision_supported(precision_, strategy_->root_device());
+  if (precision_ == Precision::f16_mixed) scaler_ = std::make_unique<GradScaler>(opt_.grad_scaler);
 
   callbacks_ = opt_.callbacks;
   bool has_ckpt = false;
@@ -95,11 +92,17 @@ std::string Trainer::log_dir() const {
 void Trainer::attach(TrainModule& module) {
   module_ = &module;
   module.trainer_ = this;
+  // "-true" modes store the parameters in the half (or double) dtype; done before the strategy places the
+  // module so that DDP's buckets and the optimizers' state are made for the final dtype.
+  if (precision_param_dtype(precision_) != DType::f32) module.to(precision_param_dtype(precision_));
   strategy_->setup(module);
   module.device_ = strategy_->root_device();
   if (opt_.logger && strategy_->is_global_zero() && !logger_) {
     logger_ = std::make_unique<CSVLogger>(opt_.default_root_dir);
-    logger_->log_hyperparams(module.hparams());
+    nlohmann::json hp = module.hparams();
+    if (hp.is_null()) hp = nlohmann::json::object();
+    if (hp.is_object() && !hp.contains("precision")) hp["precision"] = precision_name(precision_);
+    logger_->log_hyperparams(hp);
   }
 }
 
@@ -118,8 +121,22 @@ void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
 
 std::optional<Batch> Trainer::fetch_batch(data::DataLoader& loader) {
   std::optional<Batch> b = loader.next();
-  if (b) b = b->to(strategy_->root_device(), /*non_blocking=*/true);
+  if (b) b = convert_input(b->to(strategy_->root_device(), /*non_blocking=*/true));
   return b;
+}
+
+void Trainer::enter_forward(std::optional<AutocastGuard>& guard) const {
+  if (is_mixed(precision_)) guard.emplace(true, precision_autocast_dtype(precision_));
+}
+
+Batch Trainer::convert_input(Batch batch) const {
+  const DType dt = precision_param_dtype(precision_);
+  if (dt == DType::f32) return batch;
+  // Floating inputs and targets follow the parameters (as upstream's half/double plugins convert the batch);
+  // integer class indices stay as they are.
+  if (batch.input.defined() && is_floating(batch.input.dtype())) batch.input = batch.input.to(dt);
+  if (batch.target.defined() && is_floating(batch.target.dtype())) batch.target = batch.target.to(dt);
+  return batch;
 }
 
 void Trainer::setup_fit(TrainModule& module) {
@@ -223,7 +240,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/true);
   batches_done_ = resume_skip_;  // the position an interrupt before the first batch must record
 #ifdef VOLT_HAS_MODEL_SUMMARY
-  if (opt_.enable_model_summary && strategy_->is_global_zero()) std::cout << model_summary(m) << std::flush;
+  if (opt_.enable_model_summary && strategy_->is_global_zero()) std::cout << model_summary(m, precision_name(precision_)) << std::flush;
 #endif
   fit_start_ = std::chrono::steady_clock::now();
   stage_ = "train";
@@ -466,6 +483,8 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
   for (int64_t i = 0; i < n; ++i) {
     auto b = fetch_batch(*loader);
     if (!b) break;
+    std::optional<AutocastGuard> ac;
+    enter_forward(ac);
     out.push_back(module.predict_step(*b, i));
     pbar_->update(i);
   }

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,10 @@
 
 #include "data/data_loader.h"
 #include "data/data_module.h"
+#include "runtime/autocast.h"
 #include "trainer/callback.h"
+#include "trainer/grad_scaler.h"
+#include "trainer/precision.h"
 #include "trainer/csv_logger.h"
 #include "trainer/result_collection.h"
 #include "trainer/strategy.h"
@@ -114,6 +118,9 @@ class Trainer {
   // Training steps whose loss was NaN/Inf on some rank (same on every rank) in the last fit; acted on per
   // options().on_nonfinite_loss.
   int64_t nonfinite_losses() const { return nonfinite_losses_; }
+  // The parsed `precision` option, and the loss scaler of "16-mixed" (nullptr in the other modes).
+  Precision precision() const { return precision_; }
+  GradScaler* grad_scaler() { return scaler_.get(); }
   // True while fitting with a validation loader whose module implements validation_step.
   bool has_validation() const { return has_val_ && val_has_step_; }
 
@@ -199,6 +206,13 @@ class Trainer {
   int64_t val_runs_ = 0;
   int64_t nonfinite_losses_ = 0;
   bool nonfinite_stop_ = false;
+  Precision precision_ = Precision::f32_true;
+  std::unique_ptr<GradScaler> scaler_;  // "16-mixed" only
+  // Mixed modes: turns autocast on in `guard` (held by the caller around forward and loss of every stage);
+  // leaves it empty otherwise.
+  void enter_forward(std::optional<AutocastGuard>& guard) const;
+  // "-true" modes: the batch's floating tensors in the parameters' dtype; the batch unchanged otherwise.
+  Batch convert_input(Batch batch) const;
   int64_t max_epochs_ = 1000;
   double max_time_s_ = -1;
   std::chrono::steady_clock::time_point fit_start_;

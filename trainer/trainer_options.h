@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/precision.h"
+
 namespace volt {
 
 class Callback;
@@ -37,7 +39,10 @@ struct TrainerOptions {
   std::string devices = "auto";       // "auto", "1", "2", "-1", "1,3", ...
   bool auto_select_gpus = false;      // with devices="k" on GPUs: pick k GPUs not busy with other processes
   std::string strategy = "auto";      // "auto", "single_device", "ddp", "ddp_spawn"
-  std::string precision = "32-true";  // "32-true" | "32"; "16-mixed", "bf16-mixed" (see Trainer docs)
+  // "32-true" (default), "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", or a legacy spelling
+  // (32, 16, "bf16", 64): see trainer/precision.h.
+  std::string precision = "32-true";
+  GradScalerOptions grad_scaler;  // "16-mixed" only: the loss scaler's initial scale, growth and backoff
 
   int64_t max_epochs = -1;  // -1: 1000 when max_steps is also -1 (upstream default), else unlimited
   int64_t min_epochs = 0;

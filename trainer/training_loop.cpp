@@ -19,6 +19,8 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
   Tensor loss;
   {
     LogScope s(m, &results_train_, "training_step", bs);
+    std::optional<AutocastGuard> ac;  // mixed precision: forward and loss under autocast
+    enter_forward(ac);
     loss = m.training_step(batch, batch_idx);
   }
   bool stepped = false;
@@ -40,7 +42,8 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
         LogScope s(m, &results_train_, "on_before_backward", bs);
         m.on_before_backward(scaled);
       }
-      strategy_->backward(scaled, step_now);
+      // 16-mixed: backward from loss * scale (the hooks above and below see the unscaled loss).
+      strategy_->backward(scaler_ ? scaler_->scale_loss(scaled) : scaled, step_now);
       {
         LogScope s(m, &results_train_, "on_after_backward", bs);
         m.on_after_backward();
@@ -81,11 +84,14 @@ void Trainer::optimizer_step() {
   strategy_->finish_gradient_sync();
   for (size_t i = 0; i < optimizers_.size(); ++i) {
     optim::Optimizer& o = *optimizers_[i];
+    // 16-mixed: gradients unscaled (and checked for inf/NaN, agreed by all ranks) before the hook and clipping
+    // see them; a non-finite step is skipped on every rank and the scale backs off.
+    const bool skip = scaler_ && scaler_->unscale_(o, *strategy_);
     {
       LogScope s(m, &results_train_, "on_before_optimizer_step", m.batch_size_);
       m.on_before_optimizer_step(o, static_cast<int>(i));
     }
-    if (opt_.gradient_clip_val > 0) {
+    if (!skip && opt_.gradient_clip_val > 0) {
       std::vector<Tensor> params;
       for (auto& g : o.param_groups())
         for (auto& p : g.params) params.push_back(p);
@@ -93,13 +99,16 @@ void Trainer::optimizer_step() {
       if (opt_.gradient_clip_algorithm == "norm") nn::clip_grad_norm_no_sync_(params, opt_.gradient_clip_val);
       else nn::clip_grad_value_(params, opt_.gradient_clip_val);
     }
-    o.step();
+    if (scaler_) scaler_->step(o, *strategy_);  // already unscaled: steps unless inf/NaN, counts a skip
+    else o.step();
     {
       LogScope s(m, &results_train_, "on_before_zero_grad", m.batch_size_);
       m.on_before_zero_grad(o);
     }
     o.zero_grad();
   }
+  if (scaler_) scaler_->update();
+  // A step skipped by the scaler still counts (as upstream): schedulers and loop limits advance.
   ++global_step_;
   step_schedulers("step");
 }
@@ -113,7 +122,7 @@ void Trainer::manual_backward(const Tensor& loss) {
     LogScope s(m, &results_train_, "on_before_backward", m.batch_size_);
     m.on_before_backward(loss);
   }
-  strategy_->backward(loss, manual_sync_grad_);
+  strategy_->backward(scaler_ ? scaler_->scale_loss(loss) : loss, manual_sync_grad_);
   if (manual_sync_grad_) strategy_->finish_gradient_sync();
   {
     LogScope s(m, &results_train_, "on_after_backward", m.batch_size_);
@@ -125,9 +134,16 @@ void Trainer::manual_optimizer_step(optim::Optimizer& o, int index) {
   TrainModule& m = *module_;
   {
     LogScope s(m, &results_train_, "on_before_optimizer_step", m.batch_size_);
+    if (scaler_) scaler_->unscale_(o, *strategy_);  // the hook sees true gradient values
     m.on_before_optimizer_step(o, index);
   }
-  o.step();
+  if (scaler_) {
+    // Manual optimisation under 16-mixed: each ManualOptimizer::step unscales, steps unless inf/NaN, updates.
+    scaler_->step(o, *strategy_);
+    scaler_->update();
+  } else {
+    o.step();
+  }
   ++global_step_;
 }
 
@@ -181,6 +197,8 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
     results_eval_.begin_step();
     {
       LogScope s(m, &results_eval_, step_hook, batch.size());
+      std::optional<AutocastGuard> ac;
+      enter_forward(ac);
       m.default_step_called_ = false;
       if (is_test) m.test_step(batch, i);
       else m.validation_step(batch, i);

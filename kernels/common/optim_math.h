@@ -107,6 +107,16 @@ VOLT_HD void sgd_update(A& p, A g, A& buf, bool first, const SgdScalars<A>& s) {
   p = p - s.lr * g;
 }
 
+// GradScaler's unscale of one gradient element: g *= inv_scale; returns whether g was inf or NaN (x - x is 0
+// exactly for every finite x, NaN for inf and NaN). The scaled value is not checked separately: a finite
+// gradient times 1/scale (scale >= 2^-24 in practice) stays finite or underflows to 0.
+template <class A>
+VOLT_HD bool unscale_update(A& g, A inv_scale) {
+  const bool bad = !(g - g == A(0));
+  g = g * inv_scale;
+  return bad;
+}
+
 // Calls f(std::integral_constant<bool, b>...) so that runtime flags select a template instantiation.
 template <class F>
 void with_bool(bool b, F&& f) {

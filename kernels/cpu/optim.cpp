@@ -111,4 +111,21 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   om::dispatch_sgd(CpuLauncher{}, param, grad, momentum_buffer, h);
 }
 
+void unscale_check(const Tensor& grad, double inv_scale, const Tensor& found) {
+  const int64_t n = grad.numel();
+  dispatch_floating(grad.dtype(), "unscale_check", [&](auto tag) {
+    using T = decltype(tag);
+    using S = acc_t<T>;
+    T* g = static_cast<T*>(grad.data_ptr());
+    const S inv = static_cast<S>(inv_scale);
+    bool bad = false;
+    for (int64_t i = 0; i < n; ++i) {
+      S v = static_cast<S>(g[i]);
+      bad |= om::unscale_update(v, inv);
+      g[i] = T(v);
+    }
+    if (bad) *static_cast<float*>(found.data_ptr()) = 1.0f;
+  });
+}
+
 }  // namespace volt::cpu

@@ -15,7 +15,10 @@ namespace volt {
 #define VOLT_OPTIM_DECLS                                                                                   \
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, \
                  const Tensor& max_exp_avg_sq, const AdamHyper& h);                                        \
-  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h);
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h);     \
+  /* grad (contiguous, floating) *= inv_scale in one pass; found (f32 scalar, same device) is set to 1 when */ \
+  /* any element was inf/NaN and left as it is otherwise (so one flag collects a whole list of gradients). */  \
+  void unscale_check(const Tensor& grad, double inv_scale, const Tensor& found);
 
 namespace cpu { VOLT_OPTIM_DECLS }
 namespace cuda { VOLT_OPTIM_DECLS }

@@ -35,6 +35,19 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, S* __rest
   }
 }
 
+template <class T, class S>
+__global__ void unscale_check_kernel(T* __restrict__ g, int64_t n, S inv, float* __restrict__ found) {
+  bool bad = false;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    S v = static_cast<S>(g[i]);
+    bad |= om::unscale_update(v, inv);
+    g[i] = T(v);
+  }
+  // Every writer stores the same value, so the unsynchronised store is benign; a warp vote keeps it to one
+  // store per warp.
+  if (__any_sync(__activemask(), bad) && bad) *found = 1.0f;
+}
+
 }  // namespace
 
 struct GpuLauncher {
@@ -58,6 +71,18 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
   om::dispatch_sgd(GpuLauncher{compute_stream(param)}, param, grad, momentum_buffer, h);
+}
+
+void unscale_check(const Tensor& grad, double inv_scale, const Tensor& found) {
+  const int64_t n = grad.numel();
+  if (n == 0) return;
+  dispatch_floating(grad.dtype(), "unscale_check", [&](auto tag) {
+    using T = decltype(tag);
+    using S = acc_t<T>;
+    unscale_check_kernel<T, S><<<blocks_for(n), 256, 0, compute_stream(grad)>>>(
+        static_cast<T*>(grad.data_ptr()), n, static_cast<S>(inv_scale), static_cast<float*>(found.data_ptr()));
+    VOLT_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace volt::cuda

@@ -3,6 +3,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/ops.h"
+#include "kernels/ops/autocast_util.h"
 
 namespace volt {
 
@@ -57,6 +58,9 @@ Shape pool_out_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
 // ---- conv2d -------------------------------------------------------------------------------------------------
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation) {
+  if (autocast_detail::wants_lower(x) || autocast_detail::wants_lower(weight) || autocast_detail::wants_lower(bias))
+    return conv2d(autocast_detail::lower(x), autocast_detail::lower(weight), autocast_detail::lower(bias), stride,
+                  padding, dilation);
   const char* op = "conv2d";
   check_input(x, op);
   check_operand(x, weight, op, "weight");
@@ -76,6 +80,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   VOLT_CHECK(padding.first >= 0 && padding.second >= 0, "conv2d: padding (", padding.first, ", ", padding.second,
              ") must be >= 0");
   if (cpu_half(x)) {
+    AutocastGuard exact(false);  // the fp32 computation of a half conv must not be lowered again
     Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
     return cast(conv2d(cast(x, DType::f32), cast(weight, DType::f32), b32, stride, padding, dilation), x.dtype());
   }
@@ -144,6 +149,8 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean, Tensor running_var,
                   bool training, double momentum, double eps) {
+  if (autocast_detail::wants_fp32(x))  // statistics and normalisation in fp32
+    return batch_norm(autocast_detail::fp32(x), weight, bias, running_mean, running_var, training, momentum, eps);
   const char* op = "batch_norm";
   check_input(x, op);
   VOLT_CHECK(x.dim() >= 2, "batch_norm: expected x of shape (N, C) or (N, C, H, W) but got ", x.shape_str());

@@ -1,5 +1,6 @@
 #include "kernels/backend.h"
 #include "kernels/ops.h"
+#include "kernels/ops/autocast_util.h"
 
 namespace volt {
 
@@ -126,6 +127,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
+  if (autocast_detail::wants_fp32(a) || autocast_detail::wants_fp32(b))
+    return pow(autocast_detail::fp32(a), autocast_detail::fp32(b));
   Tensor out = binary_op(BinaryOp::Pow, a, b, "pow");
   bool ga = a.requires_grad(), gb = b.requires_grad();
   Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
@@ -179,6 +182,7 @@ Tensor rsub(const Tensor& a, double s) {
   return out;
 }
 Tensor rdiv(const Tensor& a, double s) {
+  if (autocast_detail::wants_fp32(a)) return rdiv(autocast_detail::fp32(a), s);
   Tensor in = is_floating(a.dtype()) ? a : a.to(DType::f32);
   Tensor out = scalar_op(UnaryOp::RDivScalar, in, s, "rdiv");
   Tensor so = out.detach(), sa = in.detach();
@@ -188,6 +192,7 @@ Tensor rdiv(const Tensor& a, double s) {
   return out;
 }
 Tensor pow(const Tensor& a, double e) {
+  if (autocast_detail::wants_fp32(a)) return pow(autocast_detail::fp32(a), e);
   ElemParams p;
   p.a = e;
   Tensor out = unary_op(UnaryOp::PowScalar, a, "pow", p);
@@ -206,12 +211,14 @@ Tensor neg(const Tensor& a) {
   return out;
 }
 Tensor exp(const Tensor& a) {
+  if (autocast_detail::wants_fp32(a)) return exp(autocast_detail::fp32(a));
   Tensor out = unary_op(UnaryOp::Exp, a, "exp");
   Tensor so = out.detach();
   autograd::attach(out, "ExpBackward", {a}, [so](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], so)}; });
   return out;
 }
 Tensor log(const Tensor& a) {
+  if (autocast_detail::wants_fp32(a)) return log(autocast_detail::fp32(a));
   Tensor out = unary_op(UnaryOp::Log, a, "log");
   Tensor sa = a.detach();
   autograd::attach(out, "LogBackward", {a}, [sa](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], sa)}; });

@@ -5,6 +5,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/ops.h"
+#include "kernels/ops/autocast_util.h"
 
 namespace volt {
 
@@ -146,6 +147,8 @@ void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_detail::wants_lower(a) || autocast_detail::wants_lower(b))
+    return matmul(autocast_detail::lower(a), autocast_detail::lower(b));
   check_pair(a, b, "matmul", "a", "b");
   VOLT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: expected operands with at least 1 dim but got shapes ",
              a.shape_str(), " and ", b.shape_str());
@@ -181,6 +184,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast_detail::wants_lower(x) || autocast_detail::wants_lower(weight) || autocast_detail::wants_lower(bias))
+    return linear(autocast_detail::lower(x), autocast_detail::lower(weight), autocast_detail::lower(bias));
   check_pair(x, weight, "linear", "x", "weight");
   VOLT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features) but has shape ",
              weight.shape_str());

@@ -2,6 +2,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/nn_backend.h"
 #include "kernels/ops.h"
+#include "kernels/ops/autocast_util.h"
 #include "kernels/ops/reduce_util.h"
 
 namespace volt {
@@ -12,6 +13,7 @@ DType acc_dtype(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
 
 Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* op) {
   VOLT_CHECK(a.defined(), op, ": the input is undefined");
+  if (autocast_detail::wants_fp32(a)) return softmax_impl(autocast_detail::fp32(a), dim, log, op);
   if (a.dim() == 0) {  // a scalar is a one-element distribution
     wrap_dim(dim, 1, op);
     return softmax_impl(a.reshape({1}), 0, log, op).reshape({});
@@ -92,6 +94,9 @@ LossReduction to_loss_reduction(Reduction r) {
 
 Tensor class_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                   double label_smoothing, bool nll, const char* op, const char* input_name) {
+  if (autocast_detail::wants_fp32(input))
+    return class_loss(autocast_detail::fp32(input), target, reduction, ignore_index, label_smoothing, nll, op,
+                      input_name);
   VOLT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, ": label_smoothing must be in [0, 1], got ",
              label_smoothing);
   ClassGeom geom = check_class_loss(input, target, ignore_index, op, input_name);
@@ -135,6 +140,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   VOLT_CHECK(input.defined() && target.defined(), "mse_loss: input and target must be defined");
+  if (autocast_detail::wants_fp32(input) || autocast_detail::wants_fp32(target))
+    return mse_loss(autocast_detail::fp32(input), autocast_detail::fp32(target), reduction);
   // PyTorch broadcasts here with a warning; a silent (N, 1) vs (N) broadcast is almost always a bug, so refuse.
   VOLT_CHECK(input.shape() == target.shape(), "mse_loss: input has shape ", input.shape_str(), " but target has ",
              target.shape_str(), "; expected equal shapes");

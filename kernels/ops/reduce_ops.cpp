@@ -4,6 +4,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/nn_backend.h"
 #include "kernels/ops.h"
+#include "kernels/ops/autocast_util.h"
 #include "kernels/ops/reduce_util.h"
 
 namespace volt {
@@ -54,6 +55,7 @@ ReducePlan plan_reduction(const Tensor& a, const std::vector<int64_t>& dims_in, 
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   VOLT_CHECK(a.defined(), "sum: the input is undefined");
+  if (autocast_detail::wants_fp32(a)) return sum(autocast_detail::fp32(a), dims, keepdim);
   Tensor in = a.detach();
   if (in.dtype() == DType::boolean || in.dtype() == DType::u8 || in.dtype() == DType::i32) in = in.to(DType::i64);
   ReducePlan p = plan_reduction(in, dims, keepdim, "sum");
@@ -74,6 +76,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   VOLT_CHECK(a.defined(), "mean: the input is undefined");
+  if (autocast_detail::wants_fp32(a)) return mean(autocast_detail::fp32(a), dims, keepdim);
   VOLT_CHECK(is_floating(a.dtype()), "mean: expected a floating-point tensor, got ", dtype_name(a.dtype()),
              "; cast with to(DType::f32) first");
   ReducePlan p = plan_reduction(a.detach(), dims, keepdim, "mean");
@@ -102,6 +105,7 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction
   VOLT_CHECK(is_floating(a.dtype()), "var: expected a floating-point tensor, got ", dtype_name(a.dtype()),
              "; cast with to(DType::f32) first");
   VOLT_CHECK(correction >= 0, "var: correction must be >= 0, got ", correction);
+  if (autocast_detail::wants_fp32(a)) return var(autocast_detail::fp32(a), dims, correction, keepdim);
   ReducePlan p = plan_reduction(a.detach(), dims, keepdim, "var");
   // Two-pass (subtract the mean first) for accuracy; composed of differentiable ops, so autograd is exact.
   Tensor centered = sub(a, mean(a, dims, /*keepdim=*/true));

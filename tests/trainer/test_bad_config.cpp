@@ -28,8 +28,9 @@ TEST(BadConfig, TrainerRowsFailBeforeTraining) {
   const std::string file = (dir.path / "a_file").string();
   std::ofstream(file) << "not a directory";
   const std::vector<TrainerRow> rows = {
-      {"precision unknown", [](TrainerOptions& o) { o.precision = "64-true"; }, {"precision=\"64-true\"", "expected"}},
-      {"precision on cpu", [](TrainerOptions& o) { o.precision = "16-mixed"; }, {"precision=\"16-mixed\"", "32-true"}},
+      {"precision unknown", [](TrainerOptions& o) { o.precision = "fp8"; }, {"precision=\"fp8\"", "expected"}},
+      {"precision wrong case", [](TrainerOptions& o) { o.precision = "BF16-Mixed"; },
+       {"precision=\"BF16-Mixed\"", "\"bf16-mixed\"", "\"32-true\""}},
       {"gpu without gpu", [](TrainerOptions& o) { o.accelerator = "gpu"; }, {"accelerator 'gpu'", "no GPU"}},
       {"accelerator unknown", [](TrainerOptions& o) { o.accelerator = "tpu"; }, {"accelerator 'tpu'", "expected"}},
       {"cpu devices zero", [](TrainerOptions& o) { o.devices = "0"; }, {"devices='0'", "positive"}},
@@ -118,7 +119,7 @@ TEST(BadConfig, ExampleFlagsAreValidatedWithReadableMessages) {
       {{"--devices", "many"}, {"--devices", "'many'", "expected auto"}},
       {{"--accelerator", "tpu"}, {"--accelerator", "'tpu'", "cpu, gpu"}},
       {{"--strategy", "fsdp"}, {"--strategy", "'fsdp'", "ddp"}},
-      {{"--precision", "64"}, {"--precision", "'64'", "32-true"}},
+      {{"--precision", "fp8"}, {"--precision", "'fp8'", "32-true", "bf16-true"}},
       {{"--out", ""}, {"--out", "must not be empty"}},
       {{"--no-such-flag"}, {"--no-such-flag"}},
   };
@@ -162,7 +163,6 @@ TEST(BadConfig, ExampleRunFailsBeforeBuildingTheModel) {
       {{"--out", "/dev/null"}, {"--out", "/dev/null"}},
       {{"--out", "/dev/null/run"}, {"--out", "cannot create"}},
       {{"--accelerator", "gpu"}, {"accelerator 'gpu'", "no GPU"}},
-      {{"--precision", "bf16-mixed"}, {"precision=\"bf16-mixed\""}},
       {{"--devices", "3", "--strategy", "single_device"}, {"single_device", "needs one device"}},
       {{"--resume", (dir.path / "nope").string()}, {"--resume", "nope", "no such checkpoint"}},
   };
