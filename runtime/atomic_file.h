@@ -22,6 +22,10 @@ void atomic_write_file(const std::string& path, const std::string& bytes);
 using ByteSink = std::function<void(const void* data, size_t n)>;
 void atomic_write_file(const std::string& path, const std::function<void(const ByteSink& write)>& produce);
 
+// Writes all n bytes to the file descriptor `fd` (retrying short writes and EINTR). Throws volt::Error
+// "<what> failed: <reason>" otherwise; `what` names the file ("TensorBoardLogger: writing '<path>'").
+void write_all(int fd, const void* data, size_t n, const std::string& what);
+
 // Test hook: called (with the destination path) after each chunk reaches the temporary file and once more
 // just before the rename. Crash tests install one that sleeps, to widen the windows in which a SIGKILL lands
 // inside a write. nullptr (the default) removes it. Not thread-safe against concurrent writes.

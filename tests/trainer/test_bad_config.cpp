@@ -119,6 +119,7 @@ TEST(BadConfig, ExampleFlagsAreValidatedWithReadableMessages) {
       {{"--accelerator", "tpu"}, {"--accelerator", "'tpu'", "cpu, gpu"}},
       {{"--strategy", "fsdp"}, {"--strategy", "'fsdp'", "ddp"}},
       {{"--precision", "64"}, {"--precision", "'64'", "32-true"}},
+      {{"--logger", "wandb"}, {"--logger", "'wandb'", "csv, tensorboard, both, none"}},
       {{"--out", ""}, {"--out", "must not be empty"}},
       {{"--no-such-flag"}, {"--no-such-flag"}},
   };
