@@ -232,6 +232,24 @@ TEST(Loggers, LoggerFalseWritesNothing) {
   EXPECT_EQ(m2.train_steps, 0);
 }
 
+TEST(Loggers, WithoutALoggerCkptPathLastFindsTheCheckpoints) {
+  ScratchDir dir("no_logger_last");
+  auto o = quiet(dir.str());
+  o.logger = false;
+  o.enable_checkpointing = true;  // writes <root>/checkpoints, there being no logger directory
+  o.max_epochs = 1;
+  TinyModule first;
+  Trainer t(o);
+  t.fit(first, make_loader(8, 4));
+  ASSERT_TRUE(fs::exists(dir.path / "checkpoints" / "epoch=0-step=2.json"));
+  o.max_epochs = 2;
+  TinyModule resumed;
+  Trainer t2(o);
+  t2.fit(resumed, make_loader(8, 4), nullptr, "last");
+  EXPECT_EQ(resumed.train_steps, 2) << "only the second epoch ran";
+  EXPECT_EQ(t2.global_step(), 4);
+}
+
 TEST(Loggers, CsvRowsReachTheDiskDuringTheEpoch) {
   ScratchDir dir("csv_flush");
   // After each training batch: how many rows metrics.csv holds on disk.
