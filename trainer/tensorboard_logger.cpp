@@ -40,7 +40,7 @@ TensorBoardLogger::~TensorBoardLogger() {
     save();
     close_file(/*sync=*/false);
   } catch (const std::exception& e) {
-    std::cerr << "TensorBoardLogger: " << e.what() << "\n";
+    std::cerr << e.what() << " (while closing " << dir_.path() << ")\n";
   }
   if (fd_ >= 0) ::close(fd_);
 }

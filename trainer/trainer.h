@@ -21,9 +21,9 @@
 // <stem>.json (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
 // order; fit(..., ckpt_path) verifies and restores both so that training continues exactly where it stopped,
 // mid-epoch included. ckpt_path may be a stem (or either file), "last" (the newest complete checkpoint in
-// the ModelCheckpoint dirpaths, <default_root_dir>/checkpoints and <default_root_dir>/lightning_logs/version_*/
-// checkpoints) or "best" (the
-// monitoring ModelCheckpoint's best_model_path, from this trainer or the newest checkpoint's record).
+// the ModelCheckpoint dirpaths, <default_root_dir>/checkpoints and <default_root_dir>/lightning_logs/
+// version_*/checkpoints) or "best" (the monitoring ModelCheckpoint's best_model_path, from this trainer or the
+// newest checkpoint's record).
 //
 // Interruption: during fit, the first SIGINT/SIGTERM stops training after the current batch (all ranks agree
 // at that step boundary; one small collective per batch under DDP), calls Callback::on_interrupt (a
