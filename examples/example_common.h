@@ -21,6 +21,7 @@
 #include "nn/serialization.h"
 #include "runtime/allocator.h"
 #include "trainer/checkpoint_files.h"
+#include "trainer/tensorboard_logger.h"
 #include "trainer/throughput_monitor.h"
 #include "trainer/trainer.h"
 
@@ -40,6 +41,7 @@ struct Args {
   std::string out = "runs/mnist";
   std::string resume;
   bool progress_bar = true;
+  std::string logger = "csv";  // csv | tensorboard | both | none
 };
 
 namespace detail {
@@ -133,6 +135,9 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   app.add_option("--resume", a.resume,
                  "checkpoint to resume from: a stem (path without .safetensors/.json), \"last\" or \"best\"");
   app.add_flag("!--no-progress-bar", a.progress_bar, "disable the progress bar");
+  app.add_option("--logger", a.logger,
+                 "csv (metrics.csv) | tensorboard (event files) | both | none, under <out>/lightning_logs/version_N")
+      ->check(one_of({"csv", "tensorboard", "both", "none"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -140,6 +145,17 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
     return false;
   }
   return true;
+}
+
+// --logger as Trainer options: the loggers write under <out>/lightning_logs/version_N (with "both", the two
+// share that directory: the Trainer settles their versions before either writes). Loggers are built on every
+// rank and used on rank 0 only; they touch no file before that.
+inline void apply_logger_flag(const Args& a, TrainerOptions& o) {
+  o.logger = a.logger != "none";
+  o.loggers.clear();
+  if (a.logger == "csv" || a.logger == "both") o.loggers.push_back(std::make_shared<CSVLogger>(a.out));
+  if (a.logger == "tensorboard" || a.logger == "both")
+    o.loggers.push_back(std::make_shared<TensorBoardLogger>(a.out));
 }
 
 // Creates the run directory and checks that it is writable, so a bad --out fails before any data is loaded or
@@ -191,10 +207,12 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
     // precision (the Trainer's constructor), and the checkpoint to resume from.
     prepare_output_dir(args.out);
     auto throughput = std::make_shared<ThroughputMonitor>();
-    Trainer trainer({.accelerator = args.accelerator, .devices = args.devices, .strategy = args.strategy,
-                     .precision = args.precision, .max_epochs = args.epochs,
-                     .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
-                     .callbacks = {throughput}});
+    TrainerOptions options{.accelerator = args.accelerator, .devices = args.devices, .strategy = args.strategy,
+                           .precision = args.precision, .max_epochs = args.epochs,
+                           .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
+                           .callbacks = {throughput}};
+    apply_logger_flag(args, options);
+    Trainer trainer(options);
     // ("last" and "best" are looked up by fit, which names what it searched when nothing is found.)
     if (!args.resume.empty() && args.resume != "last" && args.resume != "best")
       VOLT_CHECK(std::filesystem::exists(args.resume + ".json") || std::filesystem::exists(args.resume),

@@ -26,6 +26,17 @@ void run_hook(const std::string& path) {
 
 void set_atomic_write_hook(AtomicWriteHook hook) { g_hook.store(hook); }
 
+void write_all(int fd, const void* data, size_t n, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    VOLT_CHECK(w > 0, what, " failed: ", w == 0 ? std::string("no progress") : errno_str());
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
 void atomic_write_file(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
   static std::atomic<uint64_t> counter{0};
   const size_t slash = path.find_last_of('/');
@@ -38,14 +49,7 @@ void atomic_write_file(const std::string& path, const std::function<void(const B
   VOLT_CHECK(fd >= 0, "atomic_write_file: cannot create temporary file '", tmp, "': ", errno_str());
   try {
     ByteSink sink = [&](const void* data, size_t n) {
-      const char* p = static_cast<const char*>(data);
-      while (n > 0) {
-        ssize_t w = ::write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        VOLT_CHECK(w > 0, "atomic_write_file: writing '", tmp, "' failed: ", errno_str());
-        p += w;
-        n -= static_cast<size_t>(w);
-      }
+      write_all(fd, data, n, "atomic_write_file: writing '" + tmp + "'");
       run_hook(path);
     };
     produce(sink);

@@ -1,6 +1,7 @@
 #pragma once
 // Crash-safe file replacement: the one helper every writer of outputs uses (checkpoints, trainer-state JSON,
-// metrics.csv, hparams.yaml, results.json).
+// metrics.csv, hparams.yaml, results.json). TensorBoard event files are the exception: they are appended to
+// (write_all below), and their readers skip a torn last record.
 //
 // The bytes go to a temporary file ".<name>.tmp.<pid>.<n>" in the destination's directory, which is fsync'ed,
 // renamed over the destination, and the directory is fsync'ed. A reader (or a process started after a crash
@@ -21,6 +22,10 @@ void atomic_write_file(const std::string& path, const std::string& bytes);
 // temporary file is removed, `path` is untouched, and the exception propagates.
 using ByteSink = std::function<void(const void* data, size_t n)>;
 void atomic_write_file(const std::string& path, const std::function<void(const ByteSink& write)>& produce);
+
+// Writes all n bytes to the file descriptor `fd` (retrying short writes and EINTR). Throws volt::Error
+// "<what> failed: <reason>" otherwise; `what` names the file ("TensorBoardLogger: writing '<path>'").
+void write_all(int fd, const void* data, size_t n, const std::string& what);
 
 // Test hook: called (with the destination path) after each chunk reaches the temporary file and once more
 // just before the rename. Crash tests install one that sleeps, to widen the windows in which a SIGKILL lands

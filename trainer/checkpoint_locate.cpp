@@ -34,6 +34,9 @@ std::vector<std::string> default_checkpoint_dirs(const std::string& default_root
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
+  // Without a logger, a ModelCheckpoint writes to <root>/checkpoints (Trainer::log_dir() is the root).
+  const fs::path no_logger = fs::path(default_root_dir) / "checkpoints";
+  if (fs::is_directory(no_logger, ec)) out.push_back(no_logger.string());
   for (auto& [v, d] : found) out.push_back(d);
   return out;
 }

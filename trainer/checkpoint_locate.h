@@ -15,7 +15,8 @@ namespace volt {
 // a digest that the file does not match. Records without a digest (written before it existed) pass.
 void verify_checkpoint_weights(const std::string& stem, const nlohmann::json& record);
 
-// <root>/lightning_logs/version_*/checkpoints that exist, in version order.
+// <root>/checkpoints (where checkpoints go when there is no logger) and <root>/lightning_logs/version_*/checkpoints
+// (under the first logger's version directory), those that exist, the latter in version order.
 std::vector<std::string> default_checkpoint_dirs(const std::string& default_root_dir);
 
 // The newest complete checkpoint in `dirs`: the stem whose JSON record was written last (by modification

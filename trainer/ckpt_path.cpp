@@ -29,7 +29,7 @@ std::vector<std::string> search_dirs(const std::vector<std::shared_ptr<Callback>
 std::string where(const std::vector<std::shared_ptr<Callback>>& callbacks, const std::string& root) {
   std::ostringstream os;
   for (auto& d : configured_dirs(callbacks)) os << d << ", ";
-  os << root << "/lightning_logs/version_*/checkpoints";
+  os << root << "/checkpoints, " << root << "/lightning_logs/version_*/checkpoints";
   return os.str();
 }
 

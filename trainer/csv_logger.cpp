@@ -13,26 +13,10 @@ namespace volt {
 
 namespace fs = std::filesystem;
 
-CSVLogger::CSVLogger(const std::string& root_dir, const std::string& name, int version) {
-  fs::path base = fs::path(root_dir) / name;
-  if (version < 0) {
-    version = 0;
-    std::error_code ec;
-    if (fs::exists(base, ec)) {
-      for (auto& d : fs::directory_iterator(base)) {
-        std::string n = d.path().filename().string();
-        if (n.rfind("version_", 0) == 0) {
-          try {
-            version = std::max(version, std::stoi(n.substr(8)) + 1);
-          } catch (...) {
-          }
-        }
-      }
-    }
-  }
-  version_ = version;
-  dir_ = (base / ("version_" + std::to_string(version))).string();
-  fs::create_directories(dir_);
+CSVLogger::CSVLogger(std::string root_dir, CSVLoggerOptions options)
+    : dir_(std::move(root_dir), std::move(options.name), options.version, "CSVLogger"),
+      flush_every_(options.flush_logs_every_n_steps) {
+  VOLT_CHECK(flush_every_ >= 1, "CSVLogger: flush_logs_every_n_steps=", flush_every_, " must be >= 1");
 }
 
 void CSVLogger::log_metrics(const std::map<std::string, double>& metrics, int64_t step) {
@@ -40,6 +24,8 @@ void CSVLogger::log_metrics(const std::map<std::string, double>& metrics, int64_
   row["step"] = static_cast<double>(step);
   rows_.push_back(std::move(row));
   dirty_ = true;
+  // A step below the last written one is a new run on this logger (fit after fit): it restarts the count.
+  if (step - saved_step_ >= flush_every_ || step < saved_step_) save();
 }
 
 static std::string fmt(double v) {
@@ -52,7 +38,9 @@ static std::string fmt(double v) {
 }
 
 void CSVLogger::save() {
-  if (!dirty_ && fs::exists(fs::path(dir_) / "metrics.csv")) return;
+  const std::string& dir = dir_.create();
+  const std::string path = (fs::path(dir) / "metrics.csv").string();
+  if (!dirty_ && fs::exists(path)) return;
   std::set<std::string> cols;
   for (auto& r : rows_)
     for (auto& [k, v] : r) cols.insert(k);
@@ -70,27 +58,11 @@ void CSVLogger::save() {
     }
     os << "\n";
   }
-  atomic_write_file((fs::path(dir_) / "metrics.csv").string(), os.str());
+  atomic_write_file(path, os.str());
   dirty_ = false;
+  if (!rows_.empty()) saved_step_ = static_cast<int64_t>(rows_.back().at("step"));
 }
 
-static void yaml(std::ostringstream& os, const nlohmann::json& j, int indent) {
-  std::string pad(indent, ' ');
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it->is_object()) {
-      os << pad << it.key() << ":\n";
-      yaml(os, *it, indent + 2);
-    } else {
-      os << pad << it.key() << ": " << it->dump() << "\n";
-    }
-  }
-}
-
-void CSVLogger::log_hyperparams(const nlohmann::json& hparams) {
-  std::ostringstream os;
-  if (hparams.is_object() && !hparams.empty()) yaml(os, hparams, 0);
-  else os << "{}\n";
-  atomic_write_file((fs::path(dir_) / "hparams.yaml").string(), os.str());
-}
+void CSVLogger::log_hyperparams(const nlohmann::json& hparams) { write_hparams_yaml(dir_.create(), hparams); }
 
 }  // namespace volt

@@ -1,36 +1,48 @@
 #pragma once
-// CSVLogger: <root>/lightning_logs/version_N/metrics.csv (N = the next free version number at construction)
-// and hparams.yaml. Each log_metrics call is one row; the columns are the sorted union of every metric name
-// seen plus "epoch" and "step" (cells a row does not have stay empty). The file is rewritten atomically on
-// save() (runtime/atomic_file.h), so a reader, or a run resumed after a crash, never sees a torn file. Only rank 0 constructs a logger.
+// CSVLogger: <root>/<name>/version_N/metrics.csv and hparams.yaml (N: the next free version number, found when
+// the logger is first used; see VersionedLogDir in trainer/logger.h).
+//
+// Each log_metrics call is one row; the columns are the sorted union of every metric name seen plus "epoch" and
+// "step" (cells a row does not have stay empty). metrics.csv is rewritten with every row so far, atomically
+// (runtime/atomic_file.h), so a reader, or a run resumed after a crash, never sees a torn file. That happens on
+// save() and finalize(), and from log_metrics once `flush_logs_every_n_steps` steps have passed since the last
+// write: a long epoch can be watched while it runs, and a crash loses at most the rows of that many steps.
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "trainer/logger.h"
 
 namespace volt {
 
-class CSVLogger {
+struct CSVLoggerOptions {
+  std::string name = "lightning_logs";      // the experiment folder under the root directory
+  int version = -1;                         // -1: the next free version_N
+  int64_t flush_logs_every_n_steps = 100;   // >= 1 (upstream's default)
+};
+
+class CSVLogger : public Logger {
  public:
-  explicit CSVLogger(const std::string& root_dir, const std::string& name = "lightning_logs", int version = -1);
-  const std::string& log_dir() const { return dir_; }
-  int version() const { return version_; }
+  explicit CSVLogger(std::string root_dir, CSVLoggerOptions options = {});
+  std::string name() const override { return dir_.name(); }
+  int version() const override { return dir_.version(); }
+  std::string log_dir() const override { return dir_.path(); }
 
   // One row. `metrics` usually carries "epoch"; `step` fills the "step" column.
-  void log_metrics(const std::map<std::string, double>& metrics, int64_t step);
+  void log_metrics(const std::map<std::string, double>& metrics, int64_t step) override;
   // Writes hparams.yaml (a flat YAML rendering of the JSON object).
-  void log_hyperparams(const nlohmann::json& hparams);
+  void log_hyperparams(const nlohmann::json& hparams) override;
   // Rewrites metrics.csv with every row so far (atomic).
-  void save();
+  void save() override;
   const std::vector<std::map<std::string, double>>& rows() const { return rows_; }
 
  private:
-  std::string dir_;
-  int version_ = 0;
+  VersionedLogDir dir_;
+  int64_t flush_every_;
   std::vector<std::map<std::string, double>> rows_;
   bool dirty_ = false;
+  int64_t saved_step_ = -1;  // the step of the last row written by save()
 };
 
 }  // namespace volt

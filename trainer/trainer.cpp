@@ -85,7 +85,7 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
 Trainer::~Trainer() = default;
 
 std::string Trainer::log_dir() const {
-  if (logger_) return logger_->log_dir();
+  if (!loggers_.empty()) return loggers_.front()->log_dir();
   return opt_.default_root_dir;
 }
 
@@ -97,17 +97,11 @@ void Trainer::attach(TrainModule& module) {
   if (precision_param_dtype(precision_) != DType::f32) module.to(precision_param_dtype(precision_));
   strategy_->setup(module);
   module.device_ = strategy_->root_device();
-  if (opt_.logger && strategy_->is_global_zero() && !logger_) {
-    logger_ = std::make_unique<CSVLogger>(opt_.default_root_dir);
-    nlohmann::json hp = module.hparams();
-    if (hp.is_null()) hp = nlohmann::json::object();
-    if (hp.is_object() && !hp.contains("precision")) hp["precision"] = precision_name(precision_);
-    logger_->log_hyperparams(hp);
-  }
+  setup_loggers(module);
 }
 
-void Trainer::detach() {
-  if (logger_) logger_->save();
+void Trainer::detach(RunStatus status) {
+  finalize_loggers(status);
   if (module_) strategy_->teardown(*module_);
   stage_.clear();
 }
@@ -177,6 +171,7 @@ void Trainer::fit(TrainModule& module, std::shared_ptr<data::DataLoader> train, 
                   const std::string& ckpt_path) {
   VOLT_CHECK(train != nullptr, "Trainer::fit: no training loader (train_dataloader returned nullptr)");
   InterruptGuard on_signal;  // SIGINT/SIGTERM stop fit gracefully; the old handlers return with fit
+  FailedRunGuard failed_run{*this};
   setup_fit(module);
   run_fit(std::move(train), std::move(val), ckpt_path);
 }
@@ -273,7 +268,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     for (auto& c : callbacks_) c->on_fit_end(*this, m);
     m.on_fit_end();
   }
-  detach();
+  detach(interrupt_signal_ != 0 ? RunStatus::interrupted : RunStatus::success);
 }
 
 bool Trainer::due_val_check(int64_t batch_idx) const {
@@ -382,7 +377,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   should_stop_ = stop_agreed_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
   ++epoch_;
   batches_done_ = 0;
-  if (logger_) logger_->save();
+  save_loggers();
 }
 
 void Trainer::step_schedulers(const std::string& interval) {
@@ -404,29 +399,12 @@ MetricMap Trainer::callback_metrics() const {
   return out;
 }
 
-void Trainer::log_step_metrics(ResultCollection& rc, int64_t step) {
-  if (!logger_) return;
-  MetricMap m = rc.step_logger_metrics();
-  if (m.empty()) return;
-  m["epoch"] = static_cast<double>(epoch_);
-  logger_->log_metrics(m, step);
-  logged_metrics_ = m;
-}
-
-void Trainer::log_epoch_metrics(ResultCollection& rc) {
-  if (!logger_) return;
-  MetricMap m = rc.epoch_logger_metrics();
-  if (m.empty()) return;
-  m["epoch"] = static_cast<double>(epoch_);
-  logger_->log_metrics(m, std::max<int64_t>(global_step_ - 1, 0));
-  logged_metrics_ = m;
-}
-
 // ---- evaluation entry points -------------------------------------------------------------------------------
 
 std::vector<MetricMap> Trainer::run_eval_entry(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
                                                const char* stage, const std::string& ckpt_path) {
   VOLT_CHECK(loader != nullptr, "Trainer::", stage, ": no loader (the data module returned nullptr)");
+  FailedRunGuard failed_run{*this};
   attach(module);
   prepare_loader(*loader, false);
   if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/false);
@@ -470,6 +448,7 @@ std::vector<MetricMap> Trainer::test(TrainModule& module, data::DataModule& dm, 
 std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
                                      const std::string& ckpt_path) {
   VOLT_CHECK(loader != nullptr, "Trainer::predict: no loader (the data module returned nullptr)");
+  FailedRunGuard failed_run{*this};
   attach(module);
   prepare_loader(*loader, false);
   if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/false);

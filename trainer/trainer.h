@@ -21,15 +21,22 @@
 // <stem>.json (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
 // order; fit(..., ckpt_path) verifies and restores both so that training continues exactly where it stopped,
 // mid-epoch included. ckpt_path may be a stem (or either file), "last" (the newest complete checkpoint in
-// the ModelCheckpoint dirpaths and <default_root_dir>/lightning_logs/version_*/checkpoints) or "best" (the
-// monitoring ModelCheckpoint's best_model_path, from this trainer or the newest checkpoint's record).
+// the ModelCheckpoint dirpaths, <default_root_dir>/checkpoints and <default_root_dir>/lightning_logs/
+// version_*/checkpoints) or "best" (the monitoring ModelCheckpoint's best_model_path, from this trainer or the
+// newest checkpoint's record).
 //
 // Interruption: during fit, the first SIGINT/SIGTERM stops training after the current batch (all ranks agree
 // at that step boundary; one small collective per batch under DDP), calls Callback::on_interrupt (a
-// ModelCheckpoint writes "interrupted" in its directory), flushes the logger and returns from fit with
-// interrupted() true. A second signal kills the process at once. The previous handlers are restored after.
+// ModelCheckpoint writes "interrupted" in its directory), finalizes the loggers with RunStatus::interrupted and
+// returns from fit with interrupted() true. A second signal kills the process at once. The previous handlers are
+// restored after.
+//
+// Loggers (trainer/logger.h): TrainerOptions::loggers, or one CSVLogger under default_root_dir when that list is
+// empty and TrainerOptions::logger is true. Rank 0 logs; every fit/validate/test/predict finalizes them (failed
+// when an exception leaves it).
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,6 +52,7 @@
 #include "trainer/grad_scaler.h"
 #include "trainer/precision.h"
 #include "trainer/csv_logger.h"
+#include "trainer/logger.h"
 #include "trainer/result_collection.h"
 #include "trainer/strategy.h"
 #include "trainer/train_module.h"
@@ -109,8 +117,11 @@ class Trainer {
   std::vector<std::shared_ptr<optim::Optimizer>>& optimizers() { return optimizers_; }
   std::vector<SchedulerConfig>& lr_schedulers() { return schedulers_; }
   std::vector<std::shared_ptr<Callback>>& callbacks() { return callbacks_; }
-  CSVLogger* logger() { return logger_.get(); }
-  // Where checkpoints and logs go: the logger's version dir, else default_root_dir.
+  // The loggers in use (set up at the first fit/validate/test/predict; empty on ranks other than 0 and with
+  // logger=false), and the first of them or nullptr.
+  const std::vector<std::shared_ptr<Logger>>& loggers() const { return loggers_; }
+  Logger* logger() const { return loggers_.empty() ? nullptr : loggers_.front().get(); }
+  // Where checkpoints and logs go: the first logger's version dir, else default_root_dir.
   std::string log_dir() const;
   TrainModule* module() { return module_; }
   // Counts for tests and tools: validation runs (not sanity), optimizer steps skipped, etc.
@@ -141,7 +152,7 @@ class Trainer {
   };
   void setup_fit(TrainModule& module);
   void attach(TrainModule& module);
-  void detach();
+  void detach(RunStatus status = RunStatus::success);  // finalizes the loggers with `status`
   void run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
                const std::string& ckpt_path);
   void train_epoch(data::DataLoader& train, data::DataLoader* val);
@@ -157,8 +168,23 @@ class Trainer {
   bool stop_allowed() const;
   bool time_exceeded() const;
   bool due_val_check(int64_t batch_idx) const;
+  // ---- loggers (trainer_loggers.cpp) ----
+  void setup_loggers(TrainModule& module);
   void log_step_metrics(ResultCollection& rc, int64_t step);
   void log_epoch_metrics(ResultCollection& rc);
+  void log_to_loggers(const MetricMap& m, int64_t step);
+  void save_loggers();
+  // Every logger is finalized even if one throws; the first error is rethrown, except for RunStatus::failed
+  // (an exception is already on its way), where errors are reported on stderr.
+  void finalize_loggers(RunStatus status);
+  // Finalizes the loggers with RunStatus::failed when an exception leaves the entry point that holds it.
+  struct FailedRunGuard {
+    Trainer& trainer;
+    int pending = std::uncaught_exceptions();
+    ~FailedRunGuard() {
+      if (std::uncaught_exceptions() > pending) trainer.finalize_loggers(RunStatus::failed);
+    }
+  };
   void update_callback_metrics(const MetricMap& m);
   void step_schedulers(const std::string& interval);
   void resume_from(const std::string& ckpt_path, bool fitting);
@@ -176,7 +202,8 @@ class Trainer {
   TrainerOptions opt_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<ProgressBar> pbar_;
-  std::unique_ptr<CSVLogger> logger_;
+  std::vector<std::shared_ptr<Logger>> loggers_;
+  bool loggers_set_up_ = false;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   std::vector<std::shared_ptr<optim::Optimizer>> optimizers_;
   bool manual_sync_grad_ = true;

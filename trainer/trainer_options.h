@@ -11,6 +11,7 @@
 namespace volt {
 
 class Callback;
+class Logger;
 
 // A batch count or a fraction of an epoch: `= 10` means 10 batches, `= 0.25` a quarter of the loader
 // (1.0, the default for limits, means all of it).
@@ -71,7 +72,11 @@ struct TrainerOptions {
   bool enable_model_summary = true;
   bool enable_checkpointing = true;  // adds a default ModelCheckpoint (last epoch) when none is given
   std::string default_root_dir = ".";
-  bool logger = true;                // CSV logger under <default_root_dir>/lightning_logs/version_N
+  // Where logged metrics go (trainer/logger.h: CSVLogger, TensorBoardLogger or your own). Empty with
+  // logger = true: one CSVLogger under <default_root_dir>/lightning_logs/version_N. logger = false: no logging
+  // (and then `loggers` must be empty).
+  bool logger = true;
+  std::vector<std::shared_ptr<Logger>> loggers;
   std::vector<std::shared_ptr<Callback>> callbacks;
   int64_t log_every_n_steps = 50;
   int64_t seed = -1;                 // >= 0: seed_everything(seed) at construction

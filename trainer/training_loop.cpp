@@ -208,11 +208,11 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
       break;
     }
     results_eval_.end_step(*strategy_);
-    if (!sanity && results_eval_.has_step_values() && logger_) {
+    if (!sanity && results_eval_.has_step_values() && !loggers_.empty()) {
       MetricMap sm = results_eval_.step_logger_metrics();
       if (!sm.empty()) {
         sm["epoch"] = static_cast<double>(epoch_);
-        logger_->log_metrics(sm, std::max<int64_t>(global_step_ - 1, 0));
+        log_to_loggers(sm, std::max<int64_t>(global_step_ - 1, 0));
       }
     }
     pbar_->update(i);

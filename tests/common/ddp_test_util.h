@@ -1,5 +1,12 @@
 #pragma once
 // Shared pieces of the multi-rank Trainer tests (run under mpirun with 1, 2 and 3 ranks).
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "distributed/process_group.h"
+#include "kernels/ops.h"
 #include "trainer/trainer.h"
 
 namespace volt::test {
@@ -16,6 +23,21 @@ inline TrainerOptions ddp_options() {
   o.logger = false;
   o.num_sanity_val_steps = 0;
   return o;
+}
+
+// A directory every rank agrees on (rank 0's pid), emptied and created by rank 0. (collective)
+inline std::string shared_dir(const std::string& name) {
+  dist::ProcessGroup& pg = dist::default_group();
+  Tensor pid = from_vector<int64_t>({static_cast<int64_t>(::getpid())});
+  pg.broadcast(pid, 0);
+  const std::filesystem::path p =
+      std::filesystem::temp_directory_path() / ("volt_ddp_test_" + name + "_" + std::to_string(pid.item<int64_t>()));
+  if (pg.rank() == 0) {
+    std::filesystem::remove_all(p);
+    std::filesystem::create_directories(p);
+  }
+  pg.barrier();
+  return p.string();
 }
 
 }  // namespace volt::test

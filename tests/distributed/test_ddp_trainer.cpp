@@ -462,18 +462,7 @@ struct ScoreModule : TrainModule {
   Optimizers configure_optimizers() override { return optim::SGD(parameters(), {.lr = 0.05}); }
 };
 
-// A directory every rank agrees on (rank 0's pid), created by rank 0.
-std::string shared_dir(const std::string& name) {
-  Tensor pid = from_vector<int64_t>({static_cast<int64_t>(::getpid())});
-  pg().broadcast(pid, 0);
-  fs::path p = fs::temp_directory_path() / ("volt_ddp_test_" + name + "_" + std::to_string(pid.item<int64_t>()));
-  if (rank() == 0) {
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  pg().barrier();
-  return p.string();
-}
+using test::shared_dir;
 
 std::vector<std::string> files_in(const std::string& dir) {
   std::vector<std::string> out;

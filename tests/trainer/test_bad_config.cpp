@@ -120,6 +120,7 @@ TEST(BadConfig, ExampleFlagsAreValidatedWithReadableMessages) {
       {{"--accelerator", "tpu"}, {"--accelerator", "'tpu'", "cpu, gpu"}},
       {{"--strategy", "fsdp"}, {"--strategy", "'fsdp'", "ddp"}},
       {{"--precision", "fp8"}, {"--precision", "'fp8'", "32-true", "bf16-true"}},
+      {{"--logger", "wandb"}, {"--logger", "'wandb'", "csv, tensorboard, both, none"}},
       {{"--out", ""}, {"--out", "must not be empty"}},
       {{"--no-such-flag"}, {"--no-such-flag"}},
   };
