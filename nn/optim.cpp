@@ -9,7 +9,7 @@ namespace volt::optim {
 
 namespace {
 
-DType state_dtype(DType param) { return param == DType::f16 || param == DType::bf16 ? DType::f32 : param; }
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 // "state.<g>.<i>.<name>" -> (g, i, name); false when the key does not have that form.
 bool parse_state_key(const std::string& key, size_t& g, size_t& i, std::string& name) {
@@ -40,6 +40,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, doubl
   VOLT_CHECK(!groups.empty(), "optimizer: got no parameter groups");
   for (auto& g : groups) add_param_group(std::move(g));
 }
+
+DType Optimizer::state_dtype(DType param) const { return is_half(param) && fp32_state_ ? DType::f32 : param; }
 
 void Optimizer::add_param_group(ParamGroup group) {
   VOLT_CHECK(!group.params.empty(), "optimizer: parameter group ", groups_.size(),
@@ -241,7 +243,9 @@ std::map<std::string, double> sgd_defaults(const SGDOptions& o) {
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o) {}
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), sgd_defaults(o)) {}
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), sgd_defaults(o)) {
+  fp32_state_ = o.fp32_state;
+}
 
 std::vector<std::string> SGD::state_names(const ParamGroup& group) const {
   if (option(group, "momentum") == 0.0) return {};
@@ -284,14 +288,18 @@ std::map<std::string, double> adam_defaults(const AdamOptions& o, const char* na
   return {{"lr", o.lr}, {"beta1", o.betas.first}, {"beta2", o.betas.second}, {"eps", o.eps},
           {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
 }
-AdamOptions from_adamw(const AdamWOptions& o) { return {o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad}; }
+AdamOptions from_adamw(const AdamWOptions& o) {
+  return {o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad, o.fp32_state};
+}
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o)
     : Adam(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o, false) {}
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, false) {}
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(groups), adam_defaults(o, decoupled ? "AdamW" : "Adam")), decoupled_(decoupled) {}
+    : Optimizer(std::move(groups), adam_defaults(o, decoupled ? "AdamW" : "Adam")), decoupled_(decoupled) {
+  fp32_state_ = o.fp32_state;
+}
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
     : Adam(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, from_adamw(o), true) {}

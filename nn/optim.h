@@ -9,7 +9,9 @@
 // Parameters whose grad is undefined are skipped (their state and step count do not advance).
 //
 // Per-parameter state is created lazily at the first update, on the parameter's device, in the parameter's
-// dtype (f32 for f16/bf16 parameters). state_dict() names it "state.<group>.<index>.<name>" (e.g.
+// dtype, except that f16/bf16 parameters keep fp32 state (the update is computed in fp32 either way); the
+// option fp32_state = false opts out and stores their state in the parameter's own half type (half the
+// optimizer memory, at the cost of rounding the moments every step). state_dict() names it "state.<group>.<index>.<name>" (e.g.
 // "state.0.1.exp_avg") plus a 0-d i64 "state.<group>.<index>.step", so it can be saved as safetensors;
 // hyper_state() carries the group hyperparameters as numbers ("group.<g>.lr", "group.<g>.<option>").
 #include <cstdint>
@@ -58,6 +60,9 @@ class Optimizer {
   void load_hyper_state(const std::map<std::string, double>& hs);
 
   virtual std::string type_name() const = 0;
+  // Whether f16/bf16 parameters keep fp32 state (the default), and the dtype state of a `param` parameter has.
+  bool fp32_state() const { return fp32_state_; }
+  DType state_dtype(DType param) const;
   // The names of the per-parameter state tensors this optimizer keeps (for its current options).
   virtual std::vector<std::string> state_names(const ParamGroup& group) const = 0;
 
@@ -82,6 +87,7 @@ class Optimizer {
 
   std::vector<ParamGroup> groups_;
   std::map<std::string, double> defaults_;
+  bool fp32_state_ = true;
   std::vector<std::vector<ParamState>> state_;
 };
 
@@ -91,6 +97,7 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  bool fp32_state = true;  // false: f16/bf16 parameters keep their momentum buffer in their own dtype
 };
 
 // PyTorch's SGD: g += wd * p; buf = momentum * buf + (1 - dampening) * g (buf = g at the first step);
@@ -110,6 +117,7 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
+  bool fp32_state = true;  // false: f16/bf16 parameters keep exp_avg/exp_avg_sq in their own dtype
 };
 
 struct AdamWOptions {
@@ -118,6 +126,7 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 1e-2;
   bool amsgrad = false;
+  bool fp32_state = true;
 };
 
 // PyTorch's Adam (L2 weight decay added to the gradient) and, with decoupled weight decay, AdamW

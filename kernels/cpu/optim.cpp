@@ -50,12 +50,12 @@ om::AdamScalars<F8> broadcast(const om::AdamScalars<float>& s) {
 }
 #endif
 
-template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
-void adam_loop(T* __restrict p, const T* __restrict g, S* __restrict m, S* __restrict v, S* __restrict vmax,
+template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
+void adam_loop(T* __restrict p, const T* __restrict g, M* __restrict m, M* __restrict v, M* __restrict vmax,
                int64_t n, const om::AdamScalars<S>& s) {
   int64_t i = 0;
 #if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<M, float>) {
     const om::AdamScalars<F8> s8 = broadcast(s);
     for (; i + 8 <= n; i += 8) {
       F8 pp = F8::load(p + i), mm = F8::load(m + i), vv = F8::load(v + i), vm = kAms ? F8::load(vmax + i) : F8(0.f);
@@ -68,37 +68,38 @@ void adam_loop(T* __restrict p, const T* __restrict g, S* __restrict m, S* __res
   }
 #endif
   for (; i < n; ++i) {
-    S pp = static_cast<S>(p[i]), mm = m[i], vv = v[i], vm = kAms ? vmax[i] : S(0);
+    S pp = static_cast<S>(p[i]), mm = static_cast<S>(m[i]), vv = static_cast<S>(v[i]);
+    S vm = kAms ? static_cast<S>(vmax[i]) : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
     p[i] = T(pp);
-    m[i] = mm;
-    v[i] = vv;
-    if constexpr (kAms) vmax[i] = vm;
+    m[i] = M(mm);
+    v[i] = M(vv);
+    if constexpr (kAms) vmax[i] = M(vm);
   }
 }
 
-template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
-void sgd_loop(T* __restrict p, const T* __restrict g, S* __restrict buf, int64_t n, bool first,
+template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
+void sgd_loop(T* __restrict p, const T* __restrict g, M* __restrict buf, int64_t n, bool first,
               const om::SgdScalars<S>& s) {
   for (int64_t i = 0; i < n; ++i) {
     S pp = static_cast<S>(p[i]);
-    S b = kMomentum ? buf[i] : S(0);
+    S b = kMomentum ? static_cast<S>(buf[i]) : S(0);
     om::sgd_update<S, kDecay, kMomentum, kNesterov>(pp, static_cast<S>(g[i]), b, first, s);
     p[i] = T(pp);
-    if constexpr (kMomentum) buf[i] = b;
+    if constexpr (kMomentum) buf[i] = M(b);
   }
 }
 
 }  // namespace
 
 struct CpuLauncher {
-  template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
-  void adam(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, const om::AdamScalars<S>& s) const {
-    adam_loop<T, S, kDecay, kDecoupled, kAms>(p, g, m, v, vmax, n, s);
+  template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
+  void adam(T* p, const T* g, M* m, M* v, M* vmax, int64_t n, const om::AdamScalars<S>& s) const {
+    adam_loop<T, M, S, kDecay, kDecoupled, kAms>(p, g, m, v, vmax, n, s);
   }
-  template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
-  void sgd(T* p, const T* g, S* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
-    sgd_loop<T, S, kDecay, kMomentum, kNesterov>(p, g, buf, n, first, s);
+  template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
+  void sgd(T* p, const T* g, M* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
+    sgd_loop<T, M, S, kDecay, kMomentum, kNesterov>(p, g, buf, n, first, s);
   }
 };
 

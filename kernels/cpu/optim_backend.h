@@ -4,7 +4,9 @@
 //
 // Contract (checked by the caller, nn/optim.cpp): every tensor is contiguous and on one device; param and grad
 // have the same shape and dtype (f32, f64, f16 or bf16); the state tensors have the param's shape and dtype
-// acc_t<param dtype> (f32 for f16/bf16 params), so that low-precision parameters keep full-precision moments.
+// acc_t<param dtype> (f32 for f16/bf16 params), so that low-precision parameters keep full-precision moments,
+// or, when the optimizer opts out (fp32_state = false), the param's own dtype. The update is computed in
+// acc_t either way; the state tensors' dtype tells the kernels which storage type to use.
 // Undefined state tensors are allowed where the update does not use them (max_exp_avg_sq without amsgrad,
 // momentum_buffer with momentum == 0).
 #include "kernels/backend.h"

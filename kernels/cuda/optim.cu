@@ -10,28 +10,29 @@ namespace om = optim_math;
 
 namespace {
 
-template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
-__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, S* __restrict__ m, S* __restrict__ v,
-                            S* __restrict__ vmax, int64_t n, om::AdamScalars<S> s) {
+template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
+__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, M* __restrict__ m, M* __restrict__ v,
+                            M* __restrict__ vmax, int64_t n, om::AdamScalars<S> s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    S pp = static_cast<S>(p[i]), mm = m[i], vv = v[i], vm = kAms ? vmax[i] : S(0);
+    S pp = static_cast<S>(p[i]), mm = static_cast<S>(m[i]), vv = static_cast<S>(v[i]);
+    S vm = kAms ? static_cast<S>(vmax[i]) : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
     p[i] = T(pp);
-    m[i] = mm;
-    v[i] = vv;
-    if (kAms) vmax[i] = vm;
+    m[i] = M(mm);
+    v[i] = M(vv);
+    if (kAms) vmax[i] = M(vm);
   }
 }
 
-template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
-__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, S* __restrict__ buf, int64_t n, bool first,
+template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
+__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, M* __restrict__ buf, int64_t n, bool first,
                            om::SgdScalars<S> s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     S pp = static_cast<S>(p[i]);
-    S unused = S(0);
-    S& b = kMomentum ? buf[i] : unused;
+    S b = kMomentum ? static_cast<S>(buf[i]) : S(0);
     om::sgd_update<S, kDecay, kMomentum, kNesterov>(pp, static_cast<S>(g[i]), b, first, s);
     p[i] = T(pp);
+    if (kMomentum) buf[i] = M(b);
   }
 }
 
@@ -52,14 +53,14 @@ __global__ void unscale_check_kernel(T* __restrict__ g, int64_t n, S inv, float*
 
 struct GpuLauncher {
   cudaStream_t stream;
-  template <class T, class S, bool kDecay, bool kDecoupled, bool kAms>
-  void adam(T* p, const T* g, S* m, S* v, S* vmax, int64_t n, const om::AdamScalars<S>& s) const {
-    adam_kernel<T, S, kDecay, kDecoupled, kAms><<<blocks_for(n), 256, 0, stream>>>(p, g, m, v, vmax, n, s);
+  template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
+  void adam(T* p, const T* g, M* m, M* v, M* vmax, int64_t n, const om::AdamScalars<S>& s) const {
+    adam_kernel<T, M, S, kDecay, kDecoupled, kAms><<<blocks_for(n), 256, 0, stream>>>(p, g, m, v, vmax, n, s);
     VOLT_CUDA_CHECK_LAUNCH();
   }
-  template <class T, class S, bool kDecay, bool kMomentum, bool kNesterov>
-  void sgd(T* p, const T* g, S* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
-    sgd_kernel<T, S, kDecay, kMomentum, kNesterov><<<blocks_for(n), 256, 0, stream>>>(p, g, buf, n, first, s);
+  template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
+  void sgd(T* p, const T* g, M* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
+    sgd_kernel<T, M, S, kDecay, kMomentum, kNesterov><<<blocks_for(n), 256, 0, stream>>>(p, g, buf, n, first, s);
     VOLT_CUDA_CHECK_LAUNCH();
   }
 };

@@ -75,7 +75,7 @@ TEST(Loggers, CustomLoggerReceivesHparamsRowsSavesAndFinalize) {
   EXPECT_EQ(t.logger(), rec.get());
   ASSERT_EQ(t.loggers().size(), 1u);
   EXPECT_EQ(t.log_dir(), rec->dir);
-  EXPECT_EQ(rec->hparams, (nlohmann::json{{"lr", 0.1}, {"layers", 2}}));
+  EXPECT_EQ(rec->hparams, (nlohmann::json{{"lr", 0.1}, {"layers", 2}, {"precision", "32-true"}}));
   EXPECT_EQ(rec->calls, (std::vector<std::string>{"hparams", "metrics@1", "metrics@2", "save", "metrics@3",
                                                   "metrics@5", "metrics@5", "save", "finalize:success"}));
   using Rows = std::vector<std::pair<int64_t, MetricMap>>;

@@ -178,7 +178,9 @@ TEST(TensorBoardLogger, FitWritesTheLoggedScalarsAndHparams) {
   double start_time = 0;
   const auto hparams = parse_session_start_hparams(hp.values[0].plugin_content, &start_time);
   EXPECT_NEAR(start_time, hp.wall_time, 1e-6);
-  ASSERT_EQ(hparams.size(), 4u);
+  ASSERT_EQ(hparams.size(), 5u);  // the module's four plus the Trainer's precision
+  EXPECT_EQ(hparams.at("precision").kind, TfHparam::string);
+  EXPECT_EQ(hparams.at("precision").string_value, "32-true");
   EXPECT_EQ(hparams.at("lr").kind, TfHparam::number);
   EXPECT_EQ(hparams.at("lr").number_value, 0.1);
   EXPECT_EQ(hparams.at("optimizer").kind, TfHparam::string);
