@@ -67,6 +67,15 @@ int main(int argc, char** argv) {
                  "precisions to run: 32-true 16-mixed bf16-mixed 16-true bf16-true 64-true, or all");
   app.add_option("--accelerator", accelerator, "cpu | gpu | auto");
   app.add_option("--devices", devices, "devices per node");
+  std::string profiler, profile_steps, profiler_dir = "bench_profile";
+  double peak_flops = 0;
+  app.add_option("--profiler", profiler, "simple | ops | advanced: reports under --profiler-dir")
+      ->check(CLI::IsMember({"simple", "ops", "advanced"}));
+  app.add_option("--profiler-dir", profiler_dir, "where --profiler writes its reports");
+  app.add_option("--profile-steps", profile_steps,
+                 "A:B: cudaProfilerStart/Stop around optimizer steps A to B-1 (for nsys/ncu capture ranges)");
+  app.add_option("--peak-flops", peak_flops, "peak FLOP/s of one device for MFU (default: known GPUs only)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     if (precisions.size() == 1 && precisions[0] == "all")
@@ -79,11 +88,12 @@ int main(int argc, char** argv) {
         seed_everything(1);
         std::unique_ptr<TrainModule> model = make_model(model_name, width);
         data::MnistDataModule dm(data, bs, 0, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
-        auto tp = std::make_shared<ThroughputMonitor>();
+        auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{.peak_flops = peak_flops});
         Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
                          .precision = precision, .max_steps = steps, .limit_val_batches = 0,
                          .num_sanity_val_steps = 0, .enable_progress_bar = false, .enable_model_summary = false,
-                         .enable_checkpointing = false, .logger = false, .callbacks = {tp}});
+                         .enable_checkpointing = false, .logger = false, .callbacks = {tp},
+                         .profiler = profiler, .profiler_dir = profiler_dir, .profile_steps = profile_steps});
         reset_peak_memory_stats(trainer.strategy().root_device());
         trainer.fit(*model, dm);
         const double peak_tensor_mb = memory_stats(model->device()).peak_allocated / 1e6;
@@ -111,6 +121,11 @@ int main(int argc, char** argv) {
               model->device().str().c_str(), precision.c_str(), train_sps, eval_sps,
               examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
+          // GEMM FLOP/s of the last logging window (50 steps) and, with a known peak, the model FLOPs utilisation.
+          const auto& last = tp->last_metrics();
+          if (last.count("throughput/device/flops_per_sec"))
+            std::printf(",\"device_gflops_per_s\":%.2f", last.at("throughput/device/flops_per_sec") / 1e9);
+          if (last.count("throughput/device/mfu")) std::printf(",\"mfu\":%.4f", last.at("throughput/device/mfu"));
           std::printf("}\n");
           std::fflush(stdout);
         }

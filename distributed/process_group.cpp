@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "runtime/cuda_api.h"
 #include "runtime/process.h"
+#include "runtime/trace.h"
 
 namespace volt::dist {
 
@@ -236,9 +237,13 @@ CollectiveInfo ProcessGroup::begin(const char* op, const Tensor* t, int root, bo
   return info;
 }
 
-void ProcessGroup::all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
+void ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
+  trace::Range range(trace::Layer::comm, "all_reduce", {t.device(), t.nbytes()});
+  all_reduce_async(t, op)->wait();
+}
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
+  trace::Range range(trace::Layer::comm, "all_reduce_async", {t.device(), t.nbytes()});
   check_usable("all_reduce", t);
   VOLT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "ProcessGroup::all_reduce: ReduceOp avg needs a ",
              "floating tensor, got dtype ", dtype_name(t.dtype()), " (use sum and divide)");
@@ -254,6 +259,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
 }
 
 void ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
+  trace::Range range(trace::Layer::comm, "all_reduce_coalesced", {tensors.empty() ? kCPU : tensors[0].device()});
   if (tensors.empty()) return;
   DType dt = tensors[0].dtype();
   Device dev = tensors[0].device();
@@ -284,6 +290,7 @@ void ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp o
 }
 
 void ProcessGroup::broadcast(Tensor& t, int root) {
+  trace::Range range(trace::Layer::comm, "broadcast", {t.device(), t.nbytes()});
   check_usable("broadcast", t);
   CollectiveInfo info = begin("broadcast", &t, root);
   if (t.is_contiguous()) {
@@ -336,6 +343,7 @@ std::vector<int64_t> ProcessGroup::exchange_shapes(const char* op, const Tensor&
 }
 
 Tensor ProcessGroup::all_gather(const Tensor& t) {
+  trace::Range range(trace::Layer::comm, "all_gather", {t.device(), t.nbytes()});
   check_usable("all_gather", t);
   CollectiveInfo info = begin("all_gather", &t);
   // Debug mode already compared the shapes in begin(); otherwise a cheap host-side exchange does, so that
@@ -353,6 +361,7 @@ Tensor ProcessGroup::gather_stacked(const Tensor& in, const CollectiveInfo& info
 }
 
 std::vector<Tensor> ProcessGroup::all_gather_uneven(const Tensor& t) {
+  trace::Range range(trace::Layer::comm, "all_gather_uneven", {t.device(), t.nbytes()});
   check_usable("all_gather_uneven", t);
   std::vector<Tensor> parts;
   if (t.dim() == 0) {
@@ -400,6 +409,7 @@ Tensor ProcessGroup::all_gather_cat(const Tensor& t, std::vector<int64_t>* sizes
 }
 
 Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op) {
+  trace::Range range(trace::Layer::comm, "reduce_scatter", {t.device(), t.nbytes()});
   check_usable("reduce_scatter", t);
   VOLT_CHECK(t.dim() >= 1 && t.size(0) % world_size_ == 0, "ProcessGroup::reduce_scatter: input shape ",
              t.shape_str(), " must have a first dim divisible by the world size ", world_size_);
@@ -415,6 +425,7 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op) {
 }
 
 void ProcessGroup::barrier() {
+  trace::Range range(trace::Layer::comm, "barrier");
   CollectiveInfo info = begin("barrier", nullptr);
   barrier_impl(info)->wait();
 }

@@ -42,6 +42,8 @@ struct Args {
   std::string resume;
   bool progress_bar = true;
   std::string logger = "csv";  // csv | tensorboard | both | none
+  std::string profiler;        // "" | simple | ops | advanced
+  std::string profile_steps;   // "A:B"
 };
 
 namespace detail {
@@ -138,6 +140,21 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   app.add_option("--logger", a.logger,
                  "csv (metrics.csv) | tensorboard (event files) | both | none, under <out>/lightning_logs/version_N")
       ->check(one_of({"csv", "tensorboard", "both", "none"}));
+  app.add_option("--profiler", a.profiler,
+                 "simple (time per hook and stage) | ops (per-op/kernel CSV + Chrome trace) | advanced (both); "
+                 "reports under <out>/lightning_logs/version_N/profiler")
+      ->check(one_of({"simple", "ops", "advanced"}));
+  app.add_option("--profile-steps", a.profile_steps,
+                 "A:B: cudaProfilerStart/Stop around optimizer steps A to B-1 (nsys --capture-range=cudaProfilerApi, "
+                 "ncu --profile-from-start off); the ops profiler records only that window")
+      ->check(CLI::Validator([](std::string& s) {
+        try {
+          parse_profile_steps(s);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }, "A:B"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -210,7 +227,8 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
     TrainerOptions options{.accelerator = args.accelerator, .devices = args.devices, .strategy = args.strategy,
                            .precision = args.precision, .max_epochs = args.epochs,
                            .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
-                           .callbacks = {throughput}};
+                           .callbacks = {throughput}, .profiler = args.profiler,
+                           .profile_steps = args.profile_steps};
     apply_logger_flag(args, options);
     Trainer trainer(options);
     // ("last" and "best" are looked up by fit, which names what it searched when nothing is found.)

@@ -8,6 +8,7 @@
 #include "kernels/common/elementwise.h"
 #include "runtime/cuda_api.h"
 #include "runtime/tensor.h"
+#include "runtime/trace.h"
 #include "volt/config.h"
 
 namespace volt {
@@ -45,9 +46,12 @@ namespace cuda { VOLT_BACKEND_DECLS }
 #define VOLT_CUDA_CALL_(device, fn, ...) ::volt::detail::no_cuda_backend(#fn)
 #endif
 
-// Calls volt::cuda::fn(args) for a CUDA device (made current for the call), else volt::cpu::fn(args).
+// Calls volt::cuda::fn(args) for a CUDA device (made current for the call), else volt::cpu::fn(args). Each
+// call is a kernel-layer trace range named after fn (runtime/trace.h: NVTX domain "volt.kernels"; the op
+// profiler times it, with CUDA events on a GPU).
 #define VOLT_DISPATCH_DEVICE(device, fn, ...)                     \
   ([&]() -> decltype(auto) {                                      \
+    ::volt::trace::Range volt_kernel_range_(::volt::trace::Layer::kernel, #fn, ::volt::trace::RangeInfo{(device)}); \
     if ((device).is_cuda()) { VOLT_CUDA_CALL_(device, fn, __VA_ARGS__); } \
     return ::volt::cpu::fn(__VA_ARGS__);                          \
   }())

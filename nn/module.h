@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "runtime/trace.h"
 
 namespace volt::nn {
 
@@ -114,11 +115,14 @@ class Module {
 class UnaryModule : public Module {
  public:
   Tensor operator()(const Tensor& x) {
-    // Anomaly detection names the module an op ran in (the name is built only when detection is on).
-    autograd::ScopeGuard scope([this] {
+    // Anomaly detection names the module an op ran in, and the trace (runtime/trace.h) shows the module's
+    // forward as a range; the name is built only when one of them is on.
+    auto name = [this] {
       std::string path = path_name();
       return (path.empty() ? std::string("<root>") : path) + " (" + type_name() + ")";
-    });
+    };
+    autograd::ScopeGuard scope(name);
+    trace::ModuleRange range(name);
     return forward(x);
   }
   virtual Tensor forward(const Tensor& x) = 0;

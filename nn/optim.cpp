@@ -1,5 +1,7 @@
 #include "nn/optim.h"
 
+#include "runtime/trace.h"
+
 #include <cmath>
 #include <unordered_set>
 
@@ -253,6 +255,7 @@ std::vector<std::string> SGD::state_names(const ParamGroup& group) const {
 }
 
 void SGD::step() {
+  trace::Range range(trace::Layer::optim, "[Optimizer]SGD.step");
   NoGradGuard ng;
   static const Tensor kNone;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -311,6 +314,7 @@ std::vector<std::string> Adam::state_names(const ParamGroup& group) const {
 }
 
 void Adam::step() {
+  trace::Range range(trace::Layer::optim, decoupled_ ? "[Optimizer]AdamW.step" : "[Optimizer]Adam.step");
   NoGradGuard ng;
   static const Tensor kNone;
   for (size_t g = 0; g < groups_.size(); ++g) {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "runtime/autocast.h"
+#include "runtime/trace.h"
 
 namespace volt {
 
@@ -164,6 +165,7 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
   if (!any_requires_grad(inputs)) return;
   auto node = std::make_shared<LambdaNode>(name, std::move(fn));
   if (anomaly) node->anomaly_scope = current_scope();
+  else if (trace::active()) node->anomaly_scope = trace::current_module();  // backward ranges per module
   node->sequence_nr = g_sequence.fetch_add(1);
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   for (const Tensor& in : inputs) {
@@ -259,6 +261,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       deps[e.fn.get()] = -1;  // queued
     }
 
+  std::unique_ptr<trace::Range> module_range;  // tracing: the module whose backward is running
+  std::string traced_module;
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
@@ -270,7 +274,18 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         const InputMeta& om = node->output_meta[i];
         p.grads[i] = ops.zeros(om.shape, om.dtype, om.device);
       }
-    std::vector<Tensor> in_grads = node->apply(p.grads);
+    std::vector<Tensor> in_grads;
+    {
+      if (trace::active() && node->anomaly_scope != traced_module) {
+        // Consecutive nodes of one module form that module's backward range.
+        module_range.reset();
+        traced_module = node->anomaly_scope;
+        if (!traced_module.empty())
+          module_range = std::make_unique<trace::Range>(trace::Layer::module, std::string_view(traced_module + ".backward"));
+      }
+      trace::Range node_range(trace::Layer::backward, [&] { return node->name(); });
+      in_grads = node->apply(p.grads);
+    }
     if (!retain_graph) {
       node->release();
       node->released = true;

@@ -7,6 +7,7 @@
 
 #include "nn/serialization.h"
 #include "runtime/generator.h"
+#include "runtime/trace.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_locate.h"
 #include "trainer/trainer.h"
@@ -25,6 +26,7 @@ static std::string checkpoint_stem(const std::string& path) {
 }
 
 void Trainer::save_checkpoint(const std::string& path) {
+  trace::Range range(trace::Layer::trainer, "[Trainer]save_checkpoint");
   VOLT_CHECK(module_ != nullptr, "Trainer::save_checkpoint: no module is attached (call it during fit)");
   std::string stem = checkpoint_stem(path);
   if (strategy_->is_global_zero()) {

@@ -127,7 +127,11 @@ void TrainModule::untoggle_optimizer() {
 }
 
 LogScope::LogScope(TrainModule& m, ResultCollection* results, const char* hook, int64_t batch_size)
-    : m_(m), prev_results_(m.results_), prev_hook_(m.hook_), prev_batch_size_(m.batch_size_) {
+    : m_(m),
+      prev_results_(m.results_),
+      prev_hook_(m.hook_),
+      prev_batch_size_(m.batch_size_),
+      range_(trace::Layer::trainer, [&] { return std::string("[TrainModule]") + hook; }) {
   m.results_ = results;
   m.hook_ = hook;
   m.batch_size_ = batch_size;

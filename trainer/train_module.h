@@ -25,6 +25,7 @@
 #include "nn/lr_scheduler.h"
 #include "nn/module.h"
 #include "nn/optim.h"
+#include "runtime/trace.h"
 #include "trainer/manual_optimizer.h"
 
 namespace volt {
@@ -189,6 +190,7 @@ class LogScope {
   ResultCollection* prev_results_;
   const char* prev_hook_;
   int64_t prev_batch_size_;
+  trace::Range range_;  // "[TrainModule]<hook>" in the trainer layer (runtime/trace.h)
 };
 
 }  // namespace volt

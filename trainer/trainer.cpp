@@ -2,6 +2,9 @@
 // step and the evaluation loop live in training_loop.cpp; checkpoints in checkpoint.cpp.
 #include "trainer/trainer.h"
 
+#include "runtime/trace.h"
+#include "trainer/callback_calls.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -61,6 +64,11 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
   max_time_s_ = parse_max_time(opt_.max_time);
   if (opt_.seed >= 0) seed_everything(static_cast<uint64_t>(opt_.seed));
   if (opt_.deterministic) set_allow_tf32(false);
+  {
+    const ProfilerKind kind = parse_profiler(opt_.profiler);
+    if (kind != ProfilerKind::none) profiler_ = std::make_unique<Profiler>(kind);
+    std::tie(window_begin_, window_end_) = parse_profile_steps(opt_.profile_steps);
+  }
 
   DeviceSelection sel = parse_devices(opt_.accelerator, opt_.devices);
   if (opt_.auto_select_gpus && sel.accelerator == "gpu") {
@@ -101,9 +109,53 @@ void Trainer::attach(TrainModule& module) {
 }
 
 void Trainer::detach(RunStatus status) {
-  finalize_loggers(status);
-  if (module_) strategy_->teardown(*module_);
+  {
+    trace::Range range(trace::Layer::trainer, "[Trainer]teardown");
+    finalize_loggers(status);
+    if (module_) strategy_->teardown(*module_);
+  }
+  profile_finish();
   stage_.clear();
+}
+
+void Trainer::log_metrics(const MetricMap& metrics) {
+  if (loggers_.empty() || metrics.empty()) return;
+  log_to_loggers(metrics, std::max<int64_t>(global_step_ - 1, 0));
+  for (const auto& [k, v] : metrics) logged_metrics_[k] = v;
+}
+
+void Trainer::profile_start(const char* stage) {
+  window_open_ = window_done_ = false;
+  if (profiler_) profiler_->start(stage, /*op_window=*/window_begin_ < 0 || std::string(stage) != "fit");
+}
+
+void Trainer::open_profile_window() {
+  window_open_ = true;
+  trace::cuda_profiler_start();
+  if (profiler_) profiler_->set_op_window(true);
+}
+
+void Trainer::close_profile_window() {
+  window_open_ = false;
+  window_done_ = true;
+  if (profiler_) profiler_->set_op_window(false);
+  trace::cuda_profiler_stop();
+}
+
+void Trainer::profile_finish() {
+  if (window_open_) close_profile_window();
+  if (!profiler_ || !profiler_->running()) return;
+  // Every rank writes its own reports into rank 0's directory (the loggers, and so log_dir(), live on rank 0).
+  std::string dir = opt_.profiler_dir.empty() ? log_dir() + "/profiler" : opt_.profiler_dir;
+  dir = strategy_->broadcast_string(dir);
+  profiler_->stop();
+  profile_dir_ = dir;
+  const int world = strategy_->world_size(), rank = strategy_->global_rank();
+  profiler_->write(dir, world > 1 ? "rank" + std::to_string(rank) : "", rank);
+  if (!strategy_->is_global_zero()) return;
+  if (profiler_->kind() != ProfilerKind::ops) std::cout << profiler_->simple_table();
+  if (profiler_->kind() != ProfilerKind::simple) std::cout << profiler_->ops_table();
+  std::cout << "Profiler reports in " << dir << "\n" << std::flush;
 }
 
 void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
@@ -114,8 +166,17 @@ void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
 }
 
 std::optional<Batch> Trainer::fetch_batch(data::DataLoader& loader) {
-  std::optional<Batch> b = loader.next();
-  if (b) b = convert_input(b->to(strategy_->root_device(), /*non_blocking=*/true));
+  std::optional<Batch> b;
+  {
+    trace::Range range(trace::Layer::data, [&] { return "[DataLoader]" + (stage_.empty() ? std::string("next") : stage_ + "_next"); });
+    b = loader.next();
+  }
+  if (b) {
+    const Device dev = strategy_->root_device();
+    trace::Range range(trace::Layer::data, "[Batch]to_device",
+                       {dev, (b->input.defined() ? b->input.nbytes() : 0) + (b->target.defined() ? b->target.nbytes() : 0)});
+    b = convert_input(b->to(dev, /*non_blocking=*/true));
+  }
   return b;
 }
 
@@ -171,8 +232,12 @@ void Trainer::fit(TrainModule& module, std::shared_ptr<data::DataLoader> train, 
                   const std::string& ckpt_path) {
   VOLT_CHECK(train != nullptr, "Trainer::fit: no training loader (train_dataloader returned nullptr)");
   InterruptGuard on_signal;  // SIGINT/SIGTERM stop fit gracefully; the old handlers return with fit
+  profile_start("fit");
   FailedRunGuard failed_run{*this};
-  setup_fit(module);
+  {
+    trace::Range range(trace::Layer::trainer, "[Trainer]setup");
+    setup_fit(module);
+  }
   run_fit(std::move(train), std::move(val), ckpt_path);
 }
 
@@ -232,17 +297,28 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   VOLT_CHECK(num_train_batches_ > 0 || skip_asked, "Trainer::fit: limit_train_batches=", lim.fraction,
              " of the training loader's ", train->size(), " batches leaves 0 batches; expected a larger fraction "
              "(or limit_train_batches=0 to skip training on purpose)");
-  if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/true);
+  if (!ckpt_path.empty()) {
+    trace::Range range(trace::Layer::trainer, "[Trainer]restore_checkpoint");
+    resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/true);
+  }
   batches_done_ = resume_skip_;  // the position an interrupt before the first batch must record
 #ifdef VOLT_HAS_MODEL_SUMMARY
-  if (opt_.enable_model_summary && strategy_->is_global_zero()) std::cout << model_summary(m, precision_name(precision_)) << std::flush;
+  if (opt_.enable_model_summary && strategy_->is_global_zero())
+    std::cout << model_summary(m, precision_name(precision_)) << "Memory: "
+              << memory_report({strategy_->root_device()}) << "\n" << std::flush;
 #endif
   fit_start_ = std::chrono::steady_clock::now();
   stage_ = "train";
-  for (auto& c : callbacks_) c->on_fit_start(*this, m);
-  m.on_fit_start();
+  for_each_callback(callbacks_, "on_fit_start", [&](Callback& c) { c.on_fit_start(*this, m); });
+  {
+    trace::Range range(trace::Layer::trainer, "[TrainModule]on_fit_start");
+    m.on_fit_start();
+  }
 
-  if (val && opt_.num_sanity_val_steps != 0) run_validation(*val, /*sanity=*/true);
+  if (val && opt_.num_sanity_val_steps != 0) {
+    trace::Range range(trace::Layer::trainer, "[Trainer]sanity_check");
+    run_validation(*val, /*sanity=*/true);
+  }
   if (!pending_rng_.is_null()) {
     default_generator().manual_seed(pending_rng_.at("seed").get<uint64_t>());
     default_generator().set_offset(pending_rng_.at("offset").get<uint64_t>());
@@ -255,7 +331,10 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     if (stop_agreed_ && (stop_allowed() || nonfinite_stop_)) break;
     if (time_exceeded()) break;
     if (poll_interrupt(/*every_step=*/true)) break;
-    train_epoch(*train, val.get());
+    {
+      trace::Range range(trace::Layer::trainer, "run_training_epoch");
+      train_epoch(*train, val.get());
+    }
     if (interrupt_signal_ != 0) break;
   }
   if (nonfinite_losses_ > 0 && strategy_->is_global_zero())
@@ -263,11 +342,14 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
               << (nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : "") << "\n";
   stage_ = "train";
   if (interrupt_signal_ != 0) {
-    for (auto& c : callbacks_) c->on_interrupt(*this, m);
+    for_each_callback(callbacks_, "on_interrupt", [&](Callback& c) { c.on_interrupt(*this, m); });
   } else {
-    for (auto& c : callbacks_) c->on_fit_end(*this, m);
+    for_each_callback(callbacks_, "on_fit_end", [&](Callback& c) { c.on_fit_end(*this, m); });
+    trace::Range range(trace::Layer::trainer, "[TrainModule]on_fit_end");
     m.on_fit_end();
   }
+  if (opt_.enable_model_summary && strategy_->is_global_zero())
+    std::cout << "Memory at the end of fit: " << memory_report({strategy_->root_device()}) << "\n" << std::flush;
   detach(interrupt_signal_ != 0 ? RunStatus::interrupted : RunStatus::success);
 }
 
@@ -299,7 +381,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   else train.set_epoch(epoch_);
   results_train_.reset();
   batches_done_ = start;
-  for (auto& c : callbacks_) c->on_train_epoch_start(*this, m);
+  for_each_callback(callbacks_, "on_train_epoch_start", [&](Callback& c) { c.on_train_epoch_start(*this, m); });
   {
     LogScope s(m, &results_train_, "on_train_epoch_start");
     m.on_train_epoch_start();
@@ -319,7 +401,12 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
     is_last_batch_ = idx + 1 == num_train_batches_;
     batch_idx_ = idx;
     if (!is_last_batch_) next = fetch_batch(train);  // never beyond limit_train_batches
-    training_batch(batch, idx);
+    if (window_begin_ >= 0 && !window_open_ && !window_done_ && global_step_ >= window_begin_) open_profile_window();
+    {
+      trace::Range range(trace::Layer::trainer, "run_training_batch");
+      training_batch(batch, idx);
+    }
+    if (window_open_ && global_step_ >= window_end_) close_profile_window();
     batches_done_ = idx + 1;
     if (pbar_->enabled()) {
       MetricMap pm;
@@ -331,6 +418,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
     }
     validated_last = false;
     if (val && due_val_check(idx) && !is_last_batch_) {
+      trace::Range range(trace::Layer::trainer, "run_validation");
       run_validation(*val, false);
       validated_last = true;
     }
@@ -358,11 +446,13 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   // the scheduler state of the next epoch (a resumed run then continues bit-identically).
   if (m.automatic_optimization) step_schedulers("epoch");  // manual optimisation steps its own schedulers
   if (val && !validated_last && batches_done_ > 0 && due_val_check(batches_done_ - 1) &&
-      (completed || batches_done_ == num_train_batches_))
+      (completed || batches_done_ == num_train_batches_)) {
+    trace::Range range(trace::Layer::trainer, "run_validation");
     run_validation(*val, false);
+  }
   stage_ = "train";
-  for (auto& c : callbacks_)
-    if (!c->is_monitoring()) c->on_train_epoch_end(*this, m);
+  for_each_callback(
+    callbacks_, "on_train_epoch_end", [&](Callback& c) { c.on_train_epoch_end(*this, m); }, CallbackSet::non_monitoring);
   {
     LogScope s(m, &results_train_, "on_train_epoch_end");
     m.on_train_epoch_end();
@@ -371,8 +461,8 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   update_callback_metrics(results_train_.epoch_callback_metrics());
   for (auto& [k, v] : results_train_.epoch_pbar_metrics()) last_pbar_[k] = v;
   log_epoch_metrics(results_train_);
-  for (auto& c : callbacks_)
-    if (c->is_monitoring()) c->on_train_epoch_end(*this, m);
+  for_each_callback(
+    callbacks_, "on_train_epoch_end", [&](Callback& c) { c.on_train_epoch_end(*this, m); }, CallbackSet::monitoring);
   // A stop request must hold on every rank before anyone leaves the loop.
   should_stop_ = stop_agreed_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
   ++epoch_;
@@ -404,6 +494,7 @@ MetricMap Trainer::callback_metrics() const {
 std::vector<MetricMap> Trainer::run_eval_entry(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
                                                const char* stage, const std::string& ckpt_path) {
   VOLT_CHECK(loader != nullptr, "Trainer::", stage, ": no loader (the data module returned nullptr)");
+  profile_start(stage);
   FailedRunGuard failed_run{*this};
   attach(module);
   prepare_loader(*loader, false);
@@ -413,13 +504,16 @@ std::vector<MetricMap> Trainer::run_eval_entry(TrainModule& module, std::shared_
                   .resolve(loader->size(), is_test ? "limit_test_batches" : "limit_val_batches");
   stage_ = stage;
   module.eval();
-  eval_loop(*loader, stage, n, false);
+  {
+    trace::Range range(trace::Layer::trainer, is_test ? "run_test" : "run_validation");
+    eval_loop(*loader, stage, n, false);
+  }
   MetricMap cb = results_eval_.epoch_callback_metrics();
   update_callback_metrics(cb);
   log_epoch_metrics(results_eval_);
   MetricMap out = results_eval_.epoch_logger_metrics();
   if (is_test)
-    for (auto& c : callbacks_) c->on_test_end(*this, module);
+    for_each_callback(callbacks_, "on_test_end", [&](Callback& c) { c.on_test_end(*this, module); });
   if (strategy_->is_global_zero()) print_results_table(is_test ? "Test" : "Validate", out);
   module.train();
   detach();
@@ -448,6 +542,7 @@ std::vector<MetricMap> Trainer::test(TrainModule& module, data::DataModule& dm, 
 std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
                                      const std::string& ckpt_path) {
   VOLT_CHECK(loader != nullptr, "Trainer::predict: no loader (the data module returned nullptr)");
+  profile_start("predict");
   FailedRunGuard failed_run{*this};
   attach(module);
   prepare_loader(*loader, false);
@@ -464,6 +559,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
     if (!b) break;
     std::optional<AutocastGuard> ac;
     enter_forward(ac);
+    trace::Range range(trace::Layer::trainer, "[TrainModule]predict_step");
     out.push_back(module.predict_step(*b, i));
     pbar_->update(i);
   }

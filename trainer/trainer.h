@@ -51,6 +51,7 @@
 #include "trainer/callback.h"
 #include "trainer/grad_scaler.h"
 #include "trainer/precision.h"
+#include "trainer/profiler.h"
 #include "trainer/csv_logger.h"
 #include "trainer/logger.h"
 #include "trainer/result_collection.h"
@@ -132,6 +133,17 @@ class Trainer {
   // The parsed `precision` option, and the loss scaler of "16-mixed" (nullptr in the other modes).
   Precision precision() const { return precision_; }
   GradScaler* grad_scaler() { return scaler_.get(); }
+  // The built-in profiler (TrainerOptions::profiler; nullptr without one): after fit/validate/test/predict it
+  // holds that stage's tables.
+  Profiler* profiler() { return profiler_.get(); }
+  // Where the profiler wrote its files last ("" before any).
+  const std::string& profiler_output_dir() const { return profile_dir_; }
+  // Sends `metrics` to the loggers at the current step (the latest optimizer step) and into logged_metrics()
+  // (rank 0; other ranks have no loggers). For callbacks such as ThroughputMonitor.
+  void log_metrics(const MetricMap& metrics);
+  // True when a batch ending now completes an optimizer step (callbacks' on_train_batch_end: the step counter
+  // has advanced).
+  bool stepped_last_batch() const { return stepped_last_batch_; }
   // True while fitting with a validation loader whose module implements validation_step.
   bool has_validation() const { return has_val_ && val_has_step_; }
 
@@ -182,7 +194,10 @@ class Trainer {
     Trainer& trainer;
     int pending = std::uncaught_exceptions();
     ~FailedRunGuard() {
-      if (std::uncaught_exceptions() > pending) trainer.finalize_loggers(RunStatus::failed);
+      if (std::uncaught_exceptions() > pending) {
+        trainer.finalize_loggers(RunStatus::failed);
+        if (trainer.profiler_) trainer.profiler_->stop();  // no report for a failed stage
+      }
     }
   };
   void update_callback_metrics(const MetricMap& m);
@@ -240,6 +255,19 @@ class Trainer {
   void enter_forward(std::optional<AutocastGuard>& guard) const;
   // "-true" modes: the batch's floating tensors in the parameters' dtype; the batch unchanged otherwise.
   Batch convert_input(Batch batch) const;
+  // ---- profiling (trainer/profiler.h, runtime/trace.h) ----
+  // Starts the profiler for a stage (fit, validate, test, predict); a no-op without one.
+  void profile_start(const char* stage);
+  // At the end of a stage: agrees on the output directory (collective), stops the profiler, prints (rank 0)
+  // and writes the reports. Called by detach().
+  void profile_finish();
+  void open_profile_window();
+  void close_profile_window();
+  std::unique_ptr<Profiler> profiler_;
+  std::string profile_dir_;
+  int64_t window_begin_ = -1, window_end_ = -1;  // profile_steps
+  bool window_open_ = false, window_done_ = false;
+  bool stepped_last_batch_ = false;
   int64_t max_epochs_ = 1000;
   double max_time_s_ = -1;
   std::chrono::steady_clock::time_point fit_start_;

@@ -79,6 +79,16 @@ struct TrainerOptions {
   std::vector<std::shared_ptr<Logger>> loggers;
   std::vector<std::shared_ptr<Callback>> callbacks;
   int64_t log_every_n_steps = 50;
+  // Built-in profiler (trainer/profiler.h): "" (none), "simple" (time per hook and loop stage), "ops" (per-op,
+  // per-module and per-kernel times, CSV and Chrome trace) or "advanced" (both). Reports are printed on rank 0
+  // and written to profiler_dir, else <log_dir>/profiler.
+  std::string profiler;
+  std::string profiler_dir;
+  // "A:B": profile optimizer steps A to B-1 (0-based and half-open, like a slice): cudaProfilerStart before the
+  // first batch of step A, cudaProfilerStop after step B-1 (for `nsys profile --capture-range=cudaProfilerApi`
+  // and `ncu --profile-from-start off`), and the ops profiler records op-level ranges only in that window.
+  // "" = no window.
+  std::string profile_steps;
   int64_t seed = -1;                 // >= 0: seed_everything(seed) at construction
 };
 

@@ -3,6 +3,8 @@
 
 #include "kernels/ops.h"
 #include "nn/clip_grad.h"
+#include "runtime/trace.h"
+#include "trainer/callback_calls.h"
 #include "trainer/progress_bar.h"
 #include "trainer/trainer.h"
 
@@ -43,12 +45,16 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
         m.on_before_backward(scaled);
       }
       // 16-mixed: backward from loss * scale (the hooks above and below see the unscaled loss).
-      strategy_->backward(scaler_ ? scaler_->scale_loss(scaled) : scaled, step_now);
+      {
+        trace::Range range(trace::Layer::trainer, "[Strategy]backward");
+        strategy_->backward(scaler_ ? scaler_->scale_loss(scaled) : scaled, step_now);
+      }
       {
         LogScope s(m, &results_train_, "on_after_backward", bs);
         m.on_after_backward();
       }
       if (step_now) {
+        trace::Range range(trace::Layer::trainer, "optimizer_step");
         optimizer_step();
         stepped = true;
       }
@@ -60,9 +66,10 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     m.on_train_batch_end(loss, batch, batch_idx);
   }
   results_train_.end_step(*strategy_);
+  stepped_last_batch_ = stepped || !m.automatic_optimization;
   batches_done_ = batch_idx + 1;  // a checkpoint taken by a callback below resumes with the next batch
   if (stepped && global_step_ % opt_.log_every_n_steps == 0) log_step_metrics(results_train_, global_step_ - 1);
-  for (auto& c : callbacks_) c->on_train_batch_end(*this, m, loss, batch, batch_idx);
+  for_each_callback(callbacks_, "on_train_batch_end", [&](Callback& c) { c.on_train_batch_end(*this, m, loss, batch, batch_idx); });
 }
 
 bool Trainer::skip_nonfinite_loss(const Tensor& loss) {
@@ -81,17 +88,25 @@ bool Trainer::skip_nonfinite_loss(const Tensor& loss) {
 
 void Trainer::optimizer_step() {
   TrainModule& m = *module_;
-  strategy_->finish_gradient_sync();
+  {
+    trace::Range range(trace::Layer::comm, "[Strategy]finish_gradient_sync");
+    strategy_->finish_gradient_sync();
+  }
   for (size_t i = 0; i < optimizers_.size(); ++i) {
     optim::Optimizer& o = *optimizers_[i];
     // 16-mixed: gradients unscaled (and checked for inf/NaN, agreed by all ranks) before the hook and clipping
     // see them; a non-finite step is skipped on every rank and the scale backs off.
-    const bool skip = scaler_ && scaler_->unscale_(o, *strategy_);
+    bool skip = false;
+    if (scaler_) {
+      trace::Range range(trace::Layer::optim, "[GradScaler]unscale");
+      skip = scaler_->unscale_(o, *strategy_);
+    }
     {
       LogScope s(m, &results_train_, "on_before_optimizer_step", m.batch_size_);
       m.on_before_optimizer_step(o, static_cast<int>(i));
     }
     if (!skip && opt_.gradient_clip_val > 0) {
+      trace::Range range(trace::Layer::optim, "[Trainer]clip_gradients");
       std::vector<Tensor> params;
       for (auto& g : o.param_groups())
         for (auto& p : g.params) params.push_back(p);
@@ -157,14 +172,14 @@ void Trainer::run_validation(data::DataLoader& val, bool sanity) {
   bool was_training = m.is_training();
   m.eval();
   if (!sanity)
-    for (auto& c : callbacks_) c->on_validation_start(*this, m);
+    for_each_callback(callbacks_, "on_validation_start", [&](Callback& c) { c.on_validation_start(*this, m); });
   eval_loop(val, "validate", limit, sanity);
   if (!sanity && val_has_step_) {
     ++val_runs_;
     update_callback_metrics(results_eval_.epoch_callback_metrics());
     for (auto& [k, v] : results_eval_.epoch_pbar_metrics()) last_pbar_[k] = v;
     log_epoch_metrics(results_eval_);
-    for (auto& c : callbacks_) c->on_validation_end(*this, m);
+    for_each_callback(callbacks_, "on_validation_end", [&](Callback& c) { c.on_validation_end(*this, m); });
   }
   // A stop request from a validation-end callback must hold on every rank.
   if (!sanity) should_stop_ = stop_agreed_ = strategy_->reduce_decision(should_stop_, /*all=*/false);

@@ -8,6 +8,7 @@
 namespace volt {
 
 Tensor unscale_grads_(const std::vector<Tensor>& grads, double inv_scale) {
+  trace::Range op_range(trace::Layer::op, "unscale_grads_");
   VOLT_CHECK(std::isfinite(inv_scale), "unscale_grads_: inv_scale must be finite, got ", inv_scale);
   const Tensor* first = nullptr;
   for (const Tensor& g : grads) {

@@ -58,6 +58,7 @@ Shape pool_out_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
 // ---- conv2d -------------------------------------------------------------------------------------------------
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation) {
+  trace::Range op_range(trace::Layer::op, "conv2d");
   if (autocast_detail::wants_lower(x) || autocast_detail::wants_lower(weight) || autocast_detail::wants_lower(bias))
     return conv2d(autocast_detail::lower(x), autocast_detail::lower(weight), autocast_detail::lower(bias), stride,
                   padding, dilation);
@@ -90,12 +91,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = empty({x.size(0), weight.size(0), oh, ow}, x.dtype(), x.device());
+  // Multiply-adds x2 of one pass; the backward's data and weight gradients cost one pass each.
+  const uint64_t conv_flops = static_cast<uint64_t>(2 * out.numel() * weight.size(1) * weight.size(2) * weight.size(3));
+  trace::count_flops(conv_flops);
   VOLT_DISPATCH_DEVICE(x.device(), conv2d_forward, out, xc, wc, bc, p);
   const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   autograd::attach(out, "Conv2dBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     Tensor go = g[0].contiguous();
     Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
     Tensor dw = gw ? empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
+    trace::count_flops(conv_flops * (static_cast<uint64_t>(gx) + static_cast<uint64_t>(gw)));
     VOLT_DISPATCH_DEVICE(go.device(), conv2d_backward, dx, dw, go, xc, wc, p);
     // The bias gradient is a plain reduction over (N, H, W), done by Volt's own sum for every device and dtype
     // (cuDNN's backward-bias kernel rejects bf16 and is slow for small channel counts). fp32 accumulation.
@@ -108,6 +113,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
 // ---- pooling ------------------------------------------------------------------------------------------------
 
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  trace::Range op_range(trace::Layer::op, "max_pool2d");
   check_input(x, "max_pool2d");
   if (x.dim() == 3) return max_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
   Pool2dParams p = pool_params(x, kernel, stride, padding, "max_pool2d");
@@ -128,6 +134,7 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
 }
 
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  trace::Range op_range(trace::Layer::op, "avg_pool2d");
   check_input(x, "avg_pool2d");
   if (x.dim() == 3) return avg_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
   Pool2dParams p = pool_params(x, kernel, stride, padding, "avg_pool2d");
@@ -149,6 +156,7 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean, Tensor running_var,
                   bool training, double momentum, double eps) {
+  trace::Range op_range(trace::Layer::op, "batch_norm");
   if (autocast_detail::wants_fp32(x))  // statistics and normalisation in fp32
     return batch_norm(autocast_detail::fp32(x), weight, bias, running_mean, running_var, training, momentum, eps);
   const char* op = "batch_norm";

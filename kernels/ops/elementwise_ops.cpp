@@ -26,6 +26,7 @@ DType prepare(Tensor& a, Tensor& b, Shape& out_shape, const char* op) {
 }
 
 Tensor binary_op(BinaryOp op, const Tensor& a0, const Tensor& b0, const char* name, const ElemParams& p = {}) {
+  trace::Range op_range(trace::Layer::op, name);
   Tensor a = a0, b = b0;
   Shape shape;
   DType dt = prepare(a, b, shape, name);
@@ -35,6 +36,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a0, const Tensor& b0, const char* na
 }
 
 Tensor unary_op(UnaryOp op, const Tensor& a, const char* name, const ElemParams& p = {}, bool floating_only = true) {
+  trace::Range op_range(trace::Layer::op, name);
   VOLT_CHECK(a.defined(), name, ": the input is undefined");
   Tensor in = a.detach();
   if (floating_only && !is_floating(in.dtype())) in = in.to(DType::f32);
@@ -54,6 +56,7 @@ DType scalar_result_dtype(const Tensor& a, double s) {
 }
 
 Tensor scalar_op(UnaryOp op, const Tensor& a, double s, const char* name) {
+  trace::Range op_range(trace::Layer::op, name);
   VOLT_CHECK(a.defined(), name, ": the input is undefined");
   Tensor in = a.detach();
   DType dt = scalar_result_dtype(a, s);

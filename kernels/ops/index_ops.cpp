@@ -78,6 +78,7 @@ Tensor index_add_backward(const Tensor& grad, const Tensor& idx, const Shape& sh
 // ---- cat / stack ------------------------------------------------------------------------------------------
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  trace::Range op_range(trace::Layer::op, "cat");
   VOLT_CHECK(!tensors.empty(), "cat: argument 'tensors' is empty; expected at least one tensor");
   for (size_t i = 0; i < tensors.size(); ++i)
     VOLT_CHECK(tensors[i].defined(), "cat: tensors[", i, "] is an undefined tensor");
@@ -152,6 +153,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 // ---- index_select / embedding -------------------------------------------------------------------------------
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  trace::Range op_range(trace::Layer::op, "index_select");
   check_defined(a, "index_select", "input");
   check_defined(index, "index_select", "index");
   check_same_device(a, index, "index_select", "index");
@@ -175,6 +177,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  trace::Range op_range(trace::Layer::op, "embedding");
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
   check_same_device(weight, indices, "embedding", "indices");
@@ -198,6 +201,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 // ---- gather ------------------------------------------------------------------------------------------------
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  trace::Range op_range(trace::Layer::op, "gather");
   check_defined(a, "gather", "input");
   check_defined(index, "gather", "index");
   check_same_device(a, index, "gather", "index");

@@ -95,6 +95,7 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   d.stride_c = d.m * d.n;
   d.beta = accumulate ? 1.0 : 0.0;
   d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
+  trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch));
   VOLT_DISPATCH_DEVICE(out.device(), gemm, d, A.t, B.t, out);
 }
 
@@ -147,6 +148,7 @@ void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  trace::Range op_range(trace::Layer::op, "matmul");
   if (autocast_detail::wants_lower(a) || autocast_detail::wants_lower(b))
     return matmul(autocast_detail::lower(a), autocast_detail::lower(b));
   check_pair(a, b, "matmul", "a", "b");
@@ -184,6 +186,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  trace::Range op_range(trace::Layer::op, "linear");
   if (autocast_detail::wants_lower(x) || autocast_detail::wants_lower(weight) || autocast_detail::wants_lower(bias))
     return linear(autocast_detail::lower(x), autocast_detail::lower(weight), autocast_detail::lower(bias));
   check_pair(x, weight, "linear", "x", "weight");

@@ -12,6 +12,7 @@ namespace {
 DType acc_dtype(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
 
 Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* op) {
+  trace::Range op_range(trace::Layer::op, op);
   VOLT_CHECK(a.defined(), op, ": the input is undefined");
   if (autocast_detail::wants_fp32(a)) return softmax_impl(autocast_detail::fp32(a), dim, log, op);
   if (a.dim() == 0) {  // a scalar is a one-element distribution
@@ -131,14 +132,17 @@ Tensor log_softmax(const Tensor& a, int64_t dim) { return softmax_impl(a, dim, t
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  trace::Range op_range(trace::Layer::op, "cross_entropy");
   return class_loss(logits, target, reduction, ignore_index, label_smoothing, false, "cross_entropy", "logits");
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  trace::Range op_range(trace::Layer::op, "nll_loss");
   return class_loss(log_probs, target, reduction, ignore_index, 0.0, true, "nll_loss", "log_probs");
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  trace::Range op_range(trace::Layer::op, "mse_loss");
   VOLT_CHECK(input.defined() && target.defined(), "mse_loss: input and target must be defined");
   if (autocast_detail::wants_fp32(input) || autocast_detail::wants_fp32(target))
     return mse_loss(autocast_detail::fp32(input), autocast_detail::fp32(target), reduction);
@@ -156,6 +160,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
+  trace::Range op_range(trace::Layer::op, "dropout");
   VOLT_CHECK(a.defined(), "dropout: the input is undefined");
   VOLT_CHECK(p >= 0.0 && p <= 1.0, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0.0) return a;

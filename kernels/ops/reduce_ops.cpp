@@ -54,6 +54,7 @@ ReducePlan plan_reduction(const Tensor& a, const std::vector<int64_t>& dims_in, 
 }
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  trace::Range op_range(trace::Layer::op, "sum");
   VOLT_CHECK(a.defined(), "sum: the input is undefined");
   if (autocast_detail::wants_fp32(a)) return sum(autocast_detail::fp32(a), dims, keepdim);
   Tensor in = a.detach();
@@ -75,6 +76,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  trace::Range op_range(trace::Layer::op, "mean");
   VOLT_CHECK(a.defined(), "mean: the input is undefined");
   if (autocast_detail::wants_fp32(a)) return mean(autocast_detail::fp32(a), dims, keepdim);
   VOLT_CHECK(is_floating(a.dtype()), "mean: expected a floating-point tensor, got ", dtype_name(a.dtype()),
@@ -101,6 +103,7 @@ DimLayout dim_layout(const Tensor& a, int64_t dim, bool keepdim, const char* op)
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  trace::Range op_range(trace::Layer::op, "var");
   VOLT_CHECK(a.defined(), "var: the input is undefined");
   VOLT_CHECK(is_floating(a.dtype()), "var: expected a floating-point tensor, got ", dtype_name(a.dtype()),
              "; cast with to(DType::f32) first");
