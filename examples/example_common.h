@@ -170,7 +170,9 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
 inline void apply_logger_flag(const Args& a, TrainerOptions& o) {
   o.logger = a.logger != "none";
   o.loggers.clear();
-  if (a.logger == "csv" || a.logger == "both") o.loggers.push_back(std::make_shared<CSVLogger>(a.out));
+  if (a.logger == "csv" || a.logger == "both")  // metrics.csv rewritten whenever step rows are due
+    o.loggers.push_back(std::make_shared<CSVLogger>(
+        a.out, CSVLoggerOptions{.flush_logs_every_n_steps = o.log_every_n_steps}));
   if (a.logger == "tensorboard" || a.logger == "both")
     o.loggers.push_back(std::make_shared<TensorBoardLogger>(a.out));
 }

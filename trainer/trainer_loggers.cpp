@@ -15,7 +15,10 @@ void Trainer::setup_loggers(TrainModule& module) {
   loggers_set_up_ = true;
   if (!opt_.logger || !strategy_->is_global_zero()) return;
   loggers_ = opt_.loggers;
-  if (loggers_.empty()) loggers_.push_back(std::make_shared<CSVLogger>(opt_.default_root_dir));
+  // The default logger writes metrics.csv whenever step rows are due (every log_every_n_steps steps).
+  if (loggers_.empty())
+    loggers_.push_back(std::make_shared<CSVLogger>(
+        opt_.default_root_dir, CSVLoggerOptions{.flush_logs_every_n_steps = opt_.log_every_n_steps}));
   // Every version is settled before any logger creates its directory, so that loggers sharing a root and a
   // name (a CSVLogger and a TensorBoardLogger under <root>/lightning_logs) write into the same version_N.
   for (auto& l : loggers_) (void)l->version();

@@ -282,6 +282,27 @@ TEST(Loggers, CsvRowsReachTheDiskDuringTheEpoch) {
   VOLT_EXPECT_ERROR(unwritable.save(), "CSVLogger", "/dev/null/runs/lightning_logs/version_0", "cannot create");
 }
 
+TEST(CSVLogger, DefaultLoggerWritesWheneverStepRowsAreDue) {
+  ScratchDir dir("csv_default_flush");
+  struct DiskRows : Callback {
+    std::vector<size_t> seen;
+    void on_train_batch_end(Trainer& t, TrainModule&, const Tensor&, const Batch&, int64_t) override {
+      const std::string path = t.log_dir() + "/metrics.csv";
+      seen.push_back(fs::exists(path) ? read_csv(path).rows.size() : 0);
+    }
+  };
+  auto disk = std::make_shared<DiskRows>();
+  TinyModule m;
+  m.on_train_step = [](TinyModule& mm, const Batch&, int64_t i, const Tensor&) { mm.log("a", static_cast<double>(i)); };
+  auto o = quiet(dir.str());
+  o.max_epochs = 1;
+  o.log_every_n_steps = 4;  // no loggers given: the Trainer's CSVLogger flushes with every step row
+  o.callbacks = {disk};
+  Trainer t(o);
+  t.fit(m, make_loader(20, 2));
+  EXPECT_EQ(disk->seen, (std::vector<size_t>{0, 0, 0, 1, 1, 1, 1, 2, 2, 2}));
+}
+
 TEST(Loggers, ExampleLoggerFlag) {
   auto loggers_for = [](const std::string& flag, bool& logger) {
     examples::Args a;
