@@ -109,6 +109,7 @@ void Profiler::start(const std::string& stage, bool op_window) {
     events_.clear();
     gpu_events_.clear();
     gpu_origin_.clear();
+    gpu_origin_host_ns_.clear();
     tids_.clear();
     stacks_.clear();
     dropped_ = 0;
@@ -155,6 +156,7 @@ void Profiler::begin(trace::Layer layer, std::string_view name, const trace::Ran
       t.start(info.device);
       t.stop();
       origin = gpu_origin_.emplace(info.device.index, std::move(t)).first;
+      gpu_origin_host_ns_[info.device.index] = o.t0_ns;
     }
     GpuEvent g{o.name, info.device.index, {}};
     g.timer.start(info.device);
@@ -199,8 +201,9 @@ void Profiler::stop() {
   if (!running_) return;
   running_ = false;
   wall_s_ = static_cast<double>(now_ns()) * 1e-9;
-  // GPU kernel times: device durations per kernel, and trace events on one track per GPU, timed from the
-  // first kernel recorded on that GPU (the GPU clock is not the host's; the track starts at 0).
+  // GPU kernel times: device durations per kernel, and trace events on one track per GPU, placed on the host
+  // clock through the first kernel range on that GPU (its event is taken as happening when the range began, so
+  // the track may sit slightly early where the GPU was already busy then).
   for (GpuEvent& g : gpu_events_) {
     const double ms = g.timer.elapsed_ms();
     if (ms < 0) continue;
@@ -211,10 +214,12 @@ void Profiler::stop() {
     const double since = g.timer.since_ms(gpu_origin_.at(g.device));
     if (since < 0) continue;
     events_.push_back(Event{g.name, static_cast<uint8_t>(trace::Layer::kernel), 'X', kGpuTidBase + g.device,
-                            static_cast<int64_t>(since * 1e6), static_cast<int64_t>(ms * 1e6), 0});
+                            gpu_origin_host_ns_.at(g.device) + static_cast<int64_t>(since * 1e6),
+                            static_cast<int64_t>(ms * 1e6), 0});
   }
   gpu_events_.clear();
   gpu_origin_.clear();
+  gpu_origin_host_ns_.clear();
   stacks_.clear();
 }
 

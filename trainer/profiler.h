@@ -135,7 +135,8 @@ class Profiler : public trace::Recorder {
   int64_t top_level_ns_ = 0;  // time inside outermost trainer-level ranges (main thread)
   std::vector<Event> events_;
   std::vector<GpuEvent> gpu_events_;
-  std::map<int, trace::GpuTimer> gpu_origin_;  // per device: the stage's start on the GPU clock
+  std::map<int, trace::GpuTimer> gpu_origin_;  // per device: an event at the first kernel range's start
+  std::map<int, int64_t> gpu_origin_host_ns_;  // ... and the host time of that start
   int64_t dropped_ = 0;
   std::unordered_map<std::thread::id, uint32_t> tids_;
   std::thread::id main_thread_;
