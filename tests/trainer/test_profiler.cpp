@@ -40,6 +40,7 @@ std::shared_ptr<data::DataLoader> loader8(int64_t n, int64_t batch) {
   return std::make_shared<data::DataLoader>(make_dataset(n, 8), data::DataLoaderOptions{.batch_size = batch});
 }
 
+const ProfileStat* find_stat(const std::vector<ProfileStat>&&, const std::string&, const std::string&) = delete;
 const ProfileStat* find_stat(const std::vector<ProfileStat>& rows, const std::string& layer, const std::string& name) {
   for (const auto& r : rows)
     if (r.layer == layer && r.name == name) return &r;
@@ -291,10 +292,11 @@ TEST(Profiler, ProfileStepsLimitsOpRecordingAndMarksTheWindow) {
   t.fit(m, loader8(96, 16));
   ::testing::internal::GetCapturedStdout();
   Profiler& p = *t.profiler();
-  const ProfileStat* linear = find_stat(p.op_stats(), "op", "linear");
+  const auto ops = p.op_stats(), actions = p.action_stats();
+  const ProfileStat* linear = find_stat(ops, "op", "linear");
   ASSERT_NE(linear, nullptr);
   EXPECT_EQ(linear->calls, 4);  // steps 2 and 3 only
-  const ProfileStat* step = find_stat(p.action_stats(), "trainer", "[TrainModule]training_step");
+  const ProfileStat* step = find_stat(actions, "trainer", "[TrainModule]training_step");
   ASSERT_NE(step, nullptr);
   EXPECT_EQ(step->calls, 6);  // the hook table covers the whole fit
   // The trace holds the cudaProfilerStart/Stop marks around the window's two batches.
