@@ -7,6 +7,7 @@
 
 #include "distributed/process_group.h"
 #include "kernels/ops.h"
+#include "nn/optim.h"
 #include "trainer/trainer.h"
 
 namespace volt::test {
@@ -24,6 +25,18 @@ inline TrainerOptions ddp_options() {
   o.num_sanity_val_steps = 0;
   return o;
 }
+
+// w (2) fitted by SGD to y = sum(x * w), its loss logged with sync_dist (one collective per step).
+struct LineModule : TrainModule {
+  Tensor w = register_parameter("w", zeros({2}));
+  std::string type_name() const override { return "LineModule"; }
+  Tensor training_step(const Batch& b, int64_t) override {
+    Tensor loss = mse_loss((b.input * w).sum({1}), b.target);
+    log("loss", loss, {.sync_dist = true});
+    return loss;
+  }
+  Optimizers configure_optimizers() override { return optim::SGD(parameters(), {.lr = 0.1}); }
+};
 
 // A directory every rank agrees on (rank 0's pid), emptied and created by rank 0. (collective)
 inline std::string shared_dir(const std::string& name) {

@@ -26,16 +26,6 @@ struct CountingLogger : Logger {
   void finalize(RunStatus s) override { calls.push_back(std::string("finalize:") + to_string(s)); }
 };
 
-struct LineModule : TrainModule {
-  Tensor w = register_parameter("w", zeros({2}));
-  std::string type_name() const override { return "LineModule"; }
-  Tensor training_step(const Batch& b, int64_t) override {
-    Tensor loss = mse_loss((b.input * w).sum({1}), b.target);
-    log("loss", loss, {.sync_dist = true});
-    return loss;
-  }
-  Optimizers configure_optimizers() override { return optim::SGD(parameters(), {.lr = 0.1}); }
-};
 
 }  // namespace
 
@@ -50,7 +40,7 @@ TEST(DDPLoggers, OnlyRankZeroLogs) {
   o.max_epochs = 1;
   o.default_root_dir = dir;
   Trainer t(o);
-  LineModule m;
+  test::LineModule m;
   auto train = std::make_shared<data::DataLoader>(
       std::make_shared<data::TensorDataset>(rand_with_seed({12, 2}, 5, 0), rand_with_seed({12}, 6, 0)),
       data::DataLoaderOptions{.batch_size = 2});

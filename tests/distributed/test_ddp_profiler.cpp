@@ -16,21 +16,6 @@
 using namespace volt;
 namespace fs = std::filesystem;
 
-namespace {
-
-struct ProfiledLine : TrainModule {
-  Tensor w = register_parameter("w", zeros({2}));
-  std::string type_name() const override { return "ProfiledLine"; }
-  Tensor training_step(const Batch& b, int64_t) override {
-    Tensor loss = mse_loss((b.input * w).sum({1}), b.target);
-    log("loss", loss, {.sync_dist = true});
-    return loss;
-  }
-  Optimizers configure_optimizers() override { return optim::SGD(parameters(), {.lr = 0.1}); }
-};
-
-}  // namespace
-
 TEST(DDPProfiler, EveryRankWritesItsOwnReportsIntoRankZerosDirectory) {
   dist::ProcessGroup& pg = dist::default_group();
   const std::string dir = test::shared_dir("profiler");
@@ -39,7 +24,7 @@ TEST(DDPProfiler, EveryRankWritesItsOwnReportsIntoRankZerosDirectory) {
   o.default_root_dir = dir;
   o.profiler = "advanced";
   Trainer t(o);
-  ProfiledLine m;
+  test::LineModule m;
   auto train = std::make_shared<data::DataLoader>(
       std::make_shared<data::TensorDataset>(rand_with_seed({24, 2}, 5, 0), rand_with_seed({24}, 6, 0)),
       data::DataLoaderOptions{.batch_size = 2});

@@ -250,16 +250,19 @@ TEST(Loggers, WithoutALoggerCkptPathLastFindsTheCheckpoints) {
   EXPECT_EQ(t2.global_step(), 4);
 }
 
+namespace {
+// After each training batch: how many rows metrics.csv holds on disk.
+struct DiskRows : Callback {
+  std::vector<size_t> seen;
+  void on_train_batch_end(Trainer& t, TrainModule&, const Tensor&, const Batch&, int64_t) override {
+    const std::string path = t.log_dir() + "/metrics.csv";
+    seen.push_back(fs::exists(path) ? read_csv(path).rows.size() : 0);
+  }
+};
+}  // namespace
+
 TEST(Loggers, CsvRowsReachTheDiskDuringTheEpoch) {
   ScratchDir dir("csv_flush");
-  // After each training batch: how many rows metrics.csv holds on disk.
-  struct DiskRows : Callback {
-    std::vector<size_t> seen;
-    void on_train_batch_end(Trainer& t, TrainModule&, const Tensor&, const Batch&, int64_t) override {
-      const std::string path = t.log_dir() + "/metrics.csv";
-      seen.push_back(fs::exists(path) ? read_csv(path).rows.size() : 0);
-    }
-  };
   auto disk = std::make_shared<DiskRows>();
   auto csv = std::make_shared<CSVLogger>(dir.str(), CSVLoggerOptions{.flush_logs_every_n_steps = 3});
   TinyModule m;
@@ -284,13 +287,6 @@ TEST(Loggers, CsvRowsReachTheDiskDuringTheEpoch) {
 
 TEST(CSVLogger, DefaultLoggerWritesWheneverStepRowsAreDue) {
   ScratchDir dir("csv_default_flush");
-  struct DiskRows : Callback {
-    std::vector<size_t> seen;
-    void on_train_batch_end(Trainer& t, TrainModule&, const Tensor&, const Batch&, int64_t) override {
-      const std::string path = t.log_dir() + "/metrics.csv";
-      seen.push_back(fs::exists(path) ? read_csv(path).rows.size() : 0);
-    }
-  };
   auto disk = std::make_shared<DiskRows>();
   TinyModule m;
   m.on_train_step = [](TinyModule& mm, const Batch&, int64_t i, const Tensor&) { mm.log("a", static_cast<double>(i)); };
