@@ -239,11 +239,15 @@ CollectiveInfo ProcessGroup::begin(const char* op, const Tensor* t, int root, bo
 
 void ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
   trace::Range range(trace::Layer::comm, "all_reduce", {t.device(), t.nbytes()});
-  all_reduce_async(t, op)->wait();
+  start_all_reduce(t, op)->wait();
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
   trace::Range range(trace::Layer::comm, "all_reduce_async", {t.device(), t.nbytes()});
+  return start_all_reduce(t, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::start_all_reduce(Tensor& t, ReduceOp op) {
   check_usable("all_reduce", t);
   VOLT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "ProcessGroup::all_reduce: ReduceOp avg needs a ",
              "floating tensor, got dtype ", dtype_name(t.dtype()), " (use sum and divide)");
@@ -259,7 +263,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
 }
 
 void ProcessGroup::all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
-  trace::Range range(trace::Layer::comm, "all_reduce_coalesced", {tensors.empty() ? kCPU : tensors[0].device()});
+  uint64_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += t.defined() ? static_cast<uint64_t>(t.nbytes()) : 0;
+  trace::Range range(trace::Layer::comm, "all_reduce_coalesced", {tensors.empty() ? kCPU : tensors[0].device(), bytes});
   if (tensors.empty()) return;
   DType dt = tensors[0].dtype();
   Device dev = tensors[0].device();

@@ -145,6 +145,8 @@ class ProcessGroup {
 
  private:
   CollectiveInfo begin(const char* op, const Tensor* t, int root = -1, bool uneven = false);
+  // all_reduce and all_reduce_async without a trace range (each caller opens its own, so one call is one row).
+  std::shared_ptr<Work> start_all_reduce(Tensor& t, ReduceOp op);
   // Host-side exchange of every rank's dtype and shape; throws on every rank, naming each rank's shape, when
   // they differ (trailing_only: only dims after the first must match). Returns every rank's first dim.
   std::vector<int64_t> exchange_shapes(const char* op, const Tensor& t, bool trailing_only, const CollectiveInfo& info);

@@ -1,7 +1,7 @@
 #pragma once
 // Crash-safe file replacement: the one helper every writer of outputs uses (checkpoints, trainer-state JSON,
-// metrics.csv, hparams.yaml, results.json). TensorBoard event files are the exception: they are appended to
-// (write_all below), and their readers skip a torn last record.
+// metrics.csv when its header changes, hparams.yaml, results.json). TensorBoard event files and new metrics.csv
+// rows are the exception: they are appended to (write_all below), and their readers skip a torn last record.
 //
 // The bytes go to a temporary file ".<name>.tmp.<pid>.<n>" in the destination's directory, which is fsync'ed,
 // renamed over the destination, and the directory is fsync'ed. A reader (or a process started after a crash

@@ -165,7 +165,7 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
   if (!any_requires_grad(inputs)) return;
   auto node = std::make_shared<LambdaNode>(name, std::move(fn));
   if (anomaly) node->anomaly_scope = current_scope();
-  else if (trace::active()) node->anomaly_scope = trace::current_module();  // backward ranges per module
+  else if (trace::active(trace::Layer::module)) node->anomaly_scope = trace::current_module();  // backward ranges per module
   node->sequence_nr = g_sequence.fetch_add(1);
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   for (const Tensor& in : inputs) {
@@ -276,8 +276,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       }
     std::vector<Tensor> in_grads;
     {
-      if (trace::active() && node->anomaly_scope != traced_module) {
-        // Consecutive nodes of one module form that module's backward range.
+      if (trace::active(trace::Layer::module) && node->anomaly_scope != traced_module &&
+          dynamic_cast<AccumulateGrad*>(node.get()) == nullptr) {
+        // Consecutive nodes of one module form that module's backward range; gradient accumulation into a
+        // parameter (which runs as soon as the gradient is complete) stays inside the open range.
         module_range.reset();
         traced_module = node->anomaly_scope;
         if (!traced_module.empty())

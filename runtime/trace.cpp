@@ -1,7 +1,9 @@
 #include "runtime/trace.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "runtime/cuda_api.h"
@@ -17,11 +19,21 @@
 namespace volt::trace {
 namespace detail {
 std::atomic<uint32_t> g_flags{0};
+
+struct RecorderSlot {
+  std::shared_mutex mu;     // shared while a call is in progress; exclusive to detach
+  Recorder* recorder;       // nullptr once detached
+  explicit RecorderSlot(Recorder* r) : recorder(r) {}
+};
 }  // namespace detail
 
 namespace {
 
-constexpr uint32_t kNvtxBit = 1, kRecorderBit = 2;
+using detail::kNvtxBit;
+using detail::RecorderSlot;
+constexpr uint32_t kLayerBits = static_cast<uint32_t>(kAllLayers) << 8;
+std::mutex g_slot_mu;                  // guards g_slot (swapped only when a recorder comes or goes)
+std::shared_ptr<RecorderSlot> g_slot;  // the installed recorder's slot
 std::atomic<Recorder*> g_recorder{nullptr};
 std::atomic<uint64_t> g_flops{0};
 thread_local std::vector<std::string> t_modules;
@@ -80,29 +92,74 @@ const char* layer_domain(Layer layer) { return kLayerDomains[static_cast<int>(la
 
 bool nvtx_attached() { return (detail::g_flags.load(std::memory_order_relaxed) & kNvtxBit) != 0; }
 
-void set_recorder(Recorder* r) {
-  g_recorder.store(r, std::memory_order_release);
-  if (r) detail::g_flags.fetch_or(kRecorderBit, std::memory_order_relaxed);
-  else detail::g_flags.fetch_and(~kRecorderBit, std::memory_order_relaxed);
+namespace {
+void set_layer_bits(uint32_t layers) {
+  uint32_t cur = detail::g_flags.load(std::memory_order_relaxed);
+  while (!detail::g_flags.compare_exchange_weak(cur, (cur & ~kLayerBits) | ((layers & kAllLayers) << 8),
+                                                std::memory_order_relaxed)) {
+  }
 }
+std::shared_ptr<RecorderSlot> current_slot() {
+  std::lock_guard<std::mutex> lock(g_slot_mu);
+  return g_slot;
+}
+}  // namespace
+
+void set_recorder(Recorder* r, uint32_t layers) {
+  std::shared_ptr<RecorderSlot> old;
+  {
+    std::lock_guard<std::mutex> lock(g_slot_mu);
+    old = std::move(g_slot);
+    g_slot = r ? std::make_shared<RecorderSlot>(r) : nullptr;
+    g_recorder.store(r, std::memory_order_release);
+    set_layer_bits(r ? layers : 0);
+  }
+  if (old) {
+    // Wait for calls in progress on other threads; ranges that end later find the slot empty.
+    std::unique_lock<std::shared_mutex> detach(old->mu);
+    old->recorder = nullptr;
+  }
+}
+
+void set_recorder_layers(const Recorder* r, uint32_t layers) {
+  std::lock_guard<std::mutex> lock(g_slot_mu);
+  if (g_slot && g_slot->recorder == r) set_layer_bits(layers);
+}
+
 Recorder* recorder() { return g_recorder.load(std::memory_order_acquire); }
 
-void Range::begin(Layer layer, std::string_view name, const RangeInfo& info) {
+void Range::begin(Layer layer, std::string_view name, const RangeInfo& info) noexcept {
   layer_ = layer;
+  try {
 #if VOLT_WITH_CUDA
-  if (nvtx_attached()) {
-    const std::string n(name);
-    const nvtxEventAttributes_t a = attributes(layer, n, info.bytes);
-    nvtxDomainRangePushEx(domain(layer), &a);
-    nvtx_ = true;
-  }
+    if (nvtx_attached()) {
+      const std::string n(name);
+      const nvtxEventAttributes_t a = attributes(layer, n, info.bytes);
+      nvtxDomainRangePushEx(domain(layer), &a);
+      nvtx_ = true;
+    }
 #endif
-  recorder_ = recorder();
-  if (recorder_) recorder_->begin(layer, name, info);
+    if ((detail::g_flags.load(std::memory_order_relaxed) & detail::layer_bit(layer)) == 0) return;
+    std::shared_ptr<RecorderSlot> slot = current_slot();
+    if (!slot) return;
+    std::shared_lock<std::shared_mutex> lock(slot->mu);
+    if (!slot->recorder) return;
+    slot->recorder->begin(layer, name, info);
+    slot_ = std::move(slot);  // only a begun range is ended on the recorder
+  } catch (...) {
+    // A recorder that failed (out of memory) misses this range; the NVTX range stays balanced.
+  }
 }
 
-void Range::end() {
-  if (recorder_) recorder_->end(layer_);
+void Range::end() noexcept {
+  if (slot_) {
+    try {
+      std::shared_lock<std::shared_mutex> lock(slot_->mu);
+      if (slot_->recorder) slot_->recorder->end(layer_);
+    } catch (...) {
+    }
+    slot_.reset();
+  }
 #if VOLT_WITH_CUDA
   if (nvtx_) nvtxDomainRangePop(domain(layer_));
 #endif
@@ -116,7 +173,10 @@ void mark(Layer layer, std::string_view name) {
     nvtxDomainMarkEx(domain(layer), &a);
   }
 #endif
-  if (Recorder* r = recorder()) r->mark(layer, name);
+  if (std::shared_ptr<RecorderSlot> slot = current_slot()) {
+    std::shared_lock<std::shared_mutex> lock(slot->mu);
+    if (slot->recorder) slot->recorder->mark(layer, name);
+  }
 }
 
 const std::string& current_module() {
@@ -138,25 +198,31 @@ void count_flops(uint64_t flops) { g_flops.fetch_add(flops, std::memory_order_re
 uint64_t flops_counted() { return g_flops.load(std::memory_order_relaxed); }
 
 namespace {
-bool profiler_call(bool start) {
-  mark(Layer::trainer, start ? "cudaProfilerStart" : "cudaProfilerStop");
+bool profiler_call(bool start, Device device) {
+  const char* what = start ? "cudaProfilerStart" : "cudaProfilerStop";
+  mark(Layer::trainer, what);
 #if VOLT_WITH_CUDA
-  if (!cuda_available()) return false;
-  for (int i = 0; i < cuda_device_count(); ++i) {
-    DeviceScope scope(Device(DeviceType::CUDA, i));
+  if (!device.is_cuda() || !cuda_available() || device.index >= cuda_device_count()) return false;
+  try {
+    DeviceScope scope(device);
     const cudaError_t e = start ? cudaProfilerStart() : cudaProfilerStop();
-    VOLT_CHECK(e == cudaSuccess, start ? "cudaProfilerStart" : "cudaProfilerStop", " failed on cuda:", i, ": ",
-               cudaGetErrorString(e));
+    if (e == cudaSuccess) return true;
+    std::fprintf(stderr, "volt: warning: %s failed on %s: %s (profiling window ignored)\n", what,
+                 device.str().c_str(), cudaGetErrorString(e));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "volt: warning: %s on %s: %s (profiling window ignored)\n", what, device.str().c_str(),
+                 e.what());
   }
-  return true;
+  return false;
 #else
+  (void)device;
   return false;
 #endif
 }
 }  // namespace
 
-bool cuda_profiler_start() { return profiler_call(true); }
-bool cuda_profiler_stop() { return profiler_call(false); }
+bool cuda_profiler_start(Device device) { return profiler_call(true, device); }
+bool cuda_profiler_stop(Device device) { return profiler_call(false, device); }
 
 // ---- GpuTimer ---------------------------------------------------------------------------------------------------
 GpuTimer::~GpuTimer() {
@@ -171,44 +237,67 @@ GpuTimer& GpuTimer::operator=(GpuTimer&& o) noexcept {
     std::swap(start_, o.start_);
     std::swap(stop_, o.stop_);
     std::swap(device_, o.device_);
+    std::swap(started_, o.started_);
+    std::swap(stopped_, o.stopped_);
   }
   return *this;
 }
 
-void GpuTimer::start(Device device) {
+#if VOLT_WITH_CUDA
+namespace {
+// Records `*ev` (created on first use, on the current device) on the device's compute stream.
+bool record(void*& ev, Device device) noexcept {
+  try {
+    DeviceScope scope(device);
+    if (!ev) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) return false;
+      ev = e;
+    }
+    return cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(get_stream(device).handle)) ==
+           cudaSuccess;
+  } catch (...) {
+    return false;
+  }
+}
+}  // namespace
+#endif
+
+void GpuTimer::start(Device device) noexcept {
+  started_ = stopped_ = false;
 #if VOLT_WITH_CUDA
   if (!device.is_cuda() || !cuda_available()) return;
-  DeviceScope scope(device);
-  cudaEvent_t ev = nullptr;
-  if (!start_) {
-    if (cudaEventCreate(&ev) != cudaSuccess) return;
-    start_ = ev;
+  if (device_ != device.index && start_) {
+    // Events belong to the device they were created on: start over on another one.
+    GpuTimer fresh;
+    *this = std::move(fresh);
   }
   device_ = device.index;
-  cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(get_stream(device).handle));
+  started_ = record(start_, device);
 #else
   (void)device;
 #endif
 }
 
-void GpuTimer::stop() {
+void GpuTimer::stop() noexcept {
 #if VOLT_WITH_CUDA
-  if (!start_) return;
-  const Device device(DeviceType::CUDA, device_);
-  DeviceScope scope(device);
-  if (!stop_) {
-    cudaEvent_t ev = nullptr;
-    if (cudaEventCreate(&ev) != cudaSuccess) return;
-    stop_ = ev;
-  }
-  cudaEventRecord(static_cast<cudaEvent_t>(stop_), static_cast<cudaStream_t>(get_stream(device).handle));
+  if (!started_) return;
+  stopped_ = record(stop_, Device(DeviceType::CUDA, device_));
 #endif
 }
 
-double GpuTimer::elapsed_ms() const {
+bool GpuTimer::done() const noexcept {
+#if VOLT_WITH_CUDA
+  if (!valid()) return true;
+  return cudaEventQuery(static_cast<cudaEvent_t>(stop_)) != cudaErrorNotReady;
+#else
+  return true;
+#endif
+}
+
+double GpuTimer::elapsed_ms() const noexcept {
 #if VOLT_WITH_CUDA
   if (!valid()) return -1;
-  DeviceScope scope(Device(DeviceType::CUDA, device_));
   if (cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)) != cudaSuccess) return -1;
   float ms = 0;
   if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)) != cudaSuccess)
@@ -219,10 +308,9 @@ double GpuTimer::elapsed_ms() const {
 #endif
 }
 
-double GpuTimer::since_ms(const GpuTimer& origin) const {
+double GpuTimer::since_ms(const GpuTimer& origin) const noexcept {
 #if VOLT_WITH_CUDA
-  if (!start_ || !origin.start_ || origin.device_ != device_) return -1;
-  DeviceScope scope(Device(DeviceType::CUDA, device_));
+  if (!started_ || !origin.started_ || origin.device_ != device_) return -1;
   if (cudaEventSynchronize(static_cast<cudaEvent_t>(start_)) != cudaSuccess) return -1;
   float ms = 0;
   if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(origin.start_), static_cast<cudaEvent_t>(start_)) !=
@@ -232,6 +320,21 @@ double GpuTimer::since_ms(const GpuTimer& origin) const {
 #else
   (void)origin;
   return -1;
+#endif
+}
+
+bool GpuTimer::synchronize(Device device) noexcept {
+#if VOLT_WITH_CUDA
+  if (!device.is_cuda() || !cuda_available()) return false;
+  try {
+    DeviceScope scope(device);
+    return cudaStreamSynchronize(static_cast<cudaStream_t>(get_stream(device).handle)) == cudaSuccess;
+  } catch (...) {
+    return false;
+  }
+#else
+  (void)device;
+  return false;
 #endif
 }
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+[a-z]?)'")
+PROPS_FOR = re.compile(r"Function properties for (\S+)")
 PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers")
 SMEM = re.compile(r"(\d+) bytes smem")
@@ -37,7 +38,7 @@ def demangle(names):
 
 def parse_report(path):
     """Kernel records of one ptxas report: dicts with mangled name, arch, regs, smem, stack, spills."""
-    records, cur = [], None
+    records, cur, props = [], None, None
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = ENTRY.search(line)
@@ -45,12 +46,19 @@ def parse_report(path):
                 cur = {"mangled": m.group(1), "arch": m.group(2), "registers": 0, "smem": 0, "stack": 0,
                        "spill_stores": 0, "spill_loads": 0, "object": os.path.basename(path)[: -len(".ptxas.txt")]}
                 records.append(cur)
+                props = None
                 continue
             if cur is None:
                 continue
+            m = PROPS_FOR.search(line)
+            if m:
+                # ptxas also reports non-inlined __device__ functions; their figures belong to no kernel.
+                props = cur if m.group(1) == cur["mangled"] else None
+                continue
             m = PROPS.search(line)
             if m:
-                cur["stack"], cur["spill_stores"], cur["spill_loads"] = (int(g) for g in m.groups())
+                if props is not None:
+                    props["stack"], props["spill_stores"], props["spill_loads"] = (int(g) for g in m.groups())
                 continue
             m = USED.search(line)
             if m:

@@ -12,6 +12,7 @@ python3-matplotlib for Debian's /usr/bin/python3).
 """
 import argparse
 import csv
+import io
 import math
 import os
 import re
@@ -28,20 +29,24 @@ def base_name(column):
 def read_series(path):
     """{column: [(step, value), ...]} for every metric column, skipping empty cells."""
     with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None or "step" not in reader.fieldnames:
-            raise ValueError(f"{path}: no 'step' column in the header; expected a metrics.csv written by CSVLogger")
-        series = {c: [] for c in reader.fieldnames if c not in ("step", "epoch")}
-        for line, row in enumerate(reader, start=2):
-            if not row.get("step"):
-                continue
-            try:
-                step = float(row["step"])
-                for c in series:
-                    if row.get(c):
-                        series[c].append((step, float(row[c])))
-            except ValueError as e:
-                raise ValueError(f"{path}:{line}: {e}") from None
+        text = f.read()
+    # CSVLogger appends rows; a run killed inside an append can leave a last line without its newline.
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if reader.fieldnames is None or "step" not in reader.fieldnames:
+        raise ValueError(f"{path}: no 'step' column in the header; expected a metrics.csv written by CSVLogger")
+    series = {c: [] for c in reader.fieldnames if c not in ("step", "epoch")}
+    for line, row in enumerate(reader, start=2):
+        if not row.get("step"):
+            continue
+        try:
+            step = float(row["step"])
+            for c in series:
+                if row.get(c):
+                    series[c].append((step, float(row[c])))
+        except ValueError as e:
+            raise ValueError(f"{path}:{line}: {e}") from None
     return {c: pts for c, pts in series.items() if pts}
 
 

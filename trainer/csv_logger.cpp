@@ -1,7 +1,12 @@
 #include "trainer/csv_logger.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -22,6 +27,7 @@ CSVLogger::CSVLogger(std::string root_dir, CSVLoggerOptions options)
 void CSVLogger::log_metrics(const std::map<std::string, double>& metrics, int64_t step) {
   auto row = metrics;
   row["step"] = static_cast<double>(step);
+  for (const auto& [k, v] : row) cols_.insert(k);
   rows_.push_back(std::move(row));
   dirty_ = true;
   // A step below the last written one is a new run on this logger (fit after fit): it restarts the count.
@@ -37,28 +43,58 @@ static std::string fmt(double v) {
   return buf;
 }
 
-void CSVLogger::save() {
-  const std::string& dir = dir_.create();
-  const std::string path = (fs::path(dir) / "metrics.csv").string();
-  if (!dirty_ && fs::exists(path)) return;
-  std::set<std::string> cols;
-  for (auto& r : rows_)
-    for (auto& [k, v] : r) cols.insert(k);
+std::string CSVLogger::format_rows(size_t from) const {
   std::ostringstream os;
-  bool first = true;
-  for (auto& c : cols) { os << (first ? "" : ",") << c; first = false; }
-  os << "\n";
-  for (auto& r : rows_) {
-    first = true;
-    for (auto& c : cols) {
+  for (size_t i = from; i < rows_.size(); ++i) {
+    bool first = true;
+    for (auto& c : cols_) {
       if (!first) os << ",";
       first = false;
-      auto it = r.find(c);
-      if (it != r.end()) os << fmt(it->second);
+      auto it = rows_[i].find(c);
+      if (it != rows_[i].end()) os << fmt(it->second);
     }
     os << "\n";
   }
-  atomic_write_file(path, os.str());
+  return os.str();
+}
+
+void CSVLogger::save() {
+  const std::string& dir = dir_.create();
+  const std::string path = (fs::path(dir) / "metrics.csv").string();
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  if (!dirty_ && exists) return;
+  // New rows with the columns already on disk are appended (one write; what was saved is never touched, and a
+  // long run does not rewrite its whole history at every flush). A new column, or a file that is not the one
+  // this logger wrote, means an atomic rewrite of every row.
+  const auto size = exists ? fs::file_size(path, ec) : 0;
+  const bool append = exists && !ec && written_rows_ > 0 && written_rows_ <= rows_.size() && cols_ == written_cols_ &&
+                      size == written_bytes_;
+  if (append) {
+    const std::string text = format_rows(written_rows_);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    VOLT_CHECK(fd >= 0, "CSVLogger: cannot open '", path, "' to append: ", std::strerror(errno));
+    try {
+      write_all(fd, text.data(), text.size(), "CSVLogger: appending to '" + path + "'");
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    written_bytes_ += text.size();
+  } else {
+    std::string text;
+    bool first = true;
+    for (auto& c : cols_) {
+      text += (first ? "" : ",") + c;
+      first = false;
+    }
+    text += "\n" + format_rows(0);
+    atomic_write_file(path, text);
+    written_bytes_ = text.size();
+    written_cols_ = cols_;
+  }
+  written_rows_ = rows_.size();
   dirty_ = false;
   if (!rows_.empty()) saved_step_ = static_cast<int64_t>(rows_.back().at("step"));
 }

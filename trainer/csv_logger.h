@@ -3,12 +3,16 @@
 // the logger is first used; see VersionedLogDir in trainer/logger.h).
 //
 // Each log_metrics call is one row; the columns are the sorted union of every metric name seen plus "epoch" and
-// "step" (cells a row does not have stay empty). metrics.csv is rewritten with every row so far, atomically
-// (runtime/atomic_file.h), so a reader, or a run resumed after a crash, never sees a torn file. That happens on
-// save() and finalize(), and from log_metrics once `flush_logs_every_n_steps` steps have passed since the last
-// write: a long epoch can be watched while it runs, and a crash loses at most the rows of that many steps.
+// "step" (cells a row does not have stay empty). metrics.csv is written on save() and finalize(), and from
+// log_metrics once `flush_logs_every_n_steps` steps have passed since the last write: a long epoch can be
+// watched while it runs, and a crash loses at most the rows of that many steps. The first write, and any write
+// after a new column appeared, replaces the file atomically (runtime/atomic_file.h) with every row so far;
+// otherwise the new rows are appended in one write, so saved rows are never rewritten or touched (a process
+// killed inside that write can leave a partial last line without its newline, which scripts/plot_metrics.py
+// skips).
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,7 +37,7 @@ class CSVLogger : public Logger {
   void log_metrics(const std::map<std::string, double>& metrics, int64_t step) override;
   // Writes hparams.yaml (a flat YAML rendering of the JSON object).
   void log_hyperparams(const nlohmann::json& hparams) override;
-  // Rewrites metrics.csv with every row so far (atomic).
+  // Brings metrics.csv up to date: appends the new rows, or rewrites it atomically when the columns changed.
   void save() override;
   const std::vector<std::map<std::string, double>>& rows() const { return rows_; }
 
@@ -41,8 +45,13 @@ class CSVLogger : public Logger {
   VersionedLogDir dir_;
   int64_t flush_every_;
   std::vector<std::map<std::string, double>> rows_;
+  std::set<std::string> cols_;          // every column so far (sorted)
+  std::set<std::string> written_cols_;  // the header on disk
+  size_t written_rows_ = 0;             // rows on disk
+  uintmax_t written_bytes_ = 0;         // the file's size after our last write
   bool dirty_ = false;
   int64_t saved_step_ = -1;  // the step of the last row written by save()
+  std::string format_rows(size_t from) const;
 };
 
 }  // namespace volt

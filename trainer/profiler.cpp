@@ -96,9 +96,17 @@ uint32_t Profiler::thread_id() {
   return it->second;
 }
 
+uint32_t Profiler::wanted_layers() const {
+  using trace::Layer;
+  uint32_t m = trace::layer_mask({Layer::trainer, Layer::data, Layer::optim, Layer::comm});
+  if (kind_ != ProfilerKind::simple && op_window_) m |= trace::layer_mask({Layer::module, Layer::op, Layer::backward, Layer::kernel});
+  return m;
+}
+
 void Profiler::start(const std::string& stage, bool op_window) {
   VOLT_CHECK(trace::recorder() == nullptr || trace::recorder() == this,
              "Profiler::start: another profiler is already recording");
+  uint32_t layers = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stage_ = stage;
@@ -107,9 +115,7 @@ void Profiler::start(const std::string& stage, bool op_window) {
     names_.clear();
     agg_.clear();
     events_.clear();
-    gpu_events_.clear();
-    gpu_origin_.clear();
-    gpu_origin_host_ns_.clear();
+    drop_gpu_locked();
     tids_.clear();
     stacks_.clear();
     dropped_ = 0;
@@ -119,26 +125,40 @@ void Profiler::start(const std::string& stage, bool op_window) {
     thread_id();  // the calling thread is thread 0
     t0_ = Clock::now();
     running_ = true;
+    layers = wanted_layers();
   }
-  trace::set_recorder(this);
+  trace::set_recorder(this, layers);
 }
 
 void Profiler::set_op_window(bool open) {
-  std::lock_guard<std::mutex> lock(mu_);
-  op_window_ = open;
+  uint32_t layers = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    op_window_ = open;
+    layers = wanted_layers();
+  }
+  // Outside the window op-level ranges are not even begun (no lock, no name built).
+  trace::set_recorder_layers(this, layers);
 }
 
 void Profiler::begin(trace::Layer layer, std::string_view name, const trace::RangeInfo& info) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!running_) return;
+  if (running_) begin_locked(layer, name, info);
+}
+
+void Profiler::begin_locked(trace::Layer layer, std::string_view name, const trace::RangeInfo& info) {
+  std::vector<Open>& stack = stacks_[std::this_thread::get_id()];
   const bool op = op_level(layer);
   const bool ops_kind = kind_ != ProfilerKind::simple;
   Open o{};
   o.name = intern(name);
   o.layer = layer;
-  o.aggregate = op ? ops_kind && op_window_ : true;
-  o.traced = ops_kind && (!op || op_window_);
   o.t0_ns = now_ns();
+  // An op that dispatches to itself (linear's autocast path calls linear again; all_reduce runs all_reduce_async
+  // under its own name) opens a range of the same name inside the first: count the call once.
+  const bool repeat = !stack.empty() && stack.back().layer == layer && stack.back().name == o.name;
+  o.aggregate = !repeat && (op ? ops_kind && op_window_ : true);
+  o.traced = !repeat && ops_kind && (!op || op_window_);
   if (o.traced) {
     if (static_cast<int64_t>(events_.size()) < max_events_) {
       o.event = static_cast<int64_t>(events_.size());
@@ -148,26 +168,37 @@ void Profiler::begin(trace::Layer layer, std::string_view name, const trace::Ran
       o.traced = false;
     }
   }
-  if (layer == trace::Layer::kernel && info.device.is_cuda() && o.aggregate &&
-      static_cast<int64_t>(gpu_events_.size()) < max_events_) {
-    auto origin = gpu_origin_.find(info.device.index);
-    if (origin == gpu_origin_.end()) {
-      trace::GpuTimer t;
-      t.start(info.device);
-      t.stop();
-      origin = gpu_origin_.emplace(info.device.index, std::move(t)).first;
-      gpu_origin_host_ns_[info.device.index] = o.t0_ns;
+  if (layer == trace::Layer::kernel && info.device.is_cuda() && o.aggregate) {
+    const int dev = info.device.index;
+    if (!gpu_origin_.count(dev)) {
+      // The origin event is recorded on an idle device, so its GPU time is the host time taken just after.
+      trace::GpuTimer origin;
+      trace::GpuTimer::synchronize(info.device);
+      origin.start(info.device);
+      trace::GpuTimer::synchronize(info.device);
+      gpu_origin_host_ns_[dev] = now_ns();
+      gpu_origin_.emplace(dev, std::move(origin));
     }
-    GpuEvent g{o.name, info.device.index, {}};
+    if (gpu_pending_.size() >= kMaxPendingGpu) resolve_gpu_locked(/*wait=*/false);
+    if (gpu_pending_.size() >= kMaxPendingGpu) resolve_gpu_locked(/*wait=*/true);
+    GpuEvent g{o.name, dev, {}};
+    if (!timer_pool_.empty()) {
+      g.timer = std::move(timer_pool_.back());
+      timer_pool_.pop_back();
+    }
     g.timer.start(info.device);
-    o.gpu = static_cast<int64_t>(gpu_events_.size());
-    gpu_events_.push_back(std::move(g));
+    o.gpu = next_gpu_id_++;
+    gpu_pending_.emplace(o.gpu, std::move(g));
   }
-  stacks_[std::this_thread::get_id()].push_back(o);
+  stack.push_back(o);
 }
 
-void Profiler::end(trace::Layer layer) {
+void Profiler::end(trace::Layer) {
   std::lock_guard<std::mutex> lock(mu_);
+  end_locked();
+}
+
+void Profiler::end_locked() {
   auto sit = stacks_.find(std::this_thread::get_id());
   if (sit == stacks_.end() || sit->second.empty()) return;  // opened before this profiler started
   Open o = sit->second.back();
@@ -181,7 +212,10 @@ void Profiler::end(trace::Layer layer) {
     a.max_ns = std::max(a.max_ns, dur);
   }
   if (o.event >= 0) events_[o.event].dur_ns = dur;
-  if (o.gpu >= 0) gpu_events_[o.gpu].timer.stop();
+  if (o.gpu >= 0) {
+    auto g = gpu_pending_.find(o.gpu);
+    if (g != gpu_pending_.end()) g->second.timer.stop();
+  }
   if (sit->second.empty() && !op_level(o.layer) && sit->first == main_thread_) top_level_ns_ += dur;
 }
 
@@ -195,31 +229,64 @@ void Profiler::mark(trace::Layer layer, std::string_view name) {
   events_.push_back(Event{intern(name), static_cast<uint8_t>(layer), 'i', thread_id(), now_ns(), 0, 0});
 }
 
+void Profiler::resolve_gpu_locked(bool wait) {
+  // GPU kernel times: device durations per kernel, and trace events on one track per GPU, placed on the host
+  // clock through the device's origin event.
+  for (auto it = gpu_pending_.begin(); it != gpu_pending_.end();) {
+    GpuEvent& g = it->second;
+    if (!g.timer.valid()) {
+      // Not stopped yet (its range is still open): keep it, unless this is the final pass.
+      if (!wait || running_) {
+        ++it;
+        continue;
+      }
+    } else if (!wait && !g.timer.done()) {
+      ++it;
+      continue;
+    }
+    const double ms = g.timer.elapsed_ms();
+    if (ms >= 0) {
+      Agg& a = agg_[{static_cast<uint8_t>(trace::Layer::kernel), g.name}];
+      a.gpu_ms += ms;
+      ++a.gpu_calls;
+      auto origin = gpu_origin_.find(g.device);
+      const double since = origin == gpu_origin_.end() ? -1 : g.timer.since_ms(origin->second);
+      if (kind_ != ProfilerKind::simple && since >= 0) {
+        if (static_cast<int64_t>(events_.size()) < max_events_)
+          events_.push_back(Event{g.name, static_cast<uint8_t>(trace::Layer::kernel), 'X', kGpuTidBase + g.device,
+                                  gpu_origin_host_ns_.at(g.device) + static_cast<int64_t>(since * 1e6),
+                                  static_cast<int64_t>(ms * 1e6), 0});
+        else
+          ++dropped_;
+      }
+    }
+    if (timer_pool_.size() < kMaxPendingGpu) timer_pool_.push_back(std::move(g.timer));
+    it = gpu_pending_.erase(it);
+  }
+}
+
+void Profiler::drop_gpu_locked() noexcept {
+  gpu_pending_.clear();
+  gpu_origin_.clear();
+  gpu_origin_host_ns_.clear();
+}
+
 void Profiler::stop() {
   if (trace::recorder() == this) trace::set_recorder(nullptr);
   std::lock_guard<std::mutex> lock(mu_);
   if (!running_) return;
   running_ = false;
   wall_s_ = static_cast<double>(now_ns()) * 1e-9;
-  // GPU kernel times: device durations per kernel, and trace events on one track per GPU, placed on the host
-  // clock through the first kernel range on that GPU (its event is taken as happening when the range began, so
-  // the track may sit slightly early where the GPU was already busy then).
-  for (GpuEvent& g : gpu_events_) {
-    const double ms = g.timer.elapsed_ms();
-    if (ms < 0) continue;
-    Agg& a = agg_[{static_cast<uint8_t>(trace::Layer::kernel), g.name}];
-    a.gpu_ms += ms;
-    ++a.gpu_calls;
-    if (kind_ == ProfilerKind::simple || static_cast<int64_t>(events_.size()) >= max_events_) continue;
-    const double since = g.timer.since_ms(gpu_origin_.at(g.device));
-    if (since < 0) continue;
-    events_.push_back(Event{g.name, static_cast<uint8_t>(trace::Layer::kernel), 'X', kGpuTidBase + g.device,
-                            gpu_origin_host_ns_.at(g.device) + static_cast<int64_t>(since * 1e6),
-                            static_cast<int64_t>(ms * 1e6), 0});
-  }
-  gpu_events_.clear();
-  gpu_origin_.clear();
-  gpu_origin_host_ns_.clear();
+  resolve_gpu_locked(/*wait=*/true);
+  drop_gpu_locked();
+  stacks_.clear();
+}
+
+void Profiler::abandon() noexcept {
+  if (trace::recorder() == this) trace::set_recorder(nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  running_ = false;
+  drop_gpu_locked();
   stacks_.clear();
 }
 
@@ -230,7 +297,7 @@ std::vector<ProfileStat> Profiler::action_stats() const {
     const auto layer = static_cast<trace::Layer>(key.first);
     if (op_level(layer)) continue;
     rows.push_back({trace::layer_name(layer), names_[key.second], a.calls, a.total_ns * 1e-9, a.min_ns * 1e-9,
-                    a.max_ns * 1e-9, -1});
+                    a.max_ns * 1e-9, -1, 0});
   }
   std::sort(rows.begin(), rows.end(), [](const ProfileStat& x, const ProfileStat& y) { return x.total_s > y.total_s; });
   return rows;
@@ -243,7 +310,7 @@ std::vector<ProfileStat> Profiler::op_stats() const {
     const auto layer = static_cast<trace::Layer>(key.first);
     if (!op_level(layer)) continue;
     rows.push_back({trace::layer_name(layer), names_[key.second], a.calls, a.total_ns * 1e-9, a.min_ns * 1e-9,
-                    a.max_ns * 1e-9, a.gpu_calls ? a.gpu_ms * 1e-3 : -1});
+                    a.max_ns * 1e-9, a.gpu_calls ? a.gpu_ms * 1e-3 : -1, a.gpu_calls});
   }
   std::sort(rows.begin(), rows.end(), [](const ProfileStat& x, const ProfileStat& y) { return x.total_s > y.total_s; });
   return rows;
@@ -320,7 +387,7 @@ std::string Profiler::ops_csv() const {
          << fmt("%.3f", r.mean_s() * 1e6) << "," << fmt("%.3f", r.min_s * 1e6) << "," << fmt("%.3f", r.max_s * 1e6)
          << ",";
       if (r.gpu_total_s >= 0)
-        os << fmt("%.6f", r.gpu_total_s * 1e3) << "," << fmt("%.3f", r.gpu_total_s * 1e6 / r.calls);
+        os << fmt("%.6f", r.gpu_total_s * 1e3) << "," << fmt("%.3f", r.gpu_mean_s() * 1e6);
       else
         os << ",";
       os << "\n";

@@ -38,7 +38,9 @@ struct ProfileStat {
   int64_t calls = 0;
   double total_s = 0, min_s = 0, max_s = 0;
   double gpu_total_s = -1;  // kernels on a GPU: device time from CUDA events (< 0: not measured)
+  int64_t gpu_calls = 0;    // launches whose device time was measured (<= calls)
   double mean_s() const { return calls ? total_s / static_cast<double>(calls) : 0.0; }
+  double gpu_mean_s() const { return gpu_calls ? gpu_total_s / static_cast<double>(gpu_calls) : -1.0; }
 };
 
 class Profiler : public trace::Recorder {
@@ -56,8 +58,12 @@ class Profiler : public trace::Recorder {
   void start(const std::string& stage, bool op_window = true);
   // Opens/closes the op-level recording window (TrainerOptions::profile_steps).
   void set_op_window(bool open);
-  // Uninstalls the recorder (every range it saw must be closed) and resolves GPU timings.
+  // Uninstalls the recorder and resolves the GPU timings still pending (waits for their kernels). Ranges still
+  // open (on loader workers) are left out.
   void stop();
+  // Uninstalls the recorder and drops everything pending without touching the GPU (a failed stage: a sticky
+  // CUDA error must not turn into a hang or a second exception). No report follows.
+  void abandon() noexcept;
   bool running() const { return running_; }
 
   // Results of the last stage (after stop()).
@@ -114,9 +120,20 @@ class Profiler : public trace::Recorder {
     bool traced;
     int64_t t0_ns;
     int64_t event = -1;  // index in events_ while traced
-    int64_t gpu = -1;    // index in gpu_events_
+    int64_t gpu = -1;    // id of its GpuEvent in gpu_pending_
   };
+  // GPU timings: at most kMaxPendingGpu kernel ranges wait for their CUDA events; beyond that the finished ones
+  // are resolved (and their events reused), so a long window holds a bounded number of events.
+  static constexpr size_t kMaxPendingGpu = 4096;
   static bool op_level(trace::Layer layer);
+  // The layers this profiler asks trace:: for: trainer-level always, op-level while recording them.
+  uint32_t wanted_layers() const;  // mutex held
+  void begin_locked(trace::Layer layer, std::string_view name, const trace::RangeInfo& info);
+  void end_locked();
+  // Resolves pending GPU events: the finished ones (all when `wait`), adding their device time to the
+  // aggregates and, in the trace, to a track per GPU.
+  void resolve_gpu_locked(bool wait);
+  void drop_gpu_locked() noexcept;
   uint32_t intern(std::string_view name);  // mutex held
   int64_t now_ns() const;
   uint32_t thread_id();                    // mutex held
@@ -134,9 +151,11 @@ class Profiler : public trace::Recorder {
   std::map<std::pair<uint8_t, uint32_t>, Agg> agg_;
   int64_t top_level_ns_ = 0;  // time inside outermost trainer-level ranges (main thread)
   std::vector<Event> events_;
-  std::vector<GpuEvent> gpu_events_;
-  std::map<int, trace::GpuTimer> gpu_origin_;  // per device: an event at the first kernel range's start
-  std::map<int, int64_t> gpu_origin_host_ns_;  // ... and the host time of that start
+  std::map<int64_t, GpuEvent> gpu_pending_;   // by id, in launch order
+  int64_t next_gpu_id_ = 0;
+  std::vector<trace::GpuTimer> timer_pool_;    // resolved timers, reused
+  std::map<int, trace::GpuTimer> gpu_origin_;  // per device: an event recorded once the device was idle
+  std::map<int, int64_t> gpu_origin_host_ns_;  // ... and the host time then
   int64_t dropped_ = 0;
   std::unordered_map<std::thread::id, uint32_t> tids_;
   std::thread::id main_thread_;

@@ -1,6 +1,8 @@
 #include "trainer/throughput_monitor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "runtime/trace.h"
@@ -12,11 +14,23 @@ double device_peak_flops(const std::string& name, DType compute, bool tf32) {
   struct Peaks {
     double f64, f32, tf32, half;  // dense FLOP/s; half = f16 and bf16 tensor cores
   };
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  // The model is matched as a whole word of the name ("NVIDIA A100-SXM4-80GB" has the words NVIDIA, A100, SXM4,
+  // 80GB), so an L40 is not taken for an L4 nor an A10G for an A10; an unknown model has no peak.
+  std::vector<std::string> words;
+  std::string w;
+  for (char c : name + " ") {
+    if (c == ' ' || c == '-' || c == '_') {
+      if (!w.empty()) words.push_back(w);
+      w.clear();
+    } else {
+      w += c;
+    }
+  }
+  auto has = [&](const char* s) { return std::find(words.begin(), words.end(), s) != words.end(); };
   Peaks p{};
-  if (has("H200")) p = {67e12, 67e12, 494.7e12, 989.4e12};
+  if (has("H200") || has("GH200")) p = {67e12, 67e12, 494.7e12, 989.4e12};
   else if (has("H100") && has("PCIe")) p = {51.2e12, 51.2e12, 378e12, 756e12};
-  else if (has("H100")) p = {67e12, 67e12, 494.7e12, 989.4e12};
+  else if (has("H100") && !has("NVL")) p = {67e12, 67e12, 494.7e12, 989.4e12};
   else if (has("A100")) p = {19.5e12, 19.5e12, 156e12, 312e12};
   else if (has("L40S")) p = {1.4e12, 91.6e12, 183e12, 362e12};
   else if (has("L4")) p = {0.5e12, 30.3e12, 60e12, 121e12};

@@ -20,10 +20,7 @@
 #include "trainer/interrupt_guard.h"
 #include "trainer/model_checkpoint.h"
 #include "trainer/progress_bar.h"
-#if __has_include("trainer/model_summary.h")
 #include "trainer/model_summary.h"
-#define VOLT_HAS_MODEL_SUMMARY 1
-#endif
 
 namespace volt {
 
@@ -106,6 +103,12 @@ void Trainer::attach(TrainModule& module) {
   strategy_->setup(module);
   module.device_ = strategy_->root_device();
   setup_loggers(module);
+  if (profiler_) {
+    // Every rank writes its reports into rank 0's directory (the loggers, and so log_dir(), live on rank 0),
+    // agreed here, where every rank is known to arrive, not at teardown, where a rank may have failed.
+    const std::string dir = opt_.profiler_dir.empty() ? log_dir() + "/profiler" : opt_.profiler_dir;
+    profile_dir_ = strategy_->broadcast_string(dir);
+  }
 }
 
 void Trainer::detach(RunStatus status) {
@@ -131,31 +134,40 @@ void Trainer::profile_start(const char* stage) {
 
 void Trainer::open_profile_window() {
   window_open_ = true;
-  trace::cuda_profiler_start();
+  trace::cuda_profiler_start(strategy_->root_device());
   if (profiler_) profiler_->set_op_window(true);
 }
 
-void Trainer::close_profile_window() {
+void Trainer::close_profile_window() noexcept {
   window_open_ = false;
   window_done_ = true;
   if (profiler_) profiler_->set_op_window(false);
-  trace::cuda_profiler_stop();
+  trace::cuda_profiler_stop(strategy_->root_device());
+}
+
+void Trainer::profile_abandon() noexcept {
+  if (window_open_) close_profile_window();
+  if (profiler_) profiler_->abandon();  // no report for a failed stage, and no waiting on the GPU
 }
 
 void Trainer::profile_finish() {
   if (window_open_) close_profile_window();
   if (!profiler_ || !profiler_->running()) return;
-  // Every rank writes its own reports into rank 0's directory (the loggers, and so log_dir(), live on rank 0).
-  std::string dir = opt_.profiler_dir.empty() ? log_dir() + "/profiler" : opt_.profiler_dir;
-  dir = strategy_->broadcast_string(dir);
   profiler_->stop();
-  profile_dir_ = dir;
+  if (profile_dir_.empty()) return;  // the stage failed before attach()
+  // No collective here: each rank writes its own files. A report that cannot be written costs a warning, not
+  // the run.
   const int world = strategy_->world_size(), rank = strategy_->global_rank();
-  profiler_->write(dir, world > 1 ? "rank" + std::to_string(rank) : "", rank);
+  try {
+    profiler_->write(profile_dir_, world > 1 ? "rank" + std::to_string(rank) : "", rank);
+  } catch (const std::exception& e) {
+    std::cerr << "volt: warning: the profiler reports were not written: " << e.what() << "\n";
+    return;
+  }
   if (!strategy_->is_global_zero()) return;
   if (profiler_->kind() != ProfilerKind::ops) std::cout << profiler_->simple_table();
   if (profiler_->kind() != ProfilerKind::simple) std::cout << profiler_->ops_table();
-  std::cout << "Profiler reports in " << dir << "\n" << std::flush;
+  std::cout << "Profiler reports in " << profile_dir_ << "\n" << std::flush;
 }
 
 void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
@@ -302,11 +314,9 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/true);
   }
   batches_done_ = resume_skip_;  // the position an interrupt before the first batch must record
-#ifdef VOLT_HAS_MODEL_SUMMARY
   if (opt_.enable_model_summary && strategy_->is_global_zero())
     std::cout << model_summary(m, precision_name(precision_)) << "Memory: "
               << memory_report({strategy_->root_device()}) << "\n" << std::flush;
-#endif
   fit_start_ = std::chrono::steady_clock::now();
   stage_ = "train";
   for_each_callback(callbacks_, "on_fit_start", [&](Callback& c) { c.on_fit_start(*this, m); });
@@ -401,7 +411,10 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
     is_last_batch_ = idx + 1 == num_train_batches_;
     batch_idx_ = idx;
     if (!is_last_batch_) next = fetch_batch(train);  // never beyond limit_train_batches
-    if (window_begin_ >= 0 && !window_open_ && !window_done_ && global_step_ >= window_begin_) open_profile_window();
+    // The window covers optimizer steps A..B-1; a run resumed at or past B never opens it.
+    if (window_begin_ >= 0 && !window_open_ && !window_done_ && global_step_ >= window_begin_ &&
+        global_step_ < window_end_)
+      open_profile_window();
     {
       trace::Range range(trace::Layer::trainer, "run_training_batch");
       training_batch(batch, idx);

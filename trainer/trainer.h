@@ -196,7 +196,7 @@ class Trainer {
     ~FailedRunGuard() {
       if (std::uncaught_exceptions() > pending) {
         trainer.finalize_loggers(RunStatus::failed);
-        if (trainer.profiler_) trainer.profiler_->stop();  // no report for a failed stage
+        trainer.profile_abandon();
       }
     }
   };
@@ -258,11 +258,13 @@ class Trainer {
   // ---- profiling (trainer/profiler.h, runtime/trace.h) ----
   // Starts the profiler for a stage (fit, validate, test, predict); a no-op without one.
   void profile_start(const char* stage);
-  // At the end of a stage: agrees on the output directory (collective), stops the profiler, prints (rank 0)
-  // and writes the reports. Called by detach().
+  // At the end of a stage: stops the profiler, prints (rank 0) and writes the reports into the directory agreed
+  // in attach() (no collective). Called by detach().
   void profile_finish();
   void open_profile_window();
-  void close_profile_window();
+  void close_profile_window() noexcept;
+  // A failed stage: closes the profiling window and drops the profiler's records (no report).
+  void profile_abandon() noexcept;
   std::unique_ptr<Profiler> profiler_;
   std::string profile_dir_;
   int64_t window_begin_ = -1, window_end_ = -1;  // profile_steps

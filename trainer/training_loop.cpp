@@ -13,6 +13,8 @@ namespace volt {
 void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
   TrainModule& m = *module_;
   int64_t bs = batch.size();
+  const int64_t step_before = global_step_;
+  stepped_last_batch_ = false;
   results_train_.begin_step();
   {
     LogScope s(m, &results_train_, "on_train_batch_start", bs);
@@ -66,7 +68,8 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     m.on_train_batch_end(loss, batch, batch_idx);
   }
   results_train_.end_step(*strategy_);
-  stepped_last_batch_ = stepped || !m.automatic_optimization;
+  // Whether the step counter advanced: an automatic step, or (manual optimisation) any ManualOptimizer::step.
+  stepped_last_batch_ = global_step_ > step_before;
   batches_done_ = batch_idx + 1;  // a checkpoint taken by a callback below resumes with the next batch
   if (stepped && global_step_ % opt_.log_every_n_steps == 0) log_step_metrics(results_train_, global_step_ - 1);
   for_each_callback(callbacks_, "on_train_batch_end", [&](Callback& c) { c.on_train_batch_end(*this, m, loss, batch, batch_idx); });

@@ -2,6 +2,8 @@
 // finalize with the expected steps and statuses, several loggers receive the same rows, logger=false writes
 // nothing, CSVLogger's rows reach the disk during an epoch, the examples' --logger flag, and
 // scripts/plot_metrics.py on a run's metrics.csv.
+#include <sys/stat.h>
+
 #include <csignal>
 #include <cstdlib>
 
@@ -278,11 +280,41 @@ TEST(Loggers, CsvRowsReachTheDiskDuringTheEpoch) {
   const Csv c = read_csv(csv->log_dir() + "/metrics.csv");
   ASSERT_EQ(c.rows.size(), 10u);
   EXPECT_EQ(c.rows[9].at("a"), "9");
-  // Every write replaced the file atomically: no temporary file is left beside it.
+  // The first write replaced the file atomically, later ones appended: no temporary file is left beside it.
   EXPECT_EQ(all_files(csv->log_dir()), (std::vector<std::string>{"hparams.yaml", "metrics.csv"}));
   VOLT_EXPECT_ERROR(CSVLogger(dir.str(), {.flush_logs_every_n_steps = 0}), "CSVLogger", "flush_logs_every_n_steps=0");
   CSVLogger unwritable("/dev/null/runs");
   VOLT_EXPECT_ERROR(unwritable.save(), "CSVLogger", "/dev/null/runs/lightning_logs/version_0", "cannot create");
+}
+
+TEST(CSVLogger, AppendsRowsAndRewritesTheFileWhenAColumnAppears) {
+  ScratchDir dir("csv_append");
+  CSVLogger csv(dir.str(), {.flush_logs_every_n_steps = 1});
+  auto text = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  auto inode = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return st.st_ino;
+  };
+  csv.log_metrics({{"a", 1}}, 0);
+  const std::string path = csv.log_dir() + "/metrics.csv";
+  ASSERT_EQ(text(path), "a,step\n1,0\n");
+  const auto first = inode(path);
+  csv.log_metrics({{"a", 2}}, 1);  // same columns: appended to the same file
+  EXPECT_EQ(text(path), "a,step\n1,0\n2,1\n");
+  EXPECT_EQ(inode(path), first);
+  csv.log_metrics({{"a", 3}, {"b", 4}}, 2);  // a new column: every row rewritten under the new header
+  EXPECT_EQ(text(path), "a,b,step\n1,,0\n2,,1\n3,4,2\n");
+  EXPECT_NE(inode(path), first) << "a header change must replace the file atomically";
+  {
+    std::ofstream clobber(path);  // someone else's file now: never appended to
+    clobber << "x\n";
+  }
+  csv.log_metrics({{"a", 5}, {"b", 6}}, 3);
+  EXPECT_EQ(text(path), "a,b,step\n1,,0\n2,,1\n3,4,2\n5,6,3\n");
 }
 
 TEST(CSVLogger, DefaultLoggerWritesWheneverStepRowsAreDue) {
@@ -360,6 +392,15 @@ TEST(PlotMetrics, WritesPngCurvesFromARunsMetricsCsv) {
   ASSERT_TRUE(f.read(head.data(), 8)) << png << " missing or short";
   EXPECT_EQ(head, std::string("\x89PNG\r\n\x1a\n", 8));
   EXPECT_GT(fs::file_size(png), 1000u);
+  // A run killed inside an append leaves a last line without its newline: the script leaves it out.
+  {
+    std::ofstream torn(csv, std::ios::app);
+    torn << "0.1x";
+  }
+  const int rc_torn = std::system((python + " " VOLT_PLOT_METRICS_SCRIPT " " + csv + " --out " + png + " > " + out + " 2>&1").c_str());
+  std::ifstream so2(out);
+  const std::string printed2((std::istreambuf_iterator<char>(so2)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc_torn, 0) << printed2;
   // Given a version directory, the script finds metrics.csv and writes metrics.png beside it.
   ASSERT_EQ(std::system((python + " " VOLT_PLOT_METRICS_SCRIPT " " + t.log_dir() + " > /dev/null 2>&1").c_str()), 0);
   EXPECT_TRUE(fs::exists(t.log_dir() + "/metrics.png"));

@@ -1,12 +1,16 @@
 // The Trainer's profilers (trainer/profiler.h), the trace recorder they sit on (runtime/trace.h), memory reports
 // and the ThroughputMonitor's FLOP/MFU metrics.
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/allocator.h"
+#include "runtime/autocast.h"
+#include "trainer/manual_optimizer.h"
 #include "trainer/throughput_monitor.h"
 #include "trainer_test_util.h"
 
@@ -323,6 +327,183 @@ TEST(Profiler, FailedFitRemovesTheRecorder) {
   EXPECT_EQ(trace::recorder(), nullptr);
 }
 
+TEST(Trace, RecorderLayersAreMaskedAndARangeOutlivesItsRecorder) {
+  auto* rec = new ListRecorder;
+  trace::set_recorder(rec, trace::layer_mask({trace::Layer::trainer}));
+  int built = 0;
+  {
+    trace::Range op(trace::Layer::op, [&] {
+      ++built;
+      return std::string("masked");
+    });
+  }
+  EXPECT_TRUE(trace::active(trace::Layer::trainer));
+  if (!trace::nvtx_attached()) {
+    EXPECT_FALSE(trace::active(trace::Layer::op));
+    EXPECT_EQ(built, 0) << "an op range was begun although the recorder did not ask for ops";
+  }
+  trace::set_recorder_layers(rec, trace::kAllLayers);
+  EXPECT_TRUE(trace::active(trace::Layer::op));
+  // A loader worker's range begins while the recorder is installed and ends after it was removed and freed:
+  // the end must not reach the freed recorder (AddressSanitizer checks this run).
+  std::mutex mu;
+  std::condition_variable cv;
+  int phase = 0;
+  std::thread worker([&] {
+    trace::Range r(trace::Layer::data, "worker batch");
+    std::unique_lock<std::mutex> lock(mu);
+    phase = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return phase == 2; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return phase == 1; });
+  }
+  trace::set_recorder(nullptr);
+  const std::vector<std::string> seen = rec->events;
+  delete rec;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    phase = 2;
+  }
+  cv.notify_all();
+  worker.join();
+  EXPECT_EQ(seen, std::vector<std::string>{"begin data worker batch"});
+  EXPECT_FALSE(trace::active(trace::Layer::data) && !trace::nvtx_attached());
+}
+
+TEST(Trace, ARecorderThatThrowsOnlyMissesTheRange) {
+  struct Throwing : trace::Recorder {
+    int ends = 0;
+    void begin(trace::Layer, std::string_view, const trace::RangeInfo&) override { throw std::bad_alloc(); }
+    void end(trace::Layer) override { ++ends; }
+  } rec;
+  RecorderScope scope(&rec);
+  EXPECT_NO_THROW({ trace::Range r(trace::Layer::trainer, "x"); });
+  EXPECT_EQ(rec.ends, 0);
+}
+
+TEST(Profiler, AnOpThatDispatchesToItselfCountsOnce) {
+  Profiler p(ProfilerKind::ops);
+  p.start("fit");
+  {
+    trace::Range outer(trace::Layer::op, "linear");
+    trace::Range inner(trace::Layer::op, "linear");  // e.g. linear's autocast path calling linear again
+    trace::Range k(trace::Layer::kernel, "gemm");
+  }
+  {
+    trace::Range sync(trace::Layer::comm, "all_reduce", {kCPU, 64});
+    trace::Range nested(trace::Layer::comm, "all_reduce", {kCPU, 64});
+  }
+  {
+    // The real thing: linear under bf16 autocast casts and calls itself.
+    manual_seed(2);
+    Tensor x = randn({4, 8}), w = randn({3, 8}), b = randn({3});
+    AutocastGuard ac(true, DType::bf16);
+    linear(x, w, b);
+  }
+  p.stop();
+  const auto ops = p.op_stats(), actions = p.action_stats();
+  const ProfileStat* lin = find_stat(ops, "op", "linear");
+  ASSERT_NE(lin, nullptr);
+  EXPECT_EQ(lin->calls, 2);
+  const ProfileStat* ar = find_stat(actions, "comm", "all_reduce");
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->calls, 1);
+  int linear_events = 0;
+  const auto trace = nlohmann::json::parse(p.chrome_trace_json());
+  for (const auto& e : trace.at("traceEvents")) linear_events += e.at("name") == "linear";
+  EXPECT_EQ(linear_events, 2);
+}
+
+TEST(Profiler, SimpleProfilerAndClosedWindowsAskForNoOpRanges) {
+  if (trace::nvtx_attached()) GTEST_SKIP() << "an NVTX tool makes every layer active";
+  Profiler simple(ProfilerKind::simple);
+  simple.start("fit");
+  EXPECT_TRUE(trace::active(trace::Layer::trainer));
+  EXPECT_TRUE(trace::active(trace::Layer::comm));
+  EXPECT_FALSE(trace::active(trace::Layer::op));
+  EXPECT_FALSE(trace::active(trace::Layer::kernel));
+  simple.stop();
+  Profiler ops(ProfilerKind::ops);
+  ops.start("fit", /*op_window=*/false);
+  EXPECT_FALSE(trace::active(trace::Layer::module));
+  ops.set_op_window(true);
+  EXPECT_TRUE(trace::active(trace::Layer::module));
+  EXPECT_TRUE(trace::active(trace::Layer::backward));
+  ops.set_op_window(false);
+  EXPECT_FALSE(trace::active(trace::Layer::op));
+  ops.stop();
+  EXPECT_FALSE(trace::active());
+}
+
+TEST(Profiler, AResumedRunPastTheWindowNeverOpensIt) {
+  ScratchDir dir("profiler_window_resume");
+  manual_seed(6);
+  const std::string stem = dir.str() + "/at6";
+  {
+    TwoLayer m;
+    auto o = quiet(dir.str());
+    o.max_steps = 6;
+    Trainer t(o);
+    t.fit(m, loader8(96, 16));
+    t.save_checkpoint(stem);
+  }
+  TwoLayer m;
+  auto o = quiet(dir.str());
+  o.max_steps = 8;
+  o.profiler = "ops";
+  o.profile_steps = "2:4";
+  Trainer t(o);
+  ::testing::internal::CaptureStdout();
+  t.fit(m, loader8(96, 16), nullptr, stem + ".json");
+  ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(t.global_step(), 8);
+  const auto ops = t.profiler()->op_stats();
+  EXPECT_EQ(find_stat(ops, "op", "linear"), nullptr) << t.profiler()->ops_table();
+  const std::string trace = slurp(t.profiler_output_dir() + "/fit-trace.json");
+  EXPECT_EQ(trace.find("cudaProfilerStart"), std::string::npos);
+}
+
+TEST(Profiler, AFitFailingInsideTheWindowClosesItAndDropsTheRecords) {
+  struct Failing : TwoLayer {
+    Tensor training_step(const Batch& b, int64_t idx) override {
+      if (idx == 3) throw Error("training_step failed on purpose");
+      return TwoLayer::training_step(b, idx);
+    }
+  } m;
+  ScratchDir dir("profiler_fail_window");
+  auto o = quiet(dir.str());
+  o.max_steps = 6;
+  o.profiler = "ops";
+  o.profile_steps = "1:5";
+  Trainer t(o);
+  EXPECT_THROW(t.fit(m, loader8(96, 16)), Error);
+  EXPECT_EQ(trace::recorder(), nullptr);
+  EXPECT_FALSE(t.profiler()->running());
+  if (!trace::nvtx_attached()) EXPECT_FALSE(trace::active());
+  EXPECT_FALSE(std::filesystem::exists(t.profiler_output_dir() + "/fit-trace.json"));
+}
+
+TEST(Profiler, AnUnwritableReportDirectoryCostsAWarningNotTheRun) {
+  ScratchDir dir("profiler_unwritable");
+  TwoLayer m;
+  auto o = quiet(dir.str());
+  o.max_steps = 2;
+  o.profiler = "simple";
+  o.profiler_dir = "/dev/null/prof";
+  Trainer t(o);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(t.fit(m, loader8(32, 16)));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(t.global_step(), 2);
+  EXPECT_NE(err.find("profiler reports were not written"), std::string::npos) << err;
+  EXPECT_NE(err.find("/dev/null/prof"), std::string::npos) << err;
+}
+
 TEST(MemoryReport, NamesEveryDeviceWithItsFigures) {
   Tensor keep = zeros({1024, 256});  // 1 MB alive
   const std::string r = memory_report({kCPU});
@@ -355,6 +536,12 @@ TEST(ThroughputMonitor, PeakTable) {
   EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA L40S", DType::bf16), 362e12);
   EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA L4", DType::bf16), 121e12);
   EXPECT_DOUBLE_EQ(device_peak_flops("Some CPU", DType::f32), 0.0);
+  // Whole model words only: other models whose names contain a known one have no (wrong) peak.
+  EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA L40", DType::bf16), 0.0);
+  EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA A10G", DType::bf16), 0.0);
+  EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA A10", DType::bf16), 125e12);
+  EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA H100 NVL", DType::bf16), 0.0);
+  EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA GH200 480GB", DType::bf16), 989.4e12);
   EXPECT_DOUBLE_EQ(device_peak_flops("NVIDIA H100 80GB HBM3", DType::i64), 0.0);
   EXPECT_THROW(ThroughputMonitor(ThroughputMonitorOptions{.peak_flops = -1}), Error);
 }
@@ -389,4 +576,35 @@ TEST(ThroughputMonitor, LogsSamplesFlopsAndMfu) {
   const Csv csv = read_csv(t.log_dir() + "/metrics.csv");
   EXPECT_NE(std::find(csv.header.begin(), csv.header.end(), "throughput/device/mfu"), csv.header.end());
   EXPECT_DOUBLE_EQ(t.logged_metrics().at("throughput/device/mfu"), last.at("throughput/device/mfu"));
+}
+
+TEST(Trainer, SteppedLastBatchFollowsTheStepCounterUnderManualOptimisation) {
+  // Manual optimisation stepping every other batch: callbacks (ThroughputMonitor) see a step only then.
+  struct EveryOther : TwoLayer {
+    EveryOther() { automatic_optimization = false; }
+    Tensor training_step(const Batch& b, int64_t idx) override {
+      Tensor loss = TwoLayer::training_step(b, idx);
+      manual_backward(loss);
+      if (idx % 2 == 1) {
+        optimizers()[0].step();
+        optimizers()[0].zero_grad();
+      }
+      return loss;
+    }
+  } m;
+  struct Seen : Callback {
+    std::vector<bool> stepped;
+    void on_train_batch_end(Trainer& t, TrainModule&, const Tensor&, const Batch&, int64_t) override {
+      stepped.push_back(t.stepped_last_batch());
+    }
+  };
+  auto seen = std::make_shared<Seen>();
+  ScratchDir dir("stepped_manual");
+  auto o = quiet(dir.str());
+  o.max_epochs = 1;
+  o.callbacks = {seen};
+  Trainer t(o);
+  t.fit(m, loader8(96, 16));
+  EXPECT_EQ(t.global_step(), 3);
+  EXPECT_EQ(seen->stepped, (std::vector<bool>{false, true, false, true, false, true}));
 }
