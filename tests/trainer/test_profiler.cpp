@@ -51,6 +51,23 @@ const ProfileStat* find_stat(const std::vector<ProfileStat>& rows, const std::st
   return nullptr;
 }
 
+// Options for a fit of `max_steps` steps under profiler `kind`, limited to the window `steps` ("" = none).
+TrainerOptions profiled(const ScratchDir& dir, const std::string& kind, int64_t max_steps, const std::string& steps = "") {
+  auto o = quiet(dir.str());
+  o.max_steps = max_steps;
+  o.profiler = kind;
+  o.profile_steps = steps;
+  return o;
+}
+
+// fit with stdout captured (the profiler prints its tables there); returns what was printed.
+std::string fit_captured(Trainer& t, TrainModule& m, std::shared_ptr<data::DataLoader> train,
+                         const std::string& ckpt_path = "") {
+  ::testing::internal::CaptureStdout();
+  t.fit(m, std::move(train), nullptr, ckpt_path);
+  return ::testing::internal::GetCapturedStdout();
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -229,14 +246,10 @@ TEST(Profiler, OpsProfilerWritesCsvAndANestedChromeTrace) {
   ScratchDir dir("profiler_ops");
   manual_seed(4);
   TwoLayer m;
-  auto o = quiet(dir.str());
-  o.max_steps = 6;
-  o.profiler = "ops";
+  auto o = profiled(dir, "ops", 6);
   o.profiler_dir = dir.str() + "/prof";
   Trainer t(o);
-  ::testing::internal::CaptureStdout();
-  t.fit(m, loader8(96, 16));
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string out = fit_captured(t, m, loader8(96, 16));
   EXPECT_NE(out.find("Op profile: fit"), std::string::npos) << out;
   Profiler& p = *t.profiler();
   const auto ops = p.op_stats();
@@ -287,14 +300,8 @@ TEST(Profiler, ProfileStepsLimitsOpRecordingAndMarksTheWindow) {
   ScratchDir dir("profiler_window");
   manual_seed(5);
   TwoLayer m;
-  auto o = quiet(dir.str());
-  o.max_steps = 6;
-  o.profiler = "advanced";
-  o.profile_steps = "2:4";
-  Trainer t(o);
-  ::testing::internal::CaptureStdout();
-  t.fit(m, loader8(96, 16));
-  ::testing::internal::GetCapturedStdout();
+  Trainer t(profiled(dir, "advanced", 6, "2:4"));
+  fit_captured(t, m, loader8(96, 16));
   Profiler& p = *t.profiler();
   const auto ops = p.op_stats(), actions = p.action_stats();
   const ProfileStat* linear = find_stat(ops, "op", "linear");
@@ -451,14 +458,8 @@ TEST(Profiler, AResumedRunPastTheWindowNeverOpensIt) {
     t.save_checkpoint(stem);
   }
   TwoLayer m;
-  auto o = quiet(dir.str());
-  o.max_steps = 8;
-  o.profiler = "ops";
-  o.profile_steps = "2:4";
-  Trainer t(o);
-  ::testing::internal::CaptureStdout();
-  t.fit(m, loader8(96, 16), nullptr, stem + ".json");
-  ::testing::internal::GetCapturedStdout();
+  Trainer t(profiled(dir, "ops", 8, "2:4"));
+  fit_captured(t, m, loader8(96, 16), stem + ".json");
   EXPECT_EQ(t.global_step(), 8);
   const auto ops = t.profiler()->op_stats();
   EXPECT_EQ(find_stat(ops, "op", "linear"), nullptr) << t.profiler()->ops_table();
@@ -474,11 +475,7 @@ TEST(Profiler, AFitFailingInsideTheWindowClosesItAndDropsTheRecords) {
     }
   } m;
   ScratchDir dir("profiler_fail_window");
-  auto o = quiet(dir.str());
-  o.max_steps = 6;
-  o.profiler = "ops";
-  o.profile_steps = "1:5";
-  Trainer t(o);
+  Trainer t(profiled(dir, "ops", 6, "1:5"));
   EXPECT_THROW(t.fit(m, loader8(96, 16)), Error);
   EXPECT_EQ(trace::recorder(), nullptr);
   EXPECT_FALSE(t.profiler()->running());
@@ -489,16 +486,12 @@ TEST(Profiler, AFitFailingInsideTheWindowClosesItAndDropsTheRecords) {
 TEST(Profiler, AnUnwritableReportDirectoryCostsAWarningNotTheRun) {
   ScratchDir dir("profiler_unwritable");
   TwoLayer m;
-  auto o = quiet(dir.str());
-  o.max_steps = 2;
-  o.profiler = "simple";
+  auto o = profiled(dir, "simple", 2);
   o.profiler_dir = "/dev/null/prof";
   Trainer t(o);
-  ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
-  EXPECT_NO_THROW(t.fit(m, loader8(32, 16)));
+  EXPECT_NO_THROW(fit_captured(t, m, loader8(32, 16)));
   const std::string err = ::testing::internal::GetCapturedStderr();
-  ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(t.global_step(), 2);
   EXPECT_NE(err.find("profiler reports were not written"), std::string::npos) << err;
   EXPECT_NE(err.find("/dev/null/prof"), std::string::npos) << err;
