@@ -23,6 +23,7 @@
 #include "trainer/checkpoint_files.h"
 #include "trainer/tensorboard_logger.h"
 #include "trainer/throughput_monitor.h"
+#include "examples/trainer_flags.h"
 #include "trainer/trainer.h"
 
 namespace volt::examples {
@@ -44,7 +45,15 @@ struct Args {
   std::string logger = "csv";  // csv | tensorboard | both | none
   std::string profiler;        // "" | simple | ops | advanced
   std::string profile_steps;   // "A:B"
+  // Every other Trainer option (--max-steps, --limit-train-batches, --gradient-clip-val, ...; see
+  // examples/trainer_flags.h). The fields above win over their namesakes here.
+  TrainerOptions trainer;
 };
+
+// The Trainer fields the examples have flags of their own for (with the Trainer's names as aliases).
+inline const std::vector<std::string> kOwnTrainerFlags = {"accelerator", "devices",          "strategy",
+                                                           "precision",   "max_epochs",       "enable_progress_bar",
+                                                           "default_root_dir", "profiler",  "profile_steps", "seed"};
 
 namespace detail {
 
@@ -111,14 +120,16 @@ inline CLI::Validator devices_spec() {
 
 }  // namespace detail
 
-// Parses the flags shared by all examples. Returns false (after printing) when the program should exit with
-// `exit_code` (0 for --help, 2 for a bad flag). Every value is validated here, before any work.
+// Parses the flags shared by all examples (and every Trainer option, and --config/--print-config). Returns false
+// (after printing) when the program should exit with `exit_code` (0 for --help and --print-config, 2 for a bad
+// flag or config file). Every value is validated here, before any work.
 inline bool parse_args(int argc, char** argv, const std::string& description, Args& a, int& exit_code) {
   using namespace detail;
   constexpr long long kMax = INT64_MAX;
   CLI::App app{description};
+  app.option_defaults()->always_capture_default();  // --print-config shows every default
   app.add_option("--data", a.data, "directory with the MNIST-format IDX files (plain or .gz)");
-  app.add_option("--epochs", a.epochs, "training epochs")->check(integer_in(1, kMax, "a positive integer"));
+  app.add_option("--epochs,--max-epochs", a.epochs, "training epochs")->check(integer_in(1, kMax, "a positive integer"));
   app.add_option("--batch-size", a.batch_size, "batch size per process")->check(integer_in(1, kMax, "a positive integer"));
   app.add_option("--lr", a.lr, "learning rate")->check(positive_real("a positive finite number"));
   app.add_option("--seed", a.seed, "global seed (weights, split, shuffles)")
@@ -132,11 +143,12 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
                       "64"}));
   app.add_option("--num-workers", a.num_workers, "background batch-assembly threads")
       ->check(integer_in(0, 1024, "an integer from 0 to 1024"));
-  app.add_option("--out", a.out, "run directory (logs, checkpoints, results.json)")
+  app.add_option("--out,--default-root-dir", a.out, "run directory (logs, checkpoints, results.json)")
       ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("must not be empty") : ""; }, ""));
   app.add_option("--resume", a.resume,
                  "checkpoint to resume from: a stem (path without .safetensors/.json), \"last\" or \"best\"");
-  app.add_flag("!--no-progress-bar", a.progress_bar, "disable the progress bar");
+  cli::add_bool_flag(app, "--enable-progress-bar,!--no-progress-bar", a.progress_bar,
+                     "the progress bar (--no-progress-bar: off)");
   app.add_option("--logger", a.logger,
                  "csv (metrics.csv) | tensorboard (event files) | both | none, under <out>/lightning_logs/version_N")
       ->check(one_of({"csv", "tensorboard", "both", "none"}));
@@ -155,10 +167,22 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
         }
         return std::string();
       }, "A:B"));
+  cli::add_trainer_flags(app, a.trainer, kOwnTrainerFlags);
+  cli::add_config_flags(app);
   try {
+    cli::check_config_file(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     exit_code = app.exit(e);
+    return false;
+  } catch (const Error& e) {
+    std::cerr << e.what() << "\n";
+    exit_code = 2;
+    return false;
+  }
+  if (cli::print_config_requested(app)) {
+    std::cout << cli::config_yaml(app);
+    exit_code = 0;
     return false;
   }
   return true;
@@ -226,11 +250,17 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
     // precision (the Trainer's constructor), and the checkpoint to resume from.
     prepare_output_dir(args.out);
     auto throughput = std::make_shared<ThroughputMonitor>();
-    TrainerOptions options{.accelerator = args.accelerator, .devices = args.devices, .strategy = args.strategy,
-                           .precision = args.precision, .max_epochs = args.epochs,
-                           .enable_progress_bar = args.progress_bar, .default_root_dir = args.out,
-                           .callbacks = {throughput}, .profiler = args.profiler,
-                           .profile_steps = args.profile_steps};
+    TrainerOptions options = args.trainer;
+    options.accelerator = args.accelerator;
+    options.devices = args.devices;
+    options.strategy = args.strategy;
+    options.precision = args.precision;
+    options.max_epochs = args.epochs;
+    options.enable_progress_bar = args.progress_bar;
+    options.default_root_dir = args.out;
+    options.callbacks.push_back(throughput);
+    options.profiler = args.profiler;
+    options.profile_steps = args.profile_steps;
     apply_logger_flag(args, options);
     Trainer trainer(options);
     // ("last" and "best" are looked up by fit, which names what it searched when nothing is found.)

@@ -188,3 +188,163 @@ TEST(BadConfig, ExampleRunFailsBeforeBuildingTheModel) {
     for (const auto& w : row.words) EXPECT_NE(err.find(w), std::string::npos) << "'" << err << "' lacks '" << w << "'";
   }
 }
+
+namespace {
+// parse_args on `args` (after the program name) with stdout and stderr captured.
+struct Parsed {
+  bool ok = false;
+  int code = 0;
+  std::string out, err;
+  examples::Args a;
+};
+Parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "prog");
+  auto argv = argv_of(args);
+  Parsed p;
+  ::testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  p.ok = examples::parse_args(static_cast<int>(args.size()), argv.data(), "test", p.a, p.code);
+  p.out = ::testing::internal::GetCapturedStdout();
+  p.err = ::testing::internal::GetCapturedStderr();
+  return p;
+}
+std::string write_file(const ScratchDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = (dir.path / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
+  const Parsed p = parse({"--max-steps", "7", "--limit-train-batches", "0.25", "--limit-val-batches", "3",
+                          "--val-check-interval", "10", "--accumulate-grad-batches", "2", "--gradient-clip-val", "0.5",
+                          "--gradient-clip-algorithm", "value", "--log-every-n-steps", "5", "--default-root-dir", "runs/x",
+                          "--max-epochs", "3", "--no-model-summary", "--deterministic", "--on-nonfinite-loss", "skip",
+                          "--check-val-every-n-epoch", "2", "--num-sanity-val-steps", "0", "--min-epochs", "1",
+                          "--min-steps", "2", "--max-time", "00:00:01:00", "--profiler-dir", "prof",
+                          "--no-checkpointing", "--grad-scaler-init-scale", "1024", "--limit-test-batches", "1.0",
+                          "--detect-anomaly"});
+  ASSERT_TRUE(p.ok) << p.err << p.out;
+  const TrainerOptions& t = p.a.trainer;
+  EXPECT_EQ(t.max_steps, 7);
+  EXPECT_TRUE(t.limit_train_batches.is_fraction);
+  EXPECT_DOUBLE_EQ(t.limit_train_batches.fraction, 0.25);
+  EXPECT_FALSE(t.limit_val_batches.is_fraction);
+  EXPECT_EQ(t.limit_val_batches.count, 3);
+  EXPECT_TRUE(t.limit_test_batches.is_fraction);  // "1.0" is a fraction, "1" would be one batch
+  EXPECT_FALSE(t.val_check_interval.is_fraction);
+  EXPECT_EQ(t.val_check_interval.count, 10);
+  EXPECT_EQ(t.accumulate_grad_batches, 2);
+  EXPECT_DOUBLE_EQ(t.gradient_clip_val, 0.5);
+  EXPECT_EQ(t.gradient_clip_algorithm, "value");
+  EXPECT_EQ(t.log_every_n_steps, 5);
+  EXPECT_EQ(p.a.out, "runs/x");  // --default-root-dir is --out
+  EXPECT_EQ(p.a.epochs, 3);      // --max-epochs is --epochs
+  EXPECT_FALSE(t.enable_model_summary);
+  EXPECT_FALSE(t.enable_checkpointing);
+  EXPECT_TRUE(t.deterministic);
+  EXPECT_TRUE(t.detect_anomaly);
+  EXPECT_EQ(t.on_nonfinite_loss, NonFiniteLoss::skip);
+  EXPECT_EQ(t.check_val_every_n_epoch, 2);
+  EXPECT_EQ(t.num_sanity_val_steps, 0);
+  EXPECT_EQ(t.min_epochs, 1);
+  EXPECT_EQ(t.min_steps, 2);
+  EXPECT_EQ(t.max_time, "00:00:01:00");
+  EXPECT_EQ(t.profiler_dir, "prof");
+  EXPECT_DOUBLE_EQ(t.grad_scaler.init_scale, 1024);
+
+  struct Row {
+    std::vector<std::string> flags;
+    std::vector<std::string> words;
+  };
+  const std::vector<Row> bad = {
+      {{"--max-steps", "-2"}, {"--max-steps", ">= -1", "-2"}},
+      {{"--limit-train-batches", "1.5"}, {"--limit-train-batches", "fraction of the epoch in [0, 1]", "'1.5'"}},
+      {{"--limit-val-batches", "many"}, {"--limit-val-batches", "batch count", "'many'"}},
+      {{"--gradient-clip-algorithm", "l2"}, {"--gradient-clip-algorithm", "'l2'", "norm, value"}},
+      {{"--on-nonfinite-loss", "retry"}, {"--on-nonfinite-loss", "ignore, skip, stop"}},
+      {{"--max-time", "soon"}, {"--max-time", "soon"}},
+      {{"--accumulate-grad-batches", "0"}, {"--accumulate-grad-batches", ">= 1"}},
+      {{"--gradient-clip-val", "-1"}, {"--gradient-clip-val", ">= 0"}},
+  };
+  for (const auto& row : bad) {
+    SCOPED_TRACE(row.flags[0] + " " + row.flags[1]);
+    const Parsed b = parse(row.flags);
+    EXPECT_FALSE(b.ok);
+    EXPECT_NE(b.code, 0) << b.err;
+    for (const auto& w : row.words) EXPECT_NE(b.err.find(w), std::string::npos) << "'" << b.err << "' lacks '" << w << "'";
+  }
+}
+
+TEST(ExampleFlags, ConfigFilesInYamlOrJsonAndTheCommandLineWins) {
+  ScratchDir dir("example_config");
+  const std::string yaml = write_file(dir, "run.yaml",
+                                      "# a run\n"
+                                      "batch_size: 32\n"
+                                      "lr: 0.001\n"
+                                      "trainer:\n"
+                                      "  max_steps: 11\n"
+                                      "  limit_train_batches: 0.5\n"
+                                      "  enable_model_summary: false\n"
+                                      "  max_time:\n");
+  Parsed p = parse({"--config", yaml, "--max-steps", "4"});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_EQ(p.a.batch_size, 32);
+  EXPECT_DOUBLE_EQ(p.a.lr, 0.001);
+  EXPECT_EQ(p.a.trainer.max_steps, 4) << "the command line overrides the file";
+  EXPECT_DOUBLE_EQ(p.a.trainer.limit_train_batches.fraction, 0.5);
+  EXPECT_FALSE(p.a.trainer.enable_model_summary);
+  EXPECT_EQ(p.a.trainer.max_time, "");
+
+  const std::string json = write_file(dir, "run.json", R"({"max-epochs": 2, "devices": "0,1", "no_progress_bar": true})");
+  p = parse({"--config", json});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_EQ(p.a.epochs, 2);
+  EXPECT_EQ(p.a.devices, "0,1");
+  EXPECT_FALSE(p.a.progress_bar);
+
+  struct Row {
+    std::string text;
+    std::vector<std::string> words;
+  };
+  const std::vector<Row> bad = {
+      {"max_stepz: 3\n", {"run.bad", "unknown key", "max-stepz"}},
+      {"limit_train_batches: 2.5\n", {"--limit-train-batches", "'2.5'"}},
+      {"model:\n  hidden: 3\n", {"'model'", "is a section"}},
+      {"batch_size: [1, 2\n", {"not valid YAML"}},
+      {"- 1\n- 2\n", {"mapping"}},
+  };
+  for (const auto& row : bad) {
+    SCOPED_TRACE(row.text);
+    const std::string path = write_file(dir, "run.bad", row.text);
+    const Parsed b = parse({"--config", path});
+    EXPECT_FALSE(b.ok);
+    EXPECT_NE(b.code, 0) << b.err;
+    for (const auto& w : row.words) EXPECT_NE(b.err.find(w), std::string::npos) << "'" << b.err << "' lacks '" << w << "'";
+  }
+  const Parsed missing = parse({"--config", (dir.path / "nope.yaml").string()});
+  EXPECT_FALSE(missing.ok);
+  EXPECT_NE(missing.err.find("nope.yaml"), std::string::npos) << missing.err;
+}
+
+TEST(ExampleFlags, PrintConfigShowsEverythingAndReadsBack) {
+  ScratchDir dir("example_print_config");
+  const Parsed p = parse({"--max-steps", "9", "--no-progress-bar", "--limit-val-batches", "0.5", "--print-config"});
+  EXPECT_FALSE(p.ok);
+  EXPECT_EQ(p.code, 0);
+  for (const char* line : {"max_steps: 9", "enable_progress_bar: false", "limit_val_batches: 0.5", "batch_size: 16",
+                           "limit_train_batches: 1.0", "accumulate_grad_batches: 1", "gradient_clip_algorithm: norm",
+                           "on_nonfinite_loss: ignore", "enable_model_summary: true", "epochs: 1"})
+    EXPECT_NE(p.out.find(std::string("\n") + line + "\n"), std::string::npos) << line << " missing from\n" << p.out;
+  EXPECT_EQ(p.out.find("print_config"), std::string::npos);
+  // The printed file gives the same configuration back.
+  const std::string path = write_file(dir, "printed.yaml", p.out);
+  const Parsed again = parse({"--config", path, "--print-config"});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.out, p.out);
+  const Parsed used = parse({"--config", path});
+  ASSERT_TRUE(used.ok) << used.err;
+  EXPECT_EQ(used.a.trainer.max_steps, 9);
+  EXPECT_FALSE(used.a.progress_bar);
+  EXPECT_DOUBLE_EQ(used.a.trainer.limit_val_batches.fraction, 0.5);
+}
