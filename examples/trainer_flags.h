@@ -227,6 +227,15 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
     group(app.add_option("--profiler", o.profiler, "simple | ops | advanced")
               ->check(checked_by([](const std::string& s) { parse_profiler(s); }, "PROFILER")));
   group(app.add_option("--profiler-dir", o.profiler_dir, "profiler reports (default <log_dir>/profiler)"));
+  group(app.add_option("--fast-dev-run", o.fast_dev_run,
+                       "N: run N batches of every loop, log and save nothing (a smoke test); 0 = off")
+            ->check(at_least(0)));
+  add_batch_amount(app, "--overfit-batches", o.overfit_batches,
+                   "train and validate on the same first batches (count or fraction), no shuffling; 0 = off");
+  app.get_option("--overfit-batches")->group(g);
+  group(app.add_option("--reload-dataloaders-every-n-epochs", o.reload_dataloaders_every_n_epochs,
+                       "new loaders from the data module every N epochs; 0 = once")
+            ->check(at_least(0)));
   if (want("profile_steps"))
     group(app.add_option("--profile-steps", o.profile_steps, "A:B: profile optimizer steps A to B-1")
               ->check(checked_by([](const std::string& s) { parse_profile_steps(s); }, "A:B")));

@@ -94,15 +94,13 @@ void DDPStrategy::finish_gradient_sync() {
 
 void DDPStrategy::teardown(TrainModule&) { reducer_.reset(); }
 
-void DDPStrategy::process_dataloader(data::DataLoader& loader, bool training, uint64_t seed) {
+void DDPStrategy::process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) {
   const int64_t n = loader.dataset()->size();
   // Training: every rank sees an equal share (padded by repeating samples) so that steps stay in lockstep,
-  // shuffled (seeded, reshuffled each epoch) when the loader shuffled. Evaluation: the user's order, unpadded,
-  // so each sample counts exactly once in synced metrics.
-  const bool shuffled = loader.options().shuffle ||
-                        dynamic_cast<const data::RandomSampler*>(loader.sampler().get()) != nullptr;
+  // shuffled (seeded, reshuffled each epoch) when asked. Evaluation: the user's order, unpadded, so each sample
+  // counts exactly once in synced metrics.
   loader.set_sampler(std::make_shared<data::DistributedSampler>(n, world_size(), global_rank(),
-                                                                /*shuffle=*/training && shuffled, seed,
+                                                                /*shuffle=*/training && shuffle, seed,
                                                                 /*drop_last=*/false, /*pad=*/training));
 }
 

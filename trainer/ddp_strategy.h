@@ -45,7 +45,7 @@ class DDPStrategy : public Strategy {
   void backward(const Tensor& loss, bool sync_grad) override;
   void finish_gradient_sync() override;
   void teardown(TrainModule& module) override;
-  void process_dataloader(data::DataLoader& loader, bool training, uint64_t seed) override;
+  void process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) override;
 
   void reduce_values(std::vector<double>& values, dist::ReduceOp op) override;
   void barrier(const std::string& name = "") override;

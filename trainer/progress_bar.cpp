@@ -51,7 +51,10 @@ std::string ProgressBar::format_line(const std::string& stage, int64_t done, int
     os << done << " [" << clock_str(elapsed_s);
   }
   os << ", " << std::fixed << std::setprecision(rate >= 100 ? 1 : 2) << rate << "it/s";
-  for (const auto& [k, v] : metrics) os << ", " << k << "=" << metric_str(v);
+  // "v_num" (the logger's version) first, then the metrics by name.
+  if (auto it = metrics.find("v_num"); it != metrics.end()) os << ", v_num=" << metric_str(it->second);
+  for (const auto& [k, v] : metrics)
+    if (k != "v_num") os << ", " << k << "=" << metric_str(v);
   os << "]";
   return os.str();
 }
@@ -94,7 +97,9 @@ void ProgressBar::finish(const std::map<std::string, double>& m) {
 void ProgressBar::draw(bool final_line) {
   last_draw_ = std::chrono::steady_clock::now();
   double elapsed = std::chrono::duration<double>(last_draw_ - start_).count();
-  std::string line = format_line(stage_, done_, total_, elapsed, metrics_);
+  std::map<std::string, double> shown = metrics_;
+  if (version_ >= 0) shown["v_num"] = version_;
+  std::string line = format_line(stage_, done_, total_, elapsed, shown);
   if (interactive_) {
     *out_ << "\r" << line << "\033[K";
     if (final_line) *out_ << "\n";

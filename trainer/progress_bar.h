@@ -16,6 +16,8 @@ class ProgressBar {
   // `interactive`: redraw in place; by default decided by whether stdout is a terminal.
   explicit ProgressBar(std::ostream* out = nullptr, int interactive = -1);
   void set_enabled(bool enabled) { enabled_ = enabled; }
+  // The logger's version, shown first as "v_num=N" (< 0: none).
+  void set_version(int version) { version_ = version; }
   bool enabled() const { return enabled_; }
   bool interactive() const { return interactive_; }
 
@@ -37,6 +39,7 @@ class ProgressBar {
   std::ostream* out_;
   bool interactive_;
   bool enabled_ = true;
+  int version_ = -1;
   std::string stage_;
   int64_t total_ = -1;
   int64_t done_ = 0;

@@ -52,7 +52,9 @@ class Strategy {
 
   // Replaces a loader's sampler with this rank's distributed shard (training: shuffled with `seed` and
   // padded; evaluation: user order, every sample exactly once). Single device: unchanged.
-  virtual void process_dataloader(data::DataLoader& loader, bool training, uint64_t seed) {}
+  // `shuffle`: the training loader should be shuffled (the Trainer decides: the loader asked for it and
+  // overfit_batches is off).
+  virtual void process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) {}
 
   // ---- collectives (identity on one rank) ----------------------------------------------------------------
   // In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)

@@ -17,6 +17,7 @@
 #include "runtime/generator.h"
 #include "trainer/checkpoint_files.h"
 #include "trainer/device_parser.h"
+#include "trainer/early_stopping.h"
 #include "trainer/interrupt_guard.h"
 #include "trainer/model_checkpoint.h"
 #include "trainer/progress_bar.h"
@@ -56,6 +57,35 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
   if (opt_.val_check_interval.is_fraction)
     VOLT_CHECK(opt_.val_check_interval.fraction <= 1.0, "Trainer: val_check_interval=",
                opt_.val_check_interval.fraction, " as a fraction must be in (0, 1]");
+  VOLT_CHECK(opt_.fast_dev_run >= 0, "Trainer: fast_dev_run=", opt_.fast_dev_run,
+             " must be >= 0 (0 = off, n = run n batches of each loop)");
+  VOLT_CHECK(opt_.reload_dataloaders_every_n_epochs >= 0, "Trainer: reload_dataloaders_every_n_epochs=",
+             opt_.reload_dataloaders_every_n_epochs, " must be >= 0 (0 = load once)");
+  {
+    const BatchAmount& ob = opt_.overfit_batches;
+    VOLT_CHECK(ob.is_fraction ? ob.fraction >= 0 && ob.fraction <= 1 : ob.count >= 0, "Trainer: overfit_batches=",
+               ob.is_fraction ? std::to_string(ob.fraction) : std::to_string(ob.count),
+               "; expected a batch count >= 0 or a fraction in [0, 1] (0 = off)");
+    overfit_ = ob.is_fraction ? ob.fraction > 0 : ob.count > 0;
+  }
+  if (opt_.fast_dev_run > 0) {
+    // A smoke test of every loop: n batches each, one epoch, no sanity check, nothing logged or saved.
+    const int64_t n = opt_.fast_dev_run;
+    opt_.max_steps = n;
+    opt_.max_epochs = 1;
+    opt_.limit_train_batches = opt_.limit_val_batches = opt_.limit_test_batches = opt_.limit_predict_batches =
+        BatchAmount(n);
+    opt_.val_check_interval = BatchAmount(1.0);
+    opt_.check_val_every_n_epoch = 1;
+    opt_.num_sanity_val_steps = 0;
+    opt_.logger = false;
+    opt_.loggers.clear();
+    opt_.enable_checkpointing = false;
+    overfit_ = false;
+  } else if (overfit_) {
+    opt_.limit_train_batches = opt_.overfit_batches;
+    opt_.limit_val_batches = opt_.overfit_batches;
+  }
   max_epochs_ = opt_.max_epochs;
   if (max_epochs_ == -1 && opt_.max_steps == -1) max_epochs_ = 1000;  // upstream default
   max_time_s_ = parse_max_time(opt_.max_time);
@@ -80,6 +110,18 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
   if (precision_ == Precision::f16_mixed) scaler_ = std::make_unique<GradScaler>(opt_.grad_scaler);
 
   callbacks_ = opt_.callbacks;
+  if (opt_.fast_dev_run > 0) {
+    // fast_dev_run saves nothing and never stops early: checkpointing and early stopping callbacks sit out.
+    std::erase_if(callbacks_, [](const std::shared_ptr<Callback>& c) {
+      return dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr || dynamic_cast<EarlyStopping*>(c.get()) != nullptr;
+    });
+    if (strategy_->is_global_zero())
+      std::cout << "Trainer: fast_dev_run=" << opt_.fast_dev_run << ": " << opt_.fast_dev_run
+                << " batch(es) of training, validation, test and predict; logging and checkpointing are off\n";
+  } else if (opt_.max_epochs == -1 && opt_.max_steps == -1 && strategy_->is_global_zero()) {
+    std::cerr << "Trainer: neither max_epochs nor max_steps is set; training stops after 1000 epochs (set "
+                 "max_epochs or max_steps)\n";
+  }
   bool has_ckpt = false;
   for (auto& c : callbacks_) has_ckpt |= dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
   if (opt_.enable_checkpointing && !has_ckpt) callbacks_.push_back(std::make_shared<ModelCheckpoint>());
@@ -103,6 +145,7 @@ void Trainer::attach(TrainModule& module) {
   strategy_->setup(module);
   module.device_ = strategy_->root_device();
   setup_loggers(module);
+  pbar_->set_version(loggers_.empty() ? -1 : loggers_.front()->version());
   if (profiler_) {
     // Every rank writes its reports into rank 0's directory (the loggers, and so log_dir(), live on rank 0),
     // agreed here, where every rank is known to arrive, not at teardown, where a rank may have failed.
@@ -172,9 +215,19 @@ void Trainer::profile_finish() {
 
 void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
   uint64_t seed = g_seed >= 0 ? static_cast<uint64_t>(g_seed) : loader.options().seed;
-  if (training && g_seed >= 0 && loader.options().shuffle && !loader.options().sampler && strategy_->world_size() == 1)
+  bool shuffle = training && (loader.options().shuffle ||
+                              dynamic_cast<const data::RandomSampler*>(loader.sampler().get()) != nullptr);
+  if (shuffle && overfit_) {
+    // Overfitting means the same batches every epoch.
+    if (strategy_->is_global_zero())
+      std::cerr << "Trainer: overfit_batches is set but the training loader shuffles; shuffling is turned off\n";
+    shuffle = false;
+    if (strategy_->world_size() == 1)
+      loader.set_sampler(std::make_shared<data::SequentialSampler>(loader.dataset()->size()));
+  }
+  if (shuffle && g_seed >= 0 && !loader.options().sampler && strategy_->world_size() == 1)
     loader.set_sampler(std::make_shared<data::RandomSampler>(loader.dataset()->size(), seed));
-  strategy_->process_dataloader(loader, training, seed);
+  strategy_->process_dataloader(loader, training, shuffle, seed);
 }
 
 std::optional<Batch> Trainer::fetch_batch(data::DataLoader& loader) {
@@ -237,6 +290,11 @@ void Trainer::fit(TrainModule& module, data::DataModule& dm, const std::string& 
   dm.setup("fit");
   auto train = dm.train_dataloader();
   auto val = dm.val_dataloader();
+  fit_dm_ = &dm;
+  struct Forget {
+    data::DataModule*& dm;
+    ~Forget() { dm = nullptr; }
+  } forget{fit_dm_};
   fit(module, train, val, ckpt_path);
 }
 
@@ -246,11 +304,30 @@ void Trainer::fit(TrainModule& module, std::shared_ptr<data::DataLoader> train, 
   InterruptGuard on_signal;  // SIGINT/SIGTERM stop fit gracefully; the old handlers return with fit
   profile_start("fit");
   FailedRunGuard failed_run{*this};
+  // The training loader is prepared (sharded) first, so configure_optimizers can ask for
+  // estimated_stepping_batches().
+  prepare_loader(*train, true);
+  fit_train_ = train;
+  struct Forget {
+    std::shared_ptr<data::DataLoader>& loader;
+    ~Forget() { loader.reset(); }
+  } forget{fit_train_};
   {
     trace::Range range(trace::Layer::trainer, "[Trainer]setup");
     setup_fit(module);
   }
   run_fit(std::move(train), std::move(val), ckpt_path);
+}
+
+int64_t Trainer::estimated_stepping_batches() const {
+  VOLT_CHECK(fit_train_ != nullptr, "Trainer::estimated_stepping_batches: only known during fit (from "
+             "configure_optimizers on), where the training loader is");
+  const int64_t batches = opt_.limit_train_batches.resolve(fit_train_->size(), "limit_train_batches");
+  // The epoch's last batch always steps, so an epoch takes ceil(batches / accumulate_grad_batches) steps.
+  const int64_t per_epoch = (batches + opt_.accumulate_grad_batches - 1) / opt_.accumulate_grad_batches;
+  if (max_epochs_ < 0) return opt_.max_steps;  // only max_steps limits the run
+  const int64_t total = per_epoch * max_epochs_;
+  return opt_.max_steps >= 0 ? std::min(total, opt_.max_steps) : total;
 }
 
 bool Trainer::poll_interrupt(bool every_step) {
@@ -280,7 +357,6 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
                       const std::string& ckpt_path) {
   TrainModule& m = *module_;
   DetectAnomalyGuard anomaly(opt_.detect_anomaly || autograd::anomaly_enabled());
-  prepare_loader(*train, true);
   if (val) prepare_loader(*val, false);
   epoch_ = 0;
   global_step_ = 0;
@@ -335,12 +411,30 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     pending_rng_ = nullptr;
   }
 
+  int64_t loaded_epoch = epoch_;  // the epoch the current loaders were made for
   while (true) {
     if (max_epochs_ >= 0 && epoch_ >= max_epochs_) break;
     if (opt_.max_steps >= 0 && global_step_ >= opt_.max_steps) break;
     if (stop_agreed_ && (stop_allowed() || nonfinite_stop_)) break;
     if (time_exceeded()) break;
     if (poll_interrupt(/*every_step=*/true)) break;
+    const int64_t reload_every = opt_.reload_dataloaders_every_n_epochs;
+    if (fit_dm_ && reload_every > 0 && epoch_ > 0 && epoch_ % reload_every == 0 && epoch_ != loaded_epoch) {
+      // New loaders from the DataModule for this epoch (the first epoch uses the ones fit started with).
+      trace::Range range(trace::Layer::trainer, "[Trainer]reload_dataloaders");
+      train = fit_dm_->train_dataloader();
+      VOLT_CHECK(train != nullptr, "Trainer: reload_dataloaders_every_n_epochs: train_dataloader returned nullptr at "
+                 "epoch ", epoch_);
+      prepare_loader(*train, true);
+      fit_train_ = train;
+      if (has_val_) {
+        if (auto fresh = fit_dm_->val_dataloader()) {
+          prepare_loader(*fresh, false);
+          val = std::move(fresh);
+        }
+      }
+    }
+    loaded_epoch = epoch_;
     {
       trace::Range range(trace::Layer::trainer, "run_training_epoch");
       train_epoch(*train, val.get());

@@ -102,6 +102,11 @@ class Trainer {
   bool training() const { return stage_ == "train"; }
   const std::string& stage() const { return stage_; }
   int64_t num_training_batches() const { return num_train_batches_; }
+  // The optimizer steps fit takes at most (for schedulers such as OneCycleLR, from configure_optimizers on):
+  // max_epochs epochs of this rank's training batches (after limit_train_batches, ceil-divided by
+  // accumulate_grad_batches), capped by max_steps; max_steps alone when only it limits the run. Throws
+  // outside fit.
+  int64_t estimated_stepping_batches() const;
   bool is_last_batch() const { return is_last_batch_; }
   // Set by callbacks or the module to end fit; acted on once all ranks agree (one process: after the current
   // batch) and min_epochs/min_steps allow.
@@ -266,6 +271,9 @@ class Trainer {
   // A failed stage: closes the profiling window and drops the profiler's records (no report).
   void profile_abandon() noexcept;
   std::unique_ptr<Profiler> profiler_;
+  bool overfit_ = false;                          // overfit_batches > 0
+  data::DataModule* fit_dm_ = nullptr;            // fit(module, dm): for reload_dataloaders_every_n_epochs
+  std::shared_ptr<data::DataLoader> fit_train_;   // during fit: the training loader (estimated_stepping_batches)
   std::string profile_dir_;
   int64_t window_begin_ = -1, window_end_ = -1;  // profile_steps
   bool window_open_ = false, window_done_ = false;

@@ -90,6 +90,19 @@ struct TrainerOptions {
   // "" = no window.
   std::string profile_steps;
   int64_t seed = -1;                 // >= 0: seed_everything(seed) at construction
+
+  // ---- debugging runs and data reloading (upstream's flags of the same names) ----
+  // n > 0: a smoke test of every loop: n batches of training (max_steps = n, one epoch), validation, test and
+  // predict, no sanity check, and nothing logged or checkpointed (loggers, ModelCheckpoint and EarlyStopping
+  // are off). A message on rank 0 says so.
+  int64_t fast_dev_run = 0;
+  // > 0: train and validate on the same first batches every epoch (a count, or a fraction of the loaders):
+  // limit_train_batches and limit_val_batches both become this, and the training loader's shuffling is turned
+  // off (with a warning) so the model sees the same batches each time. 0 = off.
+  BatchAmount overfit_batches = 0.0;
+  // n > 0 with fit(module, datamodule): the DataModule's train and val loaders are requested again every n
+  // epochs (data that changes between epochs: curricula, regenerated samples). 0 = once per fit.
+  int64_t reload_dataloaders_every_n_epochs = 0;
 };
 
 // Parses max_time: "DD:HH:MM:SS" or a number of seconds. Returns seconds (< 0 for "no limit").

@@ -203,7 +203,9 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
     else m.on_validation_epoch_start();
   }
   pbar_->start(sanity ? "Sanity Checking" : is_test ? "Testing" : "Validation", max_batches);
-  loader.reset();
+  // A new pass whose sampler epoch is the trainer's (as upstream): a shuffling evaluation loader gives the
+  // sanity check and epoch 0's validation the same order, and each epoch its own.
+  loader.set_epoch(epoch_);
   int64_t i = 0;
   // One batch in flight, as in train_epoch; the pass (and any batch fetched ahead) ends with loader.reset().
   std::optional<Batch> next = max_batches > 0 ? fetch_batch(loader) : std::nullopt;

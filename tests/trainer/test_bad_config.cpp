@@ -223,7 +223,8 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
                           "--check-val-every-n-epoch", "2", "--num-sanity-val-steps", "0", "--min-epochs", "1",
                           "--min-steps", "2", "--max-time", "00:00:01:00", "--profiler-dir", "prof",
                           "--no-checkpointing", "--grad-scaler-init-scale", "1024", "--limit-test-batches", "1.0",
-                          "--detect-anomaly"});
+                          "--detect-anomaly", "--fast-dev-run", "3", "--overfit-batches", "0.1",
+                          "--reload-dataloaders-every-n-epochs", "2"});
   ASSERT_TRUE(p.ok) << p.err << p.out;
   const TrainerOptions& t = p.a.trainer;
   EXPECT_EQ(t.max_steps, 7);
@@ -252,6 +253,10 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
   EXPECT_EQ(t.max_time, "00:00:01:00");
   EXPECT_EQ(t.profiler_dir, "prof");
   EXPECT_DOUBLE_EQ(t.grad_scaler.init_scale, 1024);
+  EXPECT_EQ(t.fast_dev_run, 3);
+  EXPECT_TRUE(t.overfit_batches.is_fraction);
+  EXPECT_DOUBLE_EQ(t.overfit_batches.fraction, 0.1);
+  EXPECT_EQ(t.reload_dataloaders_every_n_epochs, 2);
 
   struct Row {
     std::vector<std::string> flags;
