@@ -63,15 +63,10 @@ class Archive {
     // The local header's sizes are not used: writers may leave them 0 (data descriptor) or 0xffffffff with a
     // zip64 extra field (np.savez forces that); the central directory's are authoritative.
     const uint64_t data_at = e.offset + kLocalLen + get16(p + 26) + get16(p + 28);
-    const std::string raw = read_at(data_at, e.csize, ("the data of member '" + e.name + "'").c_str());
-    std::string out;
-    if (e.method == 0) {
-      VOLT_CHECK(e.csize == e.usize, op_, ": '", path_, "' is corrupt: stored member '", e.name, "' has ", e.csize,
-                 " stored bytes but declares ", e.usize, " uncompressed bytes");
-      out = raw;
-    } else {
-      out = inflate_raw(raw, e);
-    }
+    std::string raw = read_at(data_at, e.csize, ("the data of member '" + e.name + "'").c_str());
+    VOLT_CHECK(e.method != 0 || e.csize == e.usize, op_, ": '", path_, "' is corrupt: stored member '", e.name,
+               "' has ", e.csize, " stored bytes but declares ", e.usize, " uncompressed bytes");
+    const std::string out = e.method == 0 ? std::move(raw) : inflate_raw(raw, e);
     const auto crc = static_cast<uint32_t>(
         crc32(0L, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size())));
     VOLT_CHECK(crc == e.crc, op_, ": '", path_, "' is corrupt: member '", e.name, "' has CRC-32 ", hex32(crc),
