@@ -8,6 +8,8 @@
 #include <iterator>
 
 #include "data/idx.h"
+#include "data/npy.h"
+#include "data/npz.h"
 #include "nn/layers/linear.h"
 #include "nn/serialization.h"
 #include "trainer/early_stopping.h"
@@ -70,6 +72,36 @@ void idx_corpus(const fs::path& dir, const std::string& mnist) {
   variants(dir, "labels2.idx.gz", file(labels, true), 10);
   variants(dir, "small3x2x2.idx", file(small, false), 16);
   variants(dir, "small3x2x2.idx.gz", file(small, true), 10);
+}
+
+void npy_corpus(const fs::path& dir) {
+  auto npy_header_end = [](const std::string& s) {
+    const size_t len_bytes = s[6] == 1 ? 2 : 4;
+    size_t n = 0;
+    for (size_t i = 0; i < len_bytes; ++i) n |= static_cast<size_t>(static_cast<uint8_t>(s[8 + i])) << (8 * i);
+    return 8 + len_bytes + n;
+  };
+  auto npy = [&](const std::string& name, const Tensor& t, const data::NpyWriteOptions& o) {
+    const std::string s = data::npy_bytes(t, o);
+    variants(dir, name, s, npy_header_end(s));
+  };
+  Tensor f = from_vector(std::vector<float>{1.5f, -2, 3, 0.25f, 5, -6}, {2, 3});
+  npy("f32_2x3.npy", f, {});
+  npy("f64_2x3_big_fortran.npy", f.to(DType::f64), {.big_endian = true, .fortran_order = true});
+  npy("f16_v2.npy", f.to(DType::f16), {.version = 2});
+  npy("i64_v3.npy", from_vector(std::vector<float>{-1, 7, 300}, {3}).to(DType::i64), {.version = 3});
+  npy("u8_0d.npy", scalar_tensor(200, DType::u8), {});
+  npy("bool_2x2.npy", from_vector(std::vector<float>{1, 0, 0, 1}, {2, 2}).to(DType::boolean), {});
+  fs::path tmp = dir / "tmp.npz";
+  auto npz = [&](const std::string& name, bool compress) {
+    data::write_npz(tmp.string(), {{"x", f}, {"y", from_vector(std::vector<float>{0, 1}, {2}).to(DType::i64)}},
+                    compress);
+    const std::string s = slurp(tmp);
+    fs::remove(tmp);
+    variants(dir, name, s, 30 + 5 + 64);  // the first member's local header, name and .npy header
+  };
+  npz("xy_stored.npz", false);
+  npz("xy_deflate.npz", true);
 }
 
 void safetensors_corpus(const fs::path& dir) {
@@ -182,9 +214,10 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   const std::string mnist = argc > 2 ? argv[2] : "/usr/share/datasets/fashion-mnist";
-  for (const char* t : {"fuzz_idx", "fuzz_safetensors", "fuzz_trainer_state", "fuzz_cli"})
+  for (const char* t : {"fuzz_idx", "fuzz_npy", "fuzz_safetensors", "fuzz_trainer_state", "fuzz_cli"})
     fs::create_directories(out / t);
   idx_corpus(out / "fuzz_idx", mnist);
+  npy_corpus(out / "fuzz_npy");
   safetensors_corpus(out / "fuzz_safetensors");
   trainer_state_corpus(out / "fuzz_trainer_state");
   cli_corpus(out / "fuzz_cli");
