@@ -1,7 +1,8 @@
 #pragma once
 // TorchMetrics-style metric objects: named states with a reduction, update / compute / reset, and a state-sync
 // hook so that a metric computed in a distributed run equals the metric over the whole data on one process
-// (SEMANTICS.md "Metrics with state"). F1, precision, recall and AUROC are NOT averages of per-rank values:
+// (docs/trainer_contract.md "Metrics with state").
+// F1, precision, recall and AUROC are NOT averages of per-rank values:
 // the states (tp/fp/fn/tn counters, gathered scores) are synced, then the metric is computed from them.
 //
 // Usage:

@@ -14,7 +14,7 @@
 //   epoch) when the loader shuffled; evaluation an unshuffled, unpadded one, so every sample is evaluated
 //   exactly once.
 // - Logged values and metric states are reduced with real collectives, so logged epoch values and metric
-//   objects are global (SEMANTICS.md).
+//   objects are global (docs/trainer_contract.md "Distributed runs").
 #include <memory>
 
 #include "distributed/grad_reducer.h"

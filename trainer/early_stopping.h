@@ -1,5 +1,5 @@
 #pragma once
-// EarlyStopping: stops fit when a monitored metric stops improving (SEMANTICS.md "Samplers and loops").
+// EarlyStopping: stops fit when a monitored metric stops improving (docs/trainer_contract.md "EarlyStopping").
 //
 // Checked after every validation run (or at train epoch end when the fit has no validation loop). In order:
 //   non-finite value (check_finite)                  -> stop

@@ -1,6 +1,6 @@
 #pragma once
 // ResultCollection: what log() records during one stage (train / validate / test) and how it becomes step
-// values and epoch values (SEMANTICS.md "Logging").
+// values and epoch values (docs/trainer_contract.md "Logging").
 //
 // Epoch accumulation keeps a numerator and a denominator per name: for "mean" Σ(value·batch) and Σ(batch),
 // both in f64 (on the value's device, so nothing syncs with the host while the epoch runs). sync_dist epoch

@@ -60,8 +60,8 @@ class Strategy {
   // In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)
   virtual void reduce_values(std::vector<double>& values, dist::ReduceOp op) {}
   virtual void barrier(const std::string& name = "") {}
-  // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged (SEMANTICS.md
-  // "all_gather"). (collective)
+  // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged
+  // (docs/trainer_contract.md "all_gather"). (collective)
   virtual Tensor all_gather(const Tensor& t) { return t; }
   // First dims may differ per rank (trailing dims must match): one tensor per rank, in rank order. (collective)
   virtual std::vector<Tensor> all_gather_uneven(const Tensor& t) { return {t}; }

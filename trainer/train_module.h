@@ -8,7 +8,7 @@
 //   configure_optimizers() -> Optimizers      (one or more optimizers, optional LR schedulers)
 // and any hook it needs. Hooks run on every rank.
 //
-// Logging (SEMANTICS.md "Logging"): log(name, value, options) records a scalar in the Trainer's result
+// Logging (docs/trainer_contract.md "Logging"): log(name, value, options) records a scalar in the Trainer's result
 // collection for the current stage. Defaults depend on the hook: training-step hooks log on_step, epoch-level
 // and evaluation hooks log on_epoch. on_step && on_epoch sends `name_step` and `name_epoch` to the logger;
 // callbacks see the plain name too. Tensor values stay on their device until something reads them.
@@ -128,7 +128,7 @@ class TrainModule : public nn::Module {
   bool is_global_zero() const { return global_rank() == 0; }
   int64_t current_epoch() const;
   int64_t global_step() const;
-  // ---- all_gather (SEMANTICS.md "all_gather") -------------------------------------------------------------
+  // ---- all_gather (docs/trainer_contract.md "all_gather") -------------------------------------------------
   // Collectives: every rank must call them, in the same order (a call made by only some ranks fails with the
   // group's timeout, or at once naming the collective in debug mode). Results are detached and live on
   // device(). With one process (also a DDP run of world size 1) every input comes back unchanged.

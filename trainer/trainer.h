@@ -1,6 +1,6 @@
 #pragma once
 // Trainer: runs fit / validate / test / predict for a TrainModule (the Lightning Trainer contract, see
-// SEMANTICS.md "Samplers and loops").
+// docs/trainer_contract.md).
 //
 // fit():
 //   setup (strategy places the module, optimizers from configure_optimizers, callbacks, logger, resume from
