@@ -1,5 +1,6 @@
 #include "trainer/result_collection.h"
 
+#include <cctype>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -10,12 +11,16 @@
 
 namespace volt {
 
-ReduceFx parse_reduce_fx(const std::string& s) {
-  if (s == "mean") return ReduceFx::Mean;
+ReduceFx parse_reduce_fx(const std::string& name) {
+  // Any case, and "avg" for "mean", as upstream accepts them.
+  std::string s = name;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "mean" || s == "avg") return ReduceFx::Mean;
   if (s == "sum") return ReduceFx::Sum;
   if (s == "min") return ReduceFx::Min;
   if (s == "max") return ReduceFx::Max;
-  VOLT_FAIL("log: reduce_fx=\"", s, "\" is not supported; expected \"mean\", \"sum\", \"min\" or \"max\"");
+  VOLT_FAIL("log: reduce_fx=\"", name, "\" is not supported; expected \"mean\" (or \"avg\"), \"sum\", \"min\" or \"max\" ",
+            "(log a metrics::Metric for any other reduction)");
 }
 
 HookLogRules hook_log_rules(const std::string& hook) {
@@ -137,6 +142,14 @@ void ResultCollection::log(const std::string& hook, const std::string& name, con
   Entry& e = entry_for(hook, name, o, false);
   int64_t b = batch_size_for(hook, name, o, batch_size);
   Tensor t = value.detach();
+  if (!is_floating(t.dtype())) {
+    // As upstream: reductions need floating values; say so once per name and hook, then convert.
+    if (warned_integer_.insert(hook + "/" + name).second)
+      std::cerr << "log(\"" << name << "\") in " << hook << ": the value is an integer tensor ("
+                << dtype_name(t.dtype()) << "); it is converted to f32 to be reduced (convert it yourself to "
+                << "silence this warning)\n";
+    t = t.to(DType::f32);
+  }
   accumulate(e, &t, 0.0, b);
 }
 

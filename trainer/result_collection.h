@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,7 @@ class ResultCollection {
 
   std::string stage_;
   std::vector<std::unique_ptr<Entry>> entries_;  // in first-logged order
+  std::set<std::string> warned_integer_;         // "hook/name" of integer values already warned about
   std::map<std::string, Entry*> by_name_;
 };
 

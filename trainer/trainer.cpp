@@ -106,6 +106,16 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
     sel = parse_devices("gpu", pick_free_gpus(k), cuda_device_count());
   }
   strategy_ = make_strategy(opt_.strategy, sel);
+  if (strategy_->is_global_zero()) {
+    // Which accelerator there is and which is used, as upstream's console says at start-up.
+    const int gpus = cuda_available() ? cuda_device_count() : 0;
+    const bool used = strategy_->root_device().is_cuda();
+    std::cout << "GPU available: " << (gpus > 0 ? "True (cuda)" : "False") << ", used: " << (used ? "True" : "False")
+              << "\n";
+    if (gpus > 0 && !used)
+      std::cerr << "Trainer: a GPU is available but not used; pass accelerator=\"gpu\" (--accelerator gpu) to use "
+                   "it\n";
+  }
   check_precision_supported(precision_, strategy_->root_device());
   if (precision_ == Precision::f16_mixed) scaler_ = std::make_unique<GradScaler>(opt_.grad_scaler);
 

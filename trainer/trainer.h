@@ -14,8 +14,9 @@
 // Epoch end: "epoch" schedulers -> validation (check_val_every_n_epoch) -> on_train_epoch_end (callbacks,
 //   module, monitoring callbacks) -> epoch metrics logged.
 //
-// Logged "step" column: the index of the latest optimizer step (global_step - 1, at least 0). Step rows are
-// written when global_step % log_every_n_steps == 0 after a stepping batch.
+// Logged "step" column: during fit, the index of the latest optimizer step (global_step - 1, at least 0); for
+// validate/test run on their own (a test after fit), global_step, as upstream. Step rows are written when
+// global_step % log_every_n_steps == 0 after a stepping batch.
 //
 // Checkpoints (trainer/checkpoint.h): <stem>.safetensors (module state + "optimizer.<i>.<key>") and
 // <stem>.json (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
@@ -218,6 +219,8 @@ class Trainer {
   // The loader's next batch with its upload to the root device already queued (non_blocking: a pinned batch
   // goes over the copy stream, ordered before later compute by an event, so the host does not wait for it).
   std::optional<Batch> fetch_batch(data::DataLoader& loader);
+  // The "step" of evaluation rows (see the header comment).
+  int64_t eval_log_step() const;
 
   TrainerOptions opt_;
   std::unique_ptr<Strategy> strategy_;

@@ -47,8 +47,14 @@ void Trainer::log_epoch_metrics(ResultCollection& rc) {
   MetricMap m = rc.epoch_logger_metrics();
   if (m.empty()) return;
   m["epoch"] = static_cast<double>(epoch_);
-  log_to_loggers(m, std::max<int64_t>(global_step_ - 1, 0));
+  log_to_loggers(m, eval_log_step());
   logged_metrics_ = m;
+}
+
+int64_t Trainer::eval_log_step() const {
+  // Inside fit: the latest optimizer step's index. validate/test run on their own (e.g. test after fit): the
+  // number of steps taken, as upstream writes it (its count of stepped batches).
+  return fit_train_ ? std::max<int64_t>(global_step_ - 1, 0) : global_step_;
 }
 
 void Trainer::save_loggers() {

@@ -232,7 +232,7 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
       MetricMap sm = results_eval_.step_logger_metrics();
       if (!sm.empty()) {
         sm["epoch"] = static_cast<double>(epoch_);
-        log_to_loggers(sm, std::max<int64_t>(global_step_ - 1, 0));
+        log_to_loggers(sm, eval_log_step());
       }
     }
     pbar_->update(i);

@@ -5,6 +5,7 @@
 #include "trainer/early_stopping.h"
 #include "trainer/model_checkpoint.h"
 #include "trainer/progress_bar.h"
+#include "runtime/cuda_api.h"
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;
@@ -211,4 +212,57 @@ TEST(Trainer, WarnsWhenNeitherMaxEpochsNorMaxStepsIsSet) {
   ::testing::internal::CaptureStderr();
   { Trainer t(TrainerOptions{.accelerator = "cpu", .max_steps = 10}); }
   EXPECT_EQ(::testing::internal::GetCapturedStderr().find("1000 epochs"), std::string::npos);
+}
+
+TEST(Conventions, TestAfterFitLogsAtTheStepCount) {
+  // As upstream: rows during fit carry the latest step's index, a test run after fit the number of steps.
+  ScratchDir dir("test_row_step");
+  TinyModule m;
+  auto o = quiet(dir.str());
+  o.max_steps = 7;
+  Trainer t(o);
+  t.fit(m, make_loader(80, 8), make_loader(16, 8));
+  ::testing::internal::CaptureStdout();
+  t.test(m, make_loader(16, 8));
+  ::testing::internal::GetCapturedStdout();
+  const Csv c = read_csv(t.log_dir() + "/metrics.csv");
+  std::string test_step;
+  for (const auto& r : c.rows)
+    if (r.count("test_loss") && !r.at("test_loss").empty()) test_step = r.at("step");
+  EXPECT_EQ(test_step, "7");
+}
+
+TEST(Conventions, ReduceFxNamesAsUpstreamAcceptsThem) {
+  EXPECT_EQ(parse_reduce_fx("avg"), ReduceFx::Mean);
+  EXPECT_EQ(parse_reduce_fx("MEAN"), ReduceFx::Mean);
+  EXPECT_EQ(parse_reduce_fx("Max"), ReduceFx::Max);
+  EXPECT_EQ(parse_reduce_fx("sum"), ReduceFx::Sum);
+  VOLT_EXPECT_ERROR(parse_reduce_fx("median"), "reduce_fx=\"median\"", "\"avg\"", "metrics::Metric");
+}
+
+TEST(Conventions, LoggingAnIntegerTensorWarnsOnceAndConverts) {
+  ScratchDir dir("log_int");
+  TinyModule m;
+  m.on_train_step = [](TinyModule& mm, const Batch& b, int64_t, const Tensor&) {
+    mm.log("count", full({}, static_cast<double>(b.size()), DType::i64), {.on_step = false, .on_epoch = true});
+  };
+  auto o = quiet(dir.str());
+  o.max_epochs = 1;
+  Trainer t(o);
+  ::testing::internal::CaptureStderr();
+  t.fit(m, make_loader(40, 8));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string warning = "log(\"count\") in training_step: the value is an integer tensor";
+  ASSERT_NE(err.find(warning), std::string::npos) << err;
+  EXPECT_EQ(err.find(warning), err.rfind(warning)) << "warned more than once:\n" << err;
+  EXPECT_DOUBLE_EQ(t.callback_metrics().at("count"), 8.0);
+}
+
+TEST(Conventions, StartUpLineSaysWhichAcceleratorIsUsed) {
+  ::testing::internal::CaptureStdout();
+  { Trainer t(TrainerOptions{.accelerator = "cpu", .max_steps = 1}); }
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string want = std::string("GPU available: ") + (cuda_available() && cuda_device_count() > 0 ? "True (cuda)" : "False") +
+                           ", used: False\n";
+  EXPECT_NE(out.find(want), std::string::npos) << out;
 }

@@ -87,11 +87,12 @@ TEST(Loggers, CustomLoggerReceivesHparamsRowsSavesAndFinalize) {
                              {5, {{"a", 2}, {"epoch", 1}}},
                              {5, {{"m", 6}, {"epoch", 1}}}}));
 
-  // test() after fit: one more row at the last step, and another finalize; hparams are not sent again.
+  // test() after fit: one more row, at the number of steps taken (6, as upstream), and another finalize;
+  // hparams are not sent again.
   rec->calls.clear();
   rec->rows.clear();
   t.test(m, make_loader(8, 4));
-  EXPECT_EQ(rec->calls, (std::vector<std::string>{"metrics@5", "finalize:success"}));
+  EXPECT_EQ(rec->calls, (std::vector<std::string>{"metrics@6", "finalize:success"}));
   ASSERT_EQ(rec->rows.size(), 1u);
   EXPECT_EQ(rec->rows[0].second.count("test_loss"), 1u);
   EXPECT_EQ(rec->rows[0].second.at("epoch"), 2.0);
