@@ -158,7 +158,19 @@ void ModelCheckpoint::save(Trainer& trainer) {
   MetricMap metrics = trainer.callback_metrics();
   last_saved_step_ = trainer.global_step();
   last_time_save_ = std::chrono::steady_clock::now();
-  std::string name = format_name(opt_.filename, trainer.current_epoch(), trainer.global_step(), metrics);
+  std::string name, name_error;
+  try {
+    name = format_name(opt_.filename, trainer.current_epoch(), trainer.global_step(), metrics);
+  } catch (const Error& e) {
+    name_error = e.what();
+  }
+  // A template naming a metric that one rank lacks (logged with rank_zero_only) fails on every rank together,
+  // instead of leaving the others waiting in the collectives below.
+  if (trainer.strategy().reduce_decision(!name_error.empty(), /*all=*/false)) {
+    if (!name_error.empty()) VOLT_FAIL(name_error);
+    VOLT_FAIL("ModelCheckpoint: the filename template \"", opt_.filename, "\" could not be filled on another rank "
+              "(a metric it names was not logged there)");
+  }
   std::string stem = (fs::path(dir_) / name).string();
 
   if (opt_.save_top_k != 0) {

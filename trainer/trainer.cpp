@@ -294,10 +294,15 @@ void Trainer::setup_fit(TrainModule& module) {
   strategy_->setup_optimizers(optimizers_);
 }
 
-void Trainer::fit(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
+void Trainer::prepare_datamodule(data::DataModule& dm, const char* stage) {
+  // prepare_data (downloads, file writes) once per node; no rank reads before it is done.
   if (strategy_->local_rank() == 0) dm.prepare_data();
   strategy_->barrier("prepare_data");
-  dm.setup("fit");
+  dm.setup(stage);
+}
+
+void Trainer::fit(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
+  prepare_datamodule(dm, "fit");
   auto train = dm.train_dataloader();
   auto val = dm.val_dataloader();
   fit_dm_ = &dm;
@@ -642,8 +647,7 @@ std::vector<MetricMap> Trainer::validate(TrainModule& module, std::shared_ptr<da
   return run_eval_entry(module, std::move(loader), "validate", ckpt_path);
 }
 std::vector<MetricMap> Trainer::validate(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
-  if (strategy_->local_rank() == 0) dm.prepare_data();
-  dm.setup("validate");
+  prepare_datamodule(dm, "validate");
   return validate(module, dm.val_dataloader(), ckpt_path);
 }
 std::vector<MetricMap> Trainer::test(TrainModule& module, std::shared_ptr<data::DataLoader> loader,
@@ -651,8 +655,7 @@ std::vector<MetricMap> Trainer::test(TrainModule& module, std::shared_ptr<data::
   return run_eval_entry(module, std::move(loader), "test", ckpt_path);
 }
 std::vector<MetricMap> Trainer::test(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
-  if (strategy_->local_rank() == 0) dm.prepare_data();
-  dm.setup("test");
+  prepare_datamodule(dm, "test");
   return test(module, dm.test_dataloader(), ckpt_path);
 }
 
@@ -687,8 +690,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
   return out;
 }
 std::vector<Tensor> Trainer::predict(TrainModule& module, data::DataModule& dm, const std::string& ckpt_path) {
-  if (strategy_->local_rank() == 0) dm.prepare_data();
-  dm.setup("predict");
+  prepare_datamodule(dm, "predict");
   return predict(module, dm.predict_dataloader(), ckpt_path);
 }
 

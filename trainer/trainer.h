@@ -11,8 +11,9 @@
 //   [stepping batch: every N batches and the epoch's last] per optimizer: on_before_optimizer_step, gradient
 //   clipping (norm or value), step, on_before_zero_grad, zero_grad; global_step += 1; "step" schedulers ->
 //   on_train_batch_end -> maybe validation (val_check_interval).
-// Epoch end: "epoch" schedulers -> validation (check_val_every_n_epoch) -> on_train_epoch_end (callbacks,
-//   module, monitoring callbacks) -> epoch metrics logged.
+// Epoch end: "epoch" schedulers -> validation (check_val_every_n_epoch) -> on_train_epoch_end (callbacks, then
+//   the module) -> the epoch's training metrics computed and logged -> monitoring callbacks' on_train_epoch_end
+//   (ModelCheckpoint, EarlyStopping see those metrics).
 //
 // Logged "step" column: during fit, the index of the latest optimizer step (global_step - 1, at least 0); for
 // validate/test run on their own (a test after fit), global_step, as upstream. Step rows are written when
@@ -27,7 +28,7 @@
 // newest checkpoint's record).
 //
 // Interruption: during fit, the first SIGINT/SIGTERM stops training after the current batch (all ranks agree
-// at that step boundary; one small collective per batch under DDP), calls Callback::on_interrupt (a
+// at a step boundary; under DDP they ask every 8 optimizer steps mid-epoch, one small collective), calls Callback::on_interrupt (a
 // ModelCheckpoint writes "interrupted" in its directory), finalizes the loggers with RunStatus::interrupted and
 // returns from fit with interrupted() true. A second signal kills the process at once. The previous handlers are
 // restored after.
@@ -219,6 +220,8 @@ class Trainer {
   // The loader's next batch with its upload to the root device already queued (non_blocking: a pinned batch
   // goes over the copy stream, ordered before later compute by an event, so the host does not wait for it).
   std::optional<Batch> fetch_batch(data::DataLoader& loader);
+  // DataModule::prepare_data on each node's local rank 0, a barrier, then setup(stage) on every rank.
+  void prepare_datamodule(data::DataModule& dm, const char* stage);
   // The "step" of evaluation rows (see the header comment).
   int64_t eval_log_step() const;
 

@@ -27,7 +27,6 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     enter_forward(ac);
     loss = m.training_step(batch, batch_idx);
   }
-  bool stepped = false;
   bool skipped = false;  // on_nonfinite_loss dropped this batch: no backward, step or module batch-end hook
   if (!m.automatic_optimization) {
     // The module stepped its optimizers itself (ManualOptimizer::step counts the global steps).
@@ -58,7 +57,6 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
       if (step_now) {
         trace::Range range(trace::Layer::trainer, "optimizer_step");
         optimizer_step();
-        stepped = true;
       }
     }
     loss = loss.detach();
@@ -71,7 +69,10 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
   // Whether the step counter advanced: an automatic step, or (manual optimisation) any ManualOptimizer::step.
   stepped_last_batch_ = global_step_ > step_before;
   batches_done_ = batch_idx + 1;  // a checkpoint taken by a callback below resumes with the next batch
-  if (stepped && global_step_ % opt_.log_every_n_steps == 0) log_step_metrics(results_train_, global_step_ - 1);
+  // Step rows every log_every_n_steps optimizer steps: after an automatic step, or after the steps a manually
+  // optimised module took in this batch (which may be several, or none).
+  const int64_t every = opt_.log_every_n_steps;
+  if (stepped_last_batch_ && global_step_ / every > step_before / every) log_step_metrics(results_train_, global_step_ - 1);
   for_each_callback(callbacks_, "on_train_batch_end", [&](Callback& c) { c.on_train_batch_end(*this, m, loss, batch, batch_idx); });
 }
 

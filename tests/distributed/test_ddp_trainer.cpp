@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -514,6 +515,38 @@ TEST(DDPTrainer, RankZeroOnlyValueDrivesEarlyStoppingAndCheckpointOnEveryRank) {
   EXPECT_EQ(params_of(fresh), params_of(m));
   EXPECT_NE(params_of(fresh)[0], (std::vector<double>{0.5, 0.5}));  // it trained: the load moved the values
 
+  pg().barrier();
+  if (rank() == 0) fs::remove_all(dir);
+}
+
+TEST(DDPTrainer, AFilenameTemplateOneRankCannotFillFailsOnEveryRank) {
+  // "score" is logged on rank 0 only: the other ranks cannot fill {score}. Every rank fails at once (before,
+  // rank 0 went on into the checkpoint's collectives and waited for the timeout).
+  std::string dir = shared_dir("ckpt_template");
+  auto ck = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = dir, .filename = "s-{score:.1f}"});
+  TrainerOptions o = ddp_options();
+  o.max_epochs = 1;
+  o.enable_checkpointing = true;
+  o.callbacks = {ck};
+  Trainer trainer(o);
+  ScoreModule m;
+  auto train = std::make_shared<data::DataLoader>(
+      std::make_shared<data::TensorDataset>(rand_with_seed({12, 2}, 5, 0), rand_with_seed({12}, 6, 0)),
+      data::DataLoaderOptions{.batch_size = 2});
+  const auto t0 = std::chrono::steady_clock::now();
+  if (world() == 1) {
+    trainer.fit(m, train, tiny_eval_loader());  // one rank has the value
+    EXPECT_TRUE(fs::exists(dir + "/s-5.0.json"));
+  } else {
+    try {
+      trainer.fit(m, train, tiny_eval_loader());
+      ADD_FAILURE() << "fit should have failed on rank " << rank();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(rank() == 0 ? "another rank" : "{score"), std::string::npos) << what;
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+  }
   pg().barrier();
   if (rank() == 0) fs::remove_all(dir);
 }

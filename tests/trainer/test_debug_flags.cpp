@@ -266,3 +266,39 @@ TEST(Conventions, StartUpLineSaysWhichAcceleratorIsUsed) {
                            ", used: False\n";
   EXPECT_NE(out.find(want), std::string::npos) << out;
 }
+
+TEST(ManualOptimisation, StepRowsAreLoggedEveryNSteps) {
+  // A module stepping two optimizers per batch (global_step += 2): rows whenever a multiple of
+  // log_every_n_steps is reached or passed.
+  struct TwoSteps : TinyModule {
+    TwoSteps() { automatic_optimization = false; }
+    Tensor training_step(const Batch& b, int64_t) override {
+      Tensor loss = mse_loss(predict(b.input), b.target);
+      log("loss", loss);
+      manual_backward(loss);
+      for (auto& opt : optimizers()) {
+        opt.step();
+        opt.zero_grad();
+      }
+      return loss;
+    }
+    Optimizers configure_optimizers() override {
+      Optimizers o;
+      o.optimizers.push_back(std::make_shared<optim::SGD>(std::vector<Tensor>{w}, optim::SGDOptions{.lr = 0.01}));
+      o.optimizers.push_back(std::make_shared<optim::SGD>(std::vector<Tensor>{b}, optim::SGDOptions{.lr = 0.01}));
+      return o;
+    }
+  } m;
+  ScratchDir dir("manual_rows");
+  auto o = quiet(dir.str());
+  o.max_epochs = 1;
+  o.log_every_n_steps = 3;
+  Trainer t(o);
+  t.fit(m, make_loader(48, 8));  // 6 batches, 12 steps: multiples of 3 reached after batches 2, 3, 5 and 6
+  EXPECT_EQ(t.global_step(), 12);
+  const Csv c = read_csv(t.log_dir() + "/metrics.csv");
+  std::vector<std::string> steps;
+  for (const auto& r : c.rows)
+    if (r.count("loss") && !r.at("loss").empty()) steps.push_back(r.at("step"));
+  EXPECT_EQ(steps, (std::vector<std::string>{"3", "5", "9", "11"}));
+}
