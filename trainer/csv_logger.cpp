@@ -86,7 +86,8 @@ void CSVLogger::save() {
     std::string text;
     bool first = true;
     for (auto& c : cols_) {
-      text += (first ? "" : ",") + c;
+      if (!first) text += ',';
+      text += c;
       first = false;
     }
     text += "\n" + format_rows(0);
