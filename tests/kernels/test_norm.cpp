@@ -100,7 +100,8 @@ TEST(LayerNorm, MatchesNaiveReferenceOverSeveralTrailingDims) {
   Tensor w = rand_f64({4, 5}, 4, 0.5, 1.5), b = rand_f64({4, 5}, 5);
   Tensor y = layer_norm(x, {4, 5}, w, b, 1e-5);
   EXPECT_EQ(y.shape(), x.shape());
-  expect_close(y, group_norm_ref(x.to_vector<double>(), 6, 20, 1, 1, w.to_vector<double>(), b.to_vector<double>(), 1e-5),
+  expect_close(y,
+               group_norm_ref(x.to_vector<double>(), 6, 20, 1, 1, w.to_vector<double>(), b.to_vector<double>(), 1e-5),
                1e-12);
   // A constant row normalises to zero (variance 0 + eps), not NaN.
   expect_close(layer_norm(full({2, 3}, 7.0, DType::f64), {3}), {0, 0, 0, 0, 0, 0}, 0);
