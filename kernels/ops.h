@@ -8,6 +8,7 @@
 // scalar become float32).
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,7 +70,13 @@ Tensor relu(const Tensor& a);
 Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
 Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
-Tensor gelu(const Tensor& a);  // exact (erf) form
+// GELU: x * Phi(x) exactly (erf), or PyTorch's approximate="tanh" form
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+enum class GeluApproximate { None, Tanh };
+Tensor gelu(const Tensor& a, GeluApproximate approximate = GeluApproximate::None);
+Tensor gelu(const Tensor& a, std::string_view approximate);  // "none" or "tanh"; anything else throws
+GeluApproximate parse_gelu_approximate(std::string_view approximate);
+Tensor silu(const Tensor& a);  // x * sigmoid(x) (also called swish)
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
 // Comparisons return bool tensors and are not differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -150,7 +157,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);  // index: 1-D i64/i32
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);        // index: same ndim as a, i64
-Tensor embedding(const Tensor& weight, const Tensor& indices);           // (V, D) x (...) -> (..., D)
+// (V, D) x (...) -> (..., D); indices i64 or i32, each in [0, V) (otherwise volt::Error naming the index and V).
+// padding_idx (in [-V, V); negative counts from the end, as in PyTorch): that row's gradient stays zero.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
 Tensor one_hot(const Tensor& indices, int64_t num_classes);              // i64 (...,) -> i64 (..., C)
 
 // ---- convolution, pooling, normalisation (kernels/ops/conv_ops.cpp) -------------------------------------
@@ -165,6 +174,22 @@ Tensor avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> kernel, std::pair
 // (when defined) in place with `momentum` (unbiased variance for the running estimate); in eval uses them.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
                   Tensor running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
+// ---- layer and group normalisation (kernels/ops/norm_ops.cpp) -------------------------------------------
+// Statistics (mean and biased variance, Welford) accumulate in f32 (f64 for f64 x) and are saved for the
+// backward, which gives dx, dweight and dbias. weight and bias are optional (undefined: no affine transform) and
+// have x's dtype, or f32 for f16/bf16 x; gradients arrive in each one's own dtype. Under autocast f16/bf16 x runs
+// in fp32 (the output is f32), as batch_norm does. Output: x's shape and dtype.
+//
+// layer_norm: x (..., *normalized_shape); each trailing block of prod(normalized_shape) values is normalised, then
+// y = xhat * weight + bias with weight and bias of shape normalized_shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// group_norm: x (N, C, *) with C divisible by num_groups; each sample's channels are split into num_groups
+// consecutive groups normalised together (over the group's channels and all spatial positions), then
+// y = xhat * weight[c] + bias[c] per channel, weight and bias of shape (C).
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 
 // ---- mixed precision (kernels/ops/amp_ops.cpp) -----------------------------------------------------------
 // GradScaler's unscale: every tensor in `grads` (floating, all on one device; undefined ones are skipped) is

@@ -5,6 +5,7 @@
 
 namespace volt::nn {
 
+using volt::GeluApproximate;
 using volt::Reduction;
 using volt::avg_pool2d;
 using volt::batch_norm;
@@ -13,6 +14,8 @@ using volt::cross_entropy;
 using volt::dropout;
 using volt::embedding;
 using volt::gelu;
+using volt::group_norm;
+using volt::layer_norm;
 using volt::leaky_relu;
 using volt::linear;
 using volt::log_softmax;
@@ -22,6 +25,7 @@ using volt::nll_loss;
 using volt::one_hot;
 using volt::relu;
 using volt::sigmoid;
+using volt::silu;
 using volt::softmax;
 using volt::tanh;
 

@@ -7,6 +7,8 @@
 #include "nn/layers/batchnorm.h"
 #include "nn/layers/conv.h"
 #include "nn/layers/embedding.h"
+#include "nn/layers/groupnorm.h"
+#include "nn/layers/layernorm.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/pooling.h"
 #include "nn/layers/sequential.h"

@@ -111,7 +111,7 @@ class Tensor {
 
   // ---- math shortcuts (definitions forward to the free functions in kernels/ops/*.h) -----------------
   Tensor neg() const; Tensor exp() const; Tensor log() const; Tensor sqrt() const; Tensor abs() const;
-  Tensor relu() const; Tensor sigmoid() const; Tensor tanh() const; Tensor gelu() const;
+  Tensor relu() const; Tensor sigmoid() const; Tensor tanh() const; Tensor gelu() const; Tensor silu() const;
   Tensor pow(double exponent) const;
   Tensor clamp(std::optional<double> lo, std::optional<double> hi) const;
   Tensor sum() const;

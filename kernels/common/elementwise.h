@@ -10,12 +10,12 @@ namespace volt {
 
 enum class UnaryOp : uint8_t {
   Neg, Exp, Log, Sqrt, Abs, Relu, LeakyRelu, Sigmoid, Tanh, Gelu, Clamp, PowScalar, AddScalar, MulScalar,
-  RSubScalar, RDivScalar, Fill, Sign, Square, Reciprocal
+  RSubScalar, RDivScalar, Fill, Sign, Square, Reciprocal, Silu, GeluTanh
 };
 enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
   // derivatives: f(grad, saved) -> input gradient
-  ReluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad, GeluGrad, ClampGrad, PowScalarGrad
+  ReluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad, GeluGrad, ClampGrad, PowScalarGrad, SiluGrad, GeluTanhGrad
 };
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 
@@ -68,6 +68,22 @@ template <class A> VOLT_HD A gelu_grad_(A x) {
   A pdf = exp_(A(-0.5) * x * x) * A(0.39894228040143267794);
   return cdf + x * pdf;
 }
+// tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+template <class A> VOLT_HD A gelu_tanh_(A x) {
+  const A u = A(0.79788456080286535588) * (x + A(0.044715) * x * x * x);
+  return A(0.5) * x * (A(1) + tanh_(u));
+}
+template <class A> VOLT_HD A gelu_tanh_grad_(A x) {
+  const A k = A(0.79788456080286535588), c = A(0.044715);
+  const A t = tanh_(k * (x + c * x * x * x));
+  return A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * k * (A(1) + A(3) * c * x * x);
+}
+// silu(x) = x sigmoid(x); d/dx = s (1 + x (1 - s))
+template <class A> VOLT_HD A silu_(A x) { return x * sigmoid_(x); }
+template <class A> VOLT_HD A silu_grad_(A x) {
+  const A s = sigmoid_(x);
+  return s * (A(1) + x * (A(1) - s));
+}
 }  // namespace em
 
 template <UnaryOp op, class A>
@@ -96,6 +112,8 @@ VOLT_HD A unary_fn(A x, const ElemParams& p) {
   else if constexpr (op == UnaryOp::Sign) return x > A(0) ? A(1) : (x < A(0) ? A(-1) : A(0));
   else if constexpr (op == UnaryOp::Square) return A(x * x);
   else if constexpr (op == UnaryOp::Reciprocal) return A(A(1) / x);
+  else if constexpr (op == UnaryOp::Silu) return em::silu_(x);
+  else if constexpr (op == UnaryOp::GeluTanh) return em::gelu_tanh_(x);
   else return x;
 }
 
@@ -118,6 +136,8 @@ VOLT_HD A binary_fn(A x, A y, const ElemParams& p) {
     return ((p.has_lo && y < A(p.a)) || (p.has_hi && y > A(p.b))) ? A(0) : x;
   else if constexpr (op == BinaryOp::PowScalarGrad)                                    // y = input
     return A(x * A(p.a) * em::pow_(y, A(p.a - 1)));
+  else if constexpr (op == BinaryOp::SiluGrad) return A(x * em::silu_grad_(y));           // y = input
+  else if constexpr (op == BinaryOp::GeluTanhGrad) return A(x * em::gelu_tanh_grad_(y));  // y = input
   else return x;
 }
 

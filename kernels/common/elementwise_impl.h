@@ -70,7 +70,8 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ElemParams& p)
 #define VOLT_U(name) case UnaryOp::name: return unary_typed<B, UnaryOp::name>(out, in, p);
     VOLT_U(Neg) VOLT_U(Exp) VOLT_U(Log) VOLT_U(Sqrt) VOLT_U(Abs) VOLT_U(Relu) VOLT_U(LeakyRelu) VOLT_U(Sigmoid)
     VOLT_U(Tanh) VOLT_U(Gelu) VOLT_U(Clamp) VOLT_U(PowScalar) VOLT_U(AddScalar) VOLT_U(MulScalar)
-    VOLT_U(RSubScalar) VOLT_U(RDivScalar) VOLT_U(Fill) VOLT_U(Sign) VOLT_U(Square) VOLT_U(Reciprocal)
+    VOLT_U(RSubScalar) VOLT_U(RDivScalar) VOLT_U(Fill) VOLT_U(Sign) VOLT_U(Square) VOLT_U(Reciprocal) VOLT_U(Silu)
+    VOLT_U(GeluTanh)
 #undef VOLT_U
   }
 }
@@ -89,7 +90,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, co
 #define VOLT_B(name) case BinaryOp::name: return binary_typed<B, BinaryOp::name>(out, a, b, p);
     VOLT_B(Add) VOLT_B(Sub) VOLT_B(Mul) VOLT_B(Div) VOLT_B(Pow) VOLT_B(Maximum) VOLT_B(Minimum) VOLT_B(ReluGrad)
     VOLT_B(LeakyReluGrad) VOLT_B(SigmoidGrad) VOLT_B(TanhGrad) VOLT_B(GeluGrad) VOLT_B(ClampGrad)
-    VOLT_B(PowScalarGrad)
+    VOLT_B(PowScalarGrad) VOLT_B(SiluGrad) VOLT_B(GeluTanhGrad)
 #undef VOLT_B
   }
 }

@@ -1,3 +1,5 @@
+#include <string>
+
 #include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "kernels/ops/autocast_util.h"
@@ -284,11 +286,26 @@ Tensor tanh(const Tensor& a) {
   });
   return out;
 }
-Tensor gelu(const Tensor& a) {
-  Tensor out = unary_op(UnaryOp::Gelu, a, "gelu");
+Tensor gelu(const Tensor& a, GeluApproximate approximate) {
+  const bool tanh_form = approximate == GeluApproximate::Tanh;
+  Tensor out = unary_op(tanh_form ? UnaryOp::GeluTanh : UnaryOp::Gelu, a, "gelu");
   Tensor sa = a.detach();
-  autograd::attach(out, "GeluBackward", {a}, [sa](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{grad_op(BinaryOp::GeluGrad, g[0], sa)};
+  autograd::attach(out, "GeluBackward", {a}, [sa, tanh_form](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(tanh_form ? BinaryOp::GeluTanhGrad : BinaryOp::GeluGrad, g[0], sa)};
+  });
+  return out;
+}
+GeluApproximate parse_gelu_approximate(std::string_view approximate) {
+  if (approximate == "none") return GeluApproximate::None;
+  if (approximate == "tanh") return GeluApproximate::Tanh;
+  VOLT_FAIL("gelu: approximate must be \"none\" or \"tanh\", got \"", std::string(approximate), "\"");
+}
+Tensor gelu(const Tensor& a, std::string_view approximate) { return gelu(a, parse_gelu_approximate(approximate)); }
+Tensor silu(const Tensor& a) {
+  Tensor out = unary_op(UnaryOp::Silu, a, "silu");
+  Tensor sa = a.detach();
+  autograd::attach(out, "SiluBackward", {a}, [sa](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad_op(BinaryOp::SiluGrad, g[0], sa)};
   });
   return out;
 }

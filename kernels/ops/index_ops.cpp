@@ -176,7 +176,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   return out;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   trace::Range op_range(trace::Layer::op, "embedding");
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
@@ -185,6 +185,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
              weight.shape_str());
   Tensor idx = as_index(indices, "embedding", "indices", /*allow_i32=*/true);
   const int64_t V = weight.size(0), D = weight.size(1);
+  if (padding_idx)
+    VOLT_CHECK(*padding_idx >= -V && *padding_idx < V, "embedding: padding_idx ", *padding_idx,
+               " is out of range for an embedding table of size ", V, " (expected ", -V, " <= padding_idx < ", V, ")");
+  const int64_t pad = padding_idx ? (*padding_idx < 0 ? *padding_idx + V : *padding_idx) : -1;
   check_index_range(idx, V, "embedding", "indices", "an embedding table (num_embeddings)");
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
@@ -193,7 +197,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Shape w_shape = weight.shape();
   DType dt = weight.dtype();
   autograd::attach(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{index_add_backward(g[0], idx, w_shape, dt, 1, V, D)};
+    Tensor gw = index_add_backward(g[0], idx, w_shape, dt, 1, V, D);
+    if (pad >= 0) gw.narrow(0, pad, 1).zero_();  // the padding row is not trained
+    return std::vector<Tensor>{gw};
   });
   return out;
 }

@@ -12,6 +12,7 @@ Tensor Tensor::relu() const { return volt::relu(*this); }
 Tensor Tensor::sigmoid() const { return volt::sigmoid(*this); }
 Tensor Tensor::tanh() const { return volt::tanh(*this); }
 Tensor Tensor::gelu() const { return volt::gelu(*this); }
+Tensor Tensor::silu() const { return volt::silu(*this); }
 Tensor Tensor::pow(double e) const { return volt::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return volt::clamp(*this, lo, hi); }
 Tensor Tensor::sum() const { return volt::sum(*this); }

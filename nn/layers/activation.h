@@ -1,5 +1,7 @@
 #pragma once
 // Parameter-free layers: activations, Flatten, Dropout.
+#include <string_view>
+
 #include "nn/module.h"
 
 namespace volt::nn {
@@ -10,10 +12,22 @@ class ReLU : public UnaryModule {
   std::string type_name() const override { return "ReLU"; }
 };
 
-class GELU : public UnaryModule {  // exact (erf) form
+// GELU: the exact (erf) form by default; GeluApproximate::Tanh (or "tanh") for the tanh approximation.
+class GELU : public UnaryModule {
  public:
-  Tensor forward(const Tensor& x) override { return gelu(x); }
+  explicit GELU(GeluApproximate approximate = GeluApproximate::None) : approximate(approximate) {}
+  explicit GELU(std::string_view approximate) : approximate(parse_gelu_approximate(approximate)) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
   std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
+  GeluApproximate approximate;
+};
+
+// x * sigmoid(x) (also called swish).
+class SiLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return silu(x); }
+  std::string type_name() const override { return "SiLU"; }
 };
 
 class Tanh : public UnaryModule {

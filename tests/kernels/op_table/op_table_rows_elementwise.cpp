@@ -21,6 +21,9 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
   r.push_back(row("sigmoid", FWD(sigmoid(x[0])), {U({3, 4}, -3, 3)}));
   r.push_back(row("tanh", FWD(tanh(x[0])), {U({3, 4}, -2, 2)}));
   r.push_back(row("gelu", FWD(gelu(x[0])), {U({3, 4}, -3, 3)}));
+  r.push_back(row("gelu_tanh", FWD(gelu(x[0], GeluApproximate::Tanh)), {U({3, 4}, -3, 3)}));
+  r.push_back(row("silu", FWD(silu(x[0])), {U({3, 4}, -4, 4)}));
+  r.push_back(row("silu_transposed", FWD(silu(x[0])), {U({5, 3}, -3, 3).view(transposed)}));
   r.push_back(row("pow_scalar", FWD(pow(x[0], 2.5)), {Pos({3, 4})}));
   r.push_back(row("pow_scalar_neg", FWD(pow(x[0], -1.5)), {Pos({3, 4})}));
   r.push_back(row("clamp", FWD(clamp(x[0], -0.5, 0.6)), {U({3, 4})}));

@@ -1,0 +1,99 @@
+// CPU layer_norm / group_norm: loops over the rows described by NormGeom; the math is kernels/common/norm.h.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/common/dispatch.h"
+#include "kernels/cpu/norm_backend.h"
+
+namespace volt::cpu {
+
+namespace {
+
+template <class A>
+const A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const A*>(t.data_ptr()) : nullptr; }
+
+}  // namespace
+
+void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+              const Tensor& bias, const NormGeom& g, double eps) {
+  dispatch_floating(x.dtype(), "norm_fwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* yp = static_cast<T*>(out.data_ptr());
+    A* mp = static_cast<A*>(mean.data_ptr());
+    A* rp = static_cast<A*>(rstd.data_ptr());
+    const A* w = ptr_or_null<A>(weight);
+    const A* b = ptr_or_null<A>(bias);
+    const int64_t cpg = g.channels_per_group();
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const T* xr = xp + r * g.row_size;
+      T* yr = yp + r * g.row_size;
+      normmath::Welford<A> st = normmath::welford_init<A>();
+      for (int64_t j = 0; j < g.row_size; ++j) normmath::welford_push(st, A(xr[j]));
+      const A m = st.mean, rs = normmath::welford_rstd(st, A(eps));
+      mp[r] = m;
+      rp[r] = rs;
+      const int64_t k0 = g.param_index(r, 0);
+      for (int64_t c = 0; c < cpg; ++c) {
+        const A wk = w ? w[k0 + c] : A(1), bk = b ? b[k0 + c] : A(0);
+        for (int64_t s = 0; s < g.inner; ++s) {
+          const int64_t j = c * g.inner + s;
+          yr[j] = T(normmath::norm_forward(A(xr[j]), m, rs, wk, bk));
+        }
+      }
+    }
+  });
+}
+
+void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+              const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
+  dispatch_floating(x.dtype(), "norm_bwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const T* gp = static_cast<const T*>(grad_out.data_ptr());
+    const A* mp = static_cast<const A*>(mean.data_ptr());
+    const A* rp = static_cast<const A*>(rstd.data_ptr());
+    const A* w = ptr_or_null<A>(weight);
+    T* gx = grad_x.defined() ? static_cast<T*>(grad_x.data_ptr()) : nullptr;
+    const int64_t P = g.num_params(), cpg = g.channels_per_group();
+    std::vector<A> dw(grad_weight.defined() ? static_cast<size_t>(P) : 0, A(0));
+    std::vector<A> db(grad_bias.defined() ? static_cast<size_t>(P) : 0, A(0));
+    const A n = A(g.row_size);
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const T* xr = xp + r * g.row_size;
+      const T* gr = gp + r * g.row_size;
+      const A m = mp[r], rs = rp[r];
+      const int64_t k0 = g.param_index(r, 0);
+      A sg = A(0), sgx = A(0);  // sum(dy * w), sum(dy * w * xhat) over the row
+      for (int64_t c = 0; c < cpg; ++c) {
+        const int64_t k = k0 + c;
+        const A wk = w ? w[k] : A(1);
+        for (int64_t s = 0; s < g.inner; ++s) {
+          const int64_t j = c * g.inner + s;
+          const A dy = A(gr[j]), xh = normmath::norm_xhat(A(xr[j]), m, rs);
+          sg += dy * wk;
+          sgx += dy * wk * xh;
+          if (!dw.empty()) dw[k] += dy * xh;
+          if (!db.empty()) db[k] += dy;
+        }
+      }
+      if (!gx) continue;
+      T* gxr = gx + r * g.row_size;
+      const A mg = sg / n, mgx = sgx / n;
+      for (int64_t c = 0; c < cpg; ++c) {
+        const A wk = w ? w[k0 + c] : A(1);
+        for (int64_t s = 0; s < g.inner; ++s) {
+          const int64_t j = c * g.inner + s;
+          const A xh = normmath::norm_xhat(A(xr[j]), m, rs);
+          gxr[j] = T(normmath::norm_backward_dx(A(gr[j]) * wk, xh, rs, mg, mgx));
+        }
+      }
+    }
+    if (!dw.empty()) std::copy(dw.begin(), dw.end(), static_cast<A*>(grad_weight.data_ptr()));
+    if (!db.empty()) std::copy(db.begin(), db.end(), static_cast<A*>(grad_bias.data_ptr()));
+  });
+}
+
+}  // namespace volt::cpu

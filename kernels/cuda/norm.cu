@@ -1,0 +1,214 @@
+// CUDA layer_norm / group_norm. The math is kernels/common/norm.h; this file holds indexing and launches only.
+// Layouts and contracts are in kernels/cpu/norm_backend.h.
+#include "kernels/common/dispatch.h"
+#include "kernels/cpu/norm_backend.h"
+#include "kernels/cuda/loops.cuh"
+
+namespace volt::cuda {
+
+namespace {
+
+constexpr int kMaxThreads = 256;
+constexpr unsigned kMaxRowBlocks = 65535u * 16u;
+
+// Threads per row block: a power of two in [32, 256], no wider than the row needs.
+int threads_for(int64_t n) {
+  int t = 32;
+  while (t < kMaxThreads && t < n) t *= 2;
+  return t;
+}
+
+unsigned row_blocks(int64_t rows) { return rows < kMaxRowBlocks ? static_cast<unsigned>(rows) : kMaxRowBlocks; }
+
+// Block-wide merge of the per-thread Welford states; every thread gets the row's state.
+template <class A>
+__device__ void block_welford(normmath::Welford<A>& st) {
+  __shared__ normmath::Welford<A> sh[kMaxThreads];
+  sh[threadIdx.x] = st;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) {
+      normmath::Welford<A> a = sh[threadIdx.x];
+      normmath::welford_merge(a, sh[threadIdx.x + k]);
+      sh[threadIdx.x] = a;
+    }
+    __syncthreads();
+  }
+  st = sh[0];
+  __syncthreads();
+}
+
+// Block-wide sums of two values; every thread gets both.
+template <class A>
+__device__ void block_sum2(A& a, A& b) {
+  __shared__ A sa[kMaxThreads], sb[kMaxThreads];
+  sa[threadIdx.x] = a;
+  sb[threadIdx.x] = b;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) {
+      sa[threadIdx.x] += sa[threadIdx.x + k];
+      sb[threadIdx.x] += sb[threadIdx.x + k];
+    }
+    __syncthreads();
+  }
+  a = sa[0];
+  b = sb[0];
+  __syncthreads();
+}
+
+// One block per row: statistics, then the normalised and affine-transformed row.
+template <class T>
+__global__ void norm_fwd_kernel(const T* x, T* y, acc_t<T>* mean, acc_t<T>* rstd, const acc_t<T>* w,
+                                const acc_t<T>* b, NormGeom g, acc_t<T> eps) {
+  using A = acc_t<T>;
+  for (int64_t r = blockIdx.x; r < g.rows; r += gridDim.x) {
+    const T* xr = x + r * g.row_size;
+    T* yr = y + r * g.row_size;
+    normmath::Welford<A> st = normmath::welford_init<A>();
+    for (int64_t j = threadIdx.x; j < g.row_size; j += blockDim.x) normmath::welford_push(st, A(xr[j]));
+    block_welford(st);
+    const A m = st.mean, rs = normmath::welford_rstd(st, eps);
+    if (threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+    for (int64_t j = threadIdx.x; j < g.row_size; j += blockDim.x) {
+      const int64_t k = g.param_index(r, j);
+      yr[j] = T(normmath::norm_forward(A(xr[j]), m, rs, w ? w[k] : A(1), b ? b[k] : A(0)));
+    }
+  }
+}
+
+// One block per row: the row sums of dy * w and dy * w * xhat, then dx.
+template <class T>
+__global__ void norm_bwd_dx_kernel(T* gx, const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+                                   const acc_t<T>* w, NormGeom g) {
+  using A = acc_t<T>;
+  for (int64_t r = blockIdx.x; r < g.rows; r += gridDim.x) {
+    const T* xr = x + r * g.row_size;
+    const T* gr = gy + r * g.row_size;
+    T* gxr = gx + r * g.row_size;
+    const A m = mean[r], rs = rstd[r];
+    A sg = A(0), sgx = A(0);
+    for (int64_t j = threadIdx.x; j < g.row_size; j += blockDim.x) {
+      const A gw = A(gr[j]) * (w ? w[g.param_index(r, j)] : A(1));
+      sg += gw;
+      sgx += gw * normmath::norm_xhat(A(xr[j]), m, rs);
+    }
+    block_sum2(sg, sgx);
+    const A n = A(g.row_size), mg = sg / n, mgx = sgx / n;
+    for (int64_t j = threadIdx.x; j < g.row_size; j += blockDim.x) {
+      const A gw = A(gr[j]) * (w ? w[g.param_index(r, j)] : A(1));
+      gxr[j] = T(normmath::norm_backward_dx(gw, normmath::norm_xhat(A(xr[j]), m, rs), rs, mg, mgx));
+    }
+  }
+}
+
+// Parameter gradients when inner == 1 (layer_norm; group_norm of (N, C) input): parameter k sums the column
+// of element k % cpg over the rows of its group. Blocks of (32, 8): threadIdx.x walks consecutive parameters
+// (coalesced reads along a row), threadIdx.y strides over the rows, and the 8 partial sums are combined.
+constexpr int kColX = 32, kColY = 8;
+template <class T>
+__global__ void norm_param_grad_cols_kernel(acc_t<T>* dw, acc_t<T>* db, const T* gy, const T* x,
+                                            const acc_t<T>* mean, const acc_t<T>* rstd, NormGeom g) {
+  using A = acc_t<T>;
+  __shared__ A sw[kColY][kColX + 1], sb[kColY][kColX + 1];
+  const int64_t k = blockIdx.x * int64_t(kColX) + threadIdx.x;
+  const int64_t cpg = g.channels_per_group(), per_group = g.rows / g.groups;
+  A aw = A(0), ab = A(0);
+  if (k < g.num_params()) {
+    const int64_t grp = k / cpg, j = k % cpg;
+    for (int64_t n = threadIdx.y; n < per_group; n += kColY) {
+      const int64_t r = n * g.groups + grp;
+      const A dy = A(gy[r * g.row_size + j]);
+      aw += dy * normmath::norm_xhat(A(x[r * g.row_size + j]), mean[r], rstd[r]);
+      ab += dy;
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && k < g.num_params()) {
+    for (int i = 1; i < kColY; ++i) {
+      aw += sw[i][threadIdx.x];
+      ab += sb[i][threadIdx.x];
+    }
+    if (dw) dw[k] = aw;
+    if (db) db[k] = ab;
+  }
+}
+
+// Parameter gradients when inner > 1 (group_norm over spatial dims): one block per parameter (channel) k,
+// threads over its (sample, spatial) elements, which are runs of `inner` consecutive values.
+template <class T>
+__global__ void norm_param_grad_channels_kernel(acc_t<T>* dw, acc_t<T>* db, const T* gy, const T* x,
+                                                const acc_t<T>* mean, const acc_t<T>* rstd, NormGeom g) {
+  using A = acc_t<T>;
+  const int64_t cpg = g.channels_per_group(), per_group = g.rows / g.groups;
+  for (int64_t k = blockIdx.x; k < g.num_params(); k += gridDim.x) {
+    const int64_t grp = k / cpg, c = k % cpg;
+    A aw = A(0), ab = A(0);
+    for (int64_t e = threadIdx.x; e < per_group * g.inner; e += blockDim.x) {
+      const int64_t n = e / g.inner, s = e % g.inner;
+      const int64_t r = n * g.groups + grp, idx = r * g.row_size + c * g.inner + s;
+      const A dy = A(gy[idx]);
+      aw += dy * normmath::norm_xhat(A(x[idx]), mean[r], rstd[r]);
+      ab += dy;
+    }
+    block_sum2(aw, ab);
+    if (threadIdx.x == 0) {
+      if (dw) dw[k] = aw;
+      if (db) db[k] = ab;
+    }
+  }
+}
+
+template <class A>
+A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<A*>(t.data_ptr()) : nullptr; }
+
+}  // namespace
+
+void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+              const Tensor& bias, const NormGeom& g, double eps) {
+  dispatch_floating(x.dtype(), "norm_fwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, compute_stream(x)>>>(
+        static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<A*>(mean.data_ptr()),
+        static_cast<A*>(rstd.data_ptr()), ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+              const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
+  cudaStream_t st = compute_stream(x);
+  dispatch_floating(x.dtype(), "norm_bwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* gy = static_cast<const T*>(grad_out.data_ptr());
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const A* mp = static_cast<const A*>(mean.data_ptr());
+    const A* rp = static_cast<const A*>(rstd.data_ptr());
+    if (grad_x.defined()) {
+      norm_bwd_dx_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, st>>>(
+          static_cast<T*>(grad_x.data_ptr()), gy, xp, mp, rp, ptr_or_null<const A>(weight), g);
+      VOLT_CUDA_CHECK_LAUNCH();
+    }
+    if (!grad_weight.defined() && !grad_bias.defined()) return;
+    A* dw = ptr_or_null<A>(grad_weight);
+    A* db = ptr_or_null<A>(grad_bias);
+    const int64_t P = g.num_params();
+    if (g.inner == 1) {
+      const unsigned blocks = static_cast<unsigned>((P + kColX - 1) / kColX);
+      norm_param_grad_cols_kernel<T><<<blocks, dim3(kColX, kColY), 0, st>>>(dw, db, gy, xp, mp, rp, g);
+    } else {
+      norm_param_grad_channels_kernel<T><<<row_blocks(P), threads_for((g.rows / g.groups) * g.inner), 0, st>>>(
+          dw, db, gy, xp, mp, rp, g);
+    }
+    VOLT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace volt::cuda
