@@ -149,7 +149,7 @@ void gemm_nt_narrow(const GemmDesc& d, const float* a, const float* b, float* c,
     const float* b1 = b + std::min<int64_t>(j + 1, n - 1) * d.ldb;
     for (int64_t i0 = 0; i0 < m; i0 += 4) {
       const float* ar[4];
-      for (int r = 0; r < 4; ++r) ar[r] = a + std::min<int64_t>(i0 + r, m - 1) * d.lda;
+      for (int r = 0; r < 4; ++r) ar[r] = a + std::min<int64_t>(i0 + r, m - 1) * lda;
       __m256 acc[8];
       for (auto& v : acc) v = _mm256_setzero_ps();
       for (int64_t p = 0; p < k8; p += 8) {
