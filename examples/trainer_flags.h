@@ -233,6 +233,8 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
   add_batch_amount(app, "--overfit-batches", o.overfit_batches,
                    "train and validate on the same first batches (count or fraction), no shuffling; 0 = off");
   app.get_option("--overfit-batches")->group(g);
+  group(add_bool_flag(app, "--sync-batchnorm", o.sync_batchnorm,
+                      "under DDP: BatchNorm statistics over every process's batch together"));
   group(app.add_option("--reload-dataloaders-every-n-epochs", o.reload_dataloaders_every_n_epochs,
                        "new loaders from the data module every N epochs; 0 = once")
             ->check(at_least(0)));

@@ -111,6 +111,8 @@ void DDPStrategy::reduce_values(std::vector<double>& values, dist::ReduceOp op) 
   values = t.to_vector<double>();
 }
 
+void DDPStrategy::all_reduce_sum(Tensor& t) { group_->all_reduce(t, dist::ReduceOp::Sum); }
+
 void DDPStrategy::barrier(const std::string&) { group_->barrier(); }
 
 Tensor DDPStrategy::all_gather(const Tensor& t) { return group_->all_gather(t.detach().to(device_)); }

@@ -48,6 +48,7 @@ class DDPStrategy : public Strategy {
   void process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) override;
 
   void reduce_values(std::vector<double>& values, dist::ReduceOp op) override;
+  void all_reduce_sum(Tensor& t) override;
   void barrier(const std::string& name = "") override;
   Tensor all_gather(const Tensor& t) override;
   std::vector<Tensor> all_gather_uneven(const Tensor& t) override;

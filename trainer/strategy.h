@@ -59,6 +59,8 @@ class Strategy {
   // ---- collectives (identity on one rank) ----------------------------------------------------------------
   // In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)
   virtual void reduce_values(std::vector<double>& values, dist::ReduceOp op) {}
+  // Sums `t` (on root_device()) over every process in place (sync_batchnorm's statistics); a collective.
+  virtual void all_reduce_sum(Tensor& t) {}
   virtual void barrier(const std::string& name = "") {}
   // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged
   // (docs/trainer_contract.md "all_gather"). (collective)

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "kernels/ops.h"
+#include "nn/layers/batchnorm.h"
 #include "runtime/cuda_api.h"
 #include "runtime/generator.h"
 #include "trainer/checkpoint_files.h"
@@ -154,6 +155,14 @@ void Trainer::attach(TrainModule& module) {
   if (precision_param_dtype(precision_) != DType::f32) module.to(precision_param_dtype(precision_));
   strategy_->setup(module);
   module.device_ = strategy_->root_device();
+  if (opt_.sync_batchnorm && strategy_->world_size() > 1) {
+    Strategy* strategy = strategy_.get();
+    for (auto& [name, child] : module.named_modules())
+      if (auto* bn = dynamic_cast<nn::BatchNormBase*>(child)) {
+        bn->set_sync([strategy](Tensor& t) { strategy->all_reduce_sum(t); });
+        synced_bns_.push_back(bn);
+      }
+  }
   setup_loggers(module);
   pbar_->set_version(loggers_.empty() ? -1 : loggers_.front()->version());
   if (profiler_) {
@@ -164,10 +173,17 @@ void Trainer::attach(TrainModule& module) {
   }
 }
 
+void Trainer::release_sync_batchnorm() noexcept {
+  // The layers outlive this stage (and maybe this Trainer): they must not keep calling its strategy.
+  for (auto* bn : synced_bns_) bn->set_sync(nullptr);
+  synced_bns_.clear();
+}
+
 void Trainer::detach(RunStatus status) {
   {
     trace::Range range(trace::Layer::trainer, "[Trainer]teardown");
     finalize_loggers(status);
+    release_sync_batchnorm();
     if (module_) strategy_->teardown(*module_);
   }
   profile_finish();

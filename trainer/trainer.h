@@ -64,6 +64,9 @@
 namespace volt {
 
 class ProgressBar;
+namespace nn {
+class BatchNormBase;
+}
 
 // Seeds the global Philox generator and remembers the seed for the loaders the Trainer prepares (shuffling
 // training loaders without an explicit sampler get RandomSampler(n, seed)).
@@ -203,6 +206,7 @@ class Trainer {
     ~FailedRunGuard() {
       if (std::uncaught_exceptions() > pending) {
         trainer.finalize_loggers(RunStatus::failed);
+        trainer.release_sync_batchnorm();
         trainer.profile_abandon();
       }
     }
@@ -278,6 +282,8 @@ class Trainer {
   void profile_abandon() noexcept;
   std::unique_ptr<Profiler> profiler_;
   bool overfit_ = false;                          // overfit_batches > 0
+  std::vector<nn::BatchNormBase*> synced_bns_;    // sync_batchnorm: the layers given the strategy's all-reduce
+  void release_sync_batchnorm() noexcept;
   data::DataModule* fit_dm_ = nullptr;            // fit(module, dm): for reload_dataloaders_every_n_epochs
   std::shared_ptr<data::DataLoader> fit_train_;   // during fit: the training loader (estimated_stepping_batches)
   std::string profile_dir_;

@@ -103,6 +103,10 @@ struct TrainerOptions {
   // n > 0 with fit(module, datamodule): the DataModule's train and val loaders are requested again every n
   // epochs (data that changes between epochs: curricula, regenerated samples). 0 = once per fit.
   int64_t reload_dataloaders_every_n_epochs = 0;
+  // Under DDP with several processes: every BatchNorm layer normalises training batches with the statistics of
+  // all processes' batches together (nn::BatchNormBase::set_sync), as one batch of the global size; the running
+  // estimates are then the same on every process. No effect with one process.
+  bool sync_batchnorm = false;
 };
 
 // Parses max_time: "DD:HH:MM:SS" or a number of seconds. Returns seconds (< 0 for "no limit").

@@ -224,7 +224,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
                           "--min-steps", "2", "--max-time", "00:00:01:00", "--profiler-dir", "prof",
                           "--no-checkpointing", "--grad-scaler-init-scale", "1024", "--limit-test-batches", "1.0",
                           "--detect-anomaly", "--fast-dev-run", "3", "--overfit-batches", "0.1",
-                          "--reload-dataloaders-every-n-epochs", "2"});
+                          "--reload-dataloaders-every-n-epochs", "2", "--sync-batchnorm"});
   ASSERT_TRUE(p.ok) << p.err << p.out;
   const TrainerOptions& t = p.a.trainer;
   EXPECT_EQ(t.max_steps, 7);
@@ -257,6 +257,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
   EXPECT_TRUE(t.overfit_batches.is_fraction);
   EXPECT_DOUBLE_EQ(t.overfit_batches.fraction, 0.1);
   EXPECT_EQ(t.reload_dataloaders_every_n_epochs, 2);
+  EXPECT_TRUE(t.sync_batchnorm);
 
   struct Row {
     std::vector<std::string> flags;
