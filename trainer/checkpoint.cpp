@@ -42,18 +42,29 @@ void Trainer::save_checkpoint(const std::string& path) {
                         {"state", s.scheduler->state_dict()}});
     nlohmann::json cbs = nlohmann::json::object();
     for (auto& c : callbacks_) cbs[c->state_key()] = c->state_dict();
+    // Inside a gradient-accumulation window (a mid-window validation saved by ModelCheckpoint) the accumulated
+    // gradients are not saved: the checkpoint resumes at the window's first batch instead, with the random
+    // state of that moment, so the resumed run replays the window and takes the same step (the weights,
+    // optimizer state and global_step do not change inside a window).
+    int64_t resume_batch = batches_done_;
+    std::pair<uint64_t, uint64_t> rng{default_generator().seed(), default_generator().offset()};
+    if (opt_.accumulate_grad_batches > 1 && fit_train_ && !stepped_last_batch_ && batches_done_ > window_start_batch_ &&
+        batches_done_ < num_train_batches_) {
+      resume_batch = window_start_batch_;
+      rng = window_rng_;
+    }
     nlohmann::json j = {
         {"format", "volt-checkpoint"},
         {"version", 1},
         {"epoch", epoch_},
         {"global_step", global_step_},
-        {"batches_done", batches_done_},
+        {"batches_done", resume_batch},
         {"epoch_batches", num_train_batches_},
         {"optimizers", opts},
         {"schedulers", scheds},
         {"callbacks", cbs},
-        {"rng", {{"seed", default_generator().seed()}, {"offset", default_generator().offset()}}},
-        {"loader", {{"epoch", epoch_}, {"batches_consumed", batches_done_}}},
+        {"rng", {{"seed", rng.first}, {"offset", rng.second}}},
+        {"loader", {{"epoch", epoch_}, {"batches_consumed", resume_batch}}},
         {"hparams", module_->hparams()},
         {"precision", precision_name(precision_)},
     };

@@ -540,6 +540,12 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
     if (window_begin_ >= 0 && !window_open_ && !window_done_ && global_step_ >= window_begin_ &&
         global_step_ < window_end_)
       open_profile_window();
+    if (idx == start || idx % opt_.accumulate_grad_batches == 0) {
+      // A gradient-accumulation window starts here: where a checkpoint taken inside it resumes (see
+      // save_checkpoint), with the random state the window's batches start from.
+      window_start_batch_ = idx;
+      window_rng_ = {default_generator().seed(), default_generator().offset()};
+    }
     {
       trace::Range range(trace::Layer::trainer, "run_training_batch");
       training_batch(batch, idx);

@@ -282,6 +282,8 @@ class Trainer {
   void profile_abandon() noexcept;
   std::unique_ptr<Profiler> profiler_;
   bool overfit_ = false;                          // overfit_batches > 0
+  int64_t window_start_batch_ = 0;                // first batch of the running accumulation window
+  std::pair<uint64_t, uint64_t> window_rng_{0, 0};  // default generator (seed, offset) at that batch
   std::vector<nn::BatchNormBase*> synced_bns_;    // sync_batchnorm: the layers given the strategy's all-reduce
   void release_sync_batchnorm() noexcept;
   data::DataModule* fit_dm_ = nullptr;            // fit(module, dm): for reload_dataloaders_every_n_epochs

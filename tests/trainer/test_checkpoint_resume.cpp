@@ -157,3 +157,40 @@ TEST(CheckpointFormat, TestLoadsWeightsFromCheckpoint) {
   EXPECT_NE(before[0].at("test_loss"), after[0].at("test_loss"));
   EXPECT_DOUBLE_EQ(after[0].at("test_loss"), trained[0].at("test_loss"));
 }
+
+TEST(CheckpointResume, ACheckpointInsideAnAccumulationWindowReplaysTheWindowBitExact) {
+  // 12 batches per epoch, accumulate 4, validate every 6 batches: the validation after batch 6 (and the
+  // checkpoint it triggers) falls inside the window of batches 4-7. The checkpoint resumes at batch 4 with the
+  // random state of then, so the replayed window takes the same step and the run ends bit-identical.
+  ScratchDir dir("resume_window");
+  auto opts = [&](int64_t epochs) {
+    auto o = resume_opts(dir.str(), epochs);
+    o.accumulate_grad_batches = 4;
+    o.val_check_interval = int64_t{6};
+    return o;
+  };
+  ResumeModule straight;
+  {
+    Trainer t(opts(2));
+    t.fit(straight, make_loader(24, 2, true), make_loader(4, 2));
+    EXPECT_EQ(t.global_step(), 6);
+  }
+  const std::string ck = (dir.path / "ck").string();
+  {
+    ResumeModule first;
+    auto o = opts(1);
+    o.callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = ck, .save_top_k = -1})};
+    Trainer t(o);
+    t.fit(first, make_loader(24, 2, true), make_loader(4, 2));
+    ASSERT_TRUE(fs::exists(ck + "/epoch=0-step=1.json"));  // after batch 6: one step taken (batches 0-3)
+  }
+  const auto record = nlohmann::json::parse(std::ifstream(ck + "/epoch=0-step=1.json"));
+  EXPECT_EQ(record.at("batches_done"), 4) << "the checkpoint resumes at the window's first batch";
+  ResumeModule resumed;
+  Trainer t2(opts(2));
+  t2.fit(resumed, make_loader(24, 2, true), make_loader(4, 2), ck + "/epoch=0-step=1");
+  EXPECT_EQ(resumed.train_steps, 8 + 12);  // batches 4-11 of epoch 0, then epoch 1
+  EXPECT_EQ(t2.global_step(), 6);
+  expect_bit_equal(straight.w, resumed.w, "w");
+  expect_bit_equal(straight.b, resumed.b, "b");
+}
