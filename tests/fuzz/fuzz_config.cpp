@@ -1,0 +1,20 @@
+// libFuzzer target: the examples' YAML/JSON config files (examples/trainer_flags.h, cli::YamlConfig). Any input
+// either gives config items or a CLI::ConfigError naming the problem; nothing else may escape, and every item
+// read has a name.
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "examples/trainer_flags.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  try {
+    const auto items = volt::cli::YamlConfig().from_config(in);
+    for (const auto& item : items)
+      if (item.name.empty() && item.inputs.empty()) std::abort();
+  } catch (const CLI::ConfigError&) {
+  }
+  return 0;
+}
