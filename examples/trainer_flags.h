@@ -197,8 +197,12 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
             ->check(at_least(1)));
   group(app.add_option("--gradient-clip-val", o.gradient_clip_val, "clip gradients at this norm/value; 0 = off")
             ->check(non_negative_real()));
-  group(app.add_option("--gradient-clip-algorithm", o.gradient_clip_algorithm, "norm | value")
-            ->check(choice({"norm", "value"})));
+  group(app.add_option_function<std::string>(
+                "--gradient-clip-algorithm",
+                [&o](const std::string& s) { o.gradient_clip_algorithm = parse_gradient_clip_algorithm(s); },
+                "norm | value")
+            ->check(choice({"norm", "value"}))
+            ->default_str(std::string(name(o.gradient_clip_algorithm))));
   group(add_bool_flag(app, "--deterministic", o.deterministic, "deterministic algorithms (no TF32)"));
   group(add_bool_flag(app, "--detect-anomaly", o.detect_anomaly, "find the first op producing NaN/Inf (slow)"));
   group(app.add_option_function<std::string>(

@@ -7,9 +7,8 @@ namespace volt::optim {
 
 LRScheduler::LRScheduler(Optimizer& opt) : opt_(opt) {
   for (auto& g : opt_.param_groups()) {
-    auto it = g.options.find("initial_lr");
-    if (it == g.options.end()) it = g.options.emplace("initial_lr", g.lr).first;
-    base_lrs_.push_back(it->second);
+    if (!g.options.initial_lr) g.options.initial_lr = g.lr;
+    base_lrs_.push_back(*g.options.initial_lr);
   }
 }
 
@@ -118,19 +117,19 @@ OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total, OneCycleOpt
   auto& groups = opt_.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     max_lrs_.push_back(max_lr);
-    groups[g].options["initial_lr"] = max_lr * init;
-    groups[g].options["max_lr"] = max_lr;
+    groups[g].options.initial_lr = max_lr * init;
+    groups[g].options.max_lr = max_lr;
     base_lrs_[g] = max_lr * init;
   }
   if (o.cycle_momentum) {
-    const auto& d = opt_.defaults();
-    if (d.count("momentum")) momentum_key_ = "momentum";
-    else if (d.count("beta1")) momentum_key_ = "beta1";
-    VOLT_CHECK(!momentum_key_.empty(), "OneCycleLR: cycle_momentum is on but ", opt_.type_name(),
+    const GroupOptions& d = opt_.defaults();
+    if (d.momentum) momentum_field_ = &GroupOptions::momentum;
+    else if (d.beta1) momentum_field_ = &GroupOptions::beta1;
+    VOLT_CHECK(momentum_field_ != nullptr, "OneCycleLR: cycle_momentum is on but ", opt_.type_name(),
                " has neither a momentum nor a beta1 option; pass cycle_momentum = false");
     for (auto& g : groups) {
-      g.options["max_momentum"] = o.max_momentum;
-      g.options["base_momentum"] = o.base_momentum;
+      g.options.max_momentum = o.max_momentum;
+      g.options.base_momentum = o.base_momentum;
     }
   }
   step();
@@ -168,9 +167,9 @@ double OneCycleLR::momentum_at(int64_t epoch) const {
 }
 
 void OneCycleLR::apply_extra(int64_t epoch) {
-  if (momentum_key_.empty()) return;
+  if (momentum_field_ == nullptr) return;
   const double m = momentum_at(epoch);
-  for (auto& g : opt_.param_groups()) g.options[momentum_key_] = m;
+  for (auto& g : opt_.param_groups()) g.options.*momentum_field_ = m;
 }
 
 std::map<std::string, double> OneCycleLR::state_dict() const {

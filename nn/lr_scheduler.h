@@ -129,7 +129,7 @@ class OneCycleLR : public LRScheduler {
   double anneal(double start, double end, double pct) const;
   std::vector<Phase> phases_;
   std::vector<double> max_lrs_;
-  std::string momentum_key_;  // "momentum" (SGD) or "beta1" (Adam)
+  std::optional<double> GroupOptions::*momentum_field_ = nullptr;  // momentum (SGD) or beta1 (Adam); null: off
 };
 
 // Linear warmup: for epoch e < warmup_steps, lr = base * (e + 1) / (warmup_steps + 1); from e = warmup_steps

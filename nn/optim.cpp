@@ -35,10 +35,50 @@ bool parse_state_key(const std::string& key, size_t& g, size_t& i, std::string& 
 
 std::string prefix(size_t g, size_t i) { return "state." + std::to_string(g) + "." + std::to_string(i) + "."; }
 
+// GroupOptions' fields in GroupOption order (the one place that ties names to members).
+struct OptionField {
+  const char* name;
+  std::optional<double> GroupOptions::*number;
+  std::optional<bool> GroupOptions::*flag;
+};
+constexpr OptionField kFields[] = {
+    {"momentum", &GroupOptions::momentum, nullptr},     {"dampening", &GroupOptions::dampening, nullptr},
+    {"weight_decay", &GroupOptions::weight_decay, nullptr}, {"nesterov", nullptr, &GroupOptions::nesterov},
+    {"beta1", &GroupOptions::beta1, nullptr},           {"beta2", &GroupOptions::beta2, nullptr},
+    {"eps", &GroupOptions::eps, nullptr},               {"amsgrad", nullptr, &GroupOptions::amsgrad},
+    {"initial_lr", &GroupOptions::initial_lr, nullptr}, {"max_lr", &GroupOptions::max_lr, nullptr},
+    {"base_momentum", &GroupOptions::base_momentum, nullptr}, {"max_momentum", &GroupOptions::max_momentum, nullptr},
+};
+constexpr size_t kFieldCount = sizeof(kFields) / sizeof(kFields[0]);
+static_assert(kFieldCount == static_cast<size_t>(GroupOption::max_momentum) + 1);
+
+bool is_scheduler_field(size_t k) { return k >= static_cast<size_t>(GroupOption::initial_lr); }
+
 }  // namespace
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults)
-    : defaults_(std::move(defaults)) {
+const char* group_option_name(GroupOption o) { return kFields[static_cast<size_t>(o)].name; }
+
+std::optional<GroupOption> parse_group_option(const std::string& name) {
+  for (size_t k = 0; k < kFieldCount; ++k)
+    if (name == kFields[k].name) return static_cast<GroupOption>(k);
+  return std::nullopt;
+}
+
+std::optional<double> get_group_option(const GroupOptions& g, GroupOption o) {
+  const OptionField& f = kFields[static_cast<size_t>(o)];
+  if (f.number) return g.*f.number;
+  if (!(g.*f.flag).has_value()) return std::nullopt;
+  return *(g.*f.flag) ? 1.0 : 0.0;
+}
+
+void set_group_option(GroupOptions& g, GroupOption o, double v) {
+  const OptionField& f = kFields[static_cast<size_t>(o)];
+  if (f.number) g.*f.number = v;
+  else g.*f.flag = v != 0.0;
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, GroupOptions defaults)
+    : default_lr_(default_lr), defaults_(defaults) {
   VOLT_CHECK(!groups.empty(), "optimizer: got no parameter groups");
   for (auto& g : groups) add_param_group(std::move(g));
 }
@@ -59,13 +99,30 @@ void Optimizer::add_param_group(ParamGroup group) {
     VOLT_CHECK(seen.insert(p.impl()).second, "optimizer: parameter ", i, " of group ", groups_.size(),
                " appears more than once across the parameter groups");
   }
-  if (std::isnan(group.lr)) group.lr = defaults_.at("lr");
+  if (std::isnan(group.lr)) group.lr = default_lr_;
   VOLT_CHECK(group.lr >= 0.0, "optimizer: lr must be >= 0, got ", group.lr, " for group ", groups_.size());
-  for (const auto& [k, v] : defaults_)
-    if (k != "lr") group.options.emplace(k, v);
-  for (const auto& [k, v] : group.options)
-    VOLT_CHECK(k == "initial_lr" || k == "max_lr" || k == "base_momentum" || k == "max_momentum" || defaults_.count(k),
-               "optimizer: unknown option '", k, "' in parameter group ", groups_.size());
+  GroupOptions& o = group.options;
+  for (size_t k = 0; k < kFieldCount; ++k) {
+    const auto opt = static_cast<GroupOption>(k);
+    const std::optional<double> mine = get_group_option(o, opt), dflt = get_group_option(defaults_, opt);
+    if (is_scheduler_field(k)) continue;
+    VOLT_CHECK(!mine || dflt, "optimizer: parameter group ", groups_.size(), " sets option '", kFields[k].name,
+               "', which this optimizer does not have");
+    if (!mine && dflt) set_group_option(o, opt, *dflt);
+  }
+  const size_t gi = groups_.size();
+  for (auto f : {&GroupOptions::momentum, &GroupOptions::dampening, &GroupOptions::weight_decay, &GroupOptions::eps})
+    if ((o.*f).has_value())
+      VOLT_CHECK(*(o.*f) >= 0.0 && std::isfinite(*(o.*f)), "optimizer: parameter group ", gi,
+                 " has a negative or non-finite option: ", *(o.*f));
+  for (auto f : {&GroupOptions::beta1, &GroupOptions::beta2})
+    if ((o.*f).has_value())
+      VOLT_CHECK(*(o.*f) >= 0.0 && *(o.*f) < 1.0, "optimizer: betas must be in [0, 1), got ", *(o.*f),
+                 " in parameter group ", gi);
+  if (o.nesterov.value_or(false))
+    VOLT_CHECK(o.momentum.value_or(0) > 0 && o.dampening.value_or(0) == 0, "optimizer: parameter group ", gi,
+               " uses nesterov, which needs momentum > 0 and dampening 0, got momentum=", o.momentum.value_or(0),
+               ", dampening=", o.dampening.value_or(0));
   groups_.push_back(std::move(group));
 }
 
@@ -91,14 +148,6 @@ Optimizer::ParamState& Optimizer::state(size_t g, size_t i) {
 int64_t Optimizer::step_count(size_t g, size_t i) const {
   if (g >= state_.size() || i >= state_[g].size()) return 0;
   return state_[g][i].step;
-}
-
-double Optimizer::option(const ParamGroup& group, const char* name) const {
-  auto it = group.options.find(name);
-  if (it != group.options.end()) return it->second;
-  auto d = defaults_.find(name);
-  VOLT_ASSERT(d != defaults_.end(), "no default for option ", name);
-  return d->second;
 }
 
 Tensor Optimizer::usable_grad(const Tensor& p, size_t g, size_t i) const {
@@ -197,7 +246,8 @@ std::map<std::string, double> Optimizer::hyper_state() const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::string pre = "group." + std::to_string(g) + ".";
     out[pre + "lr"] = groups_[g].lr;
-    for (const auto& [k, v] : groups_[g].options) out[pre + k] = v;
+    for (size_t k = 0; k < kFieldCount; ++k)
+      if (auto v = get_group_option(groups_[g].options, static_cast<GroupOption>(k))) out[pre + kFields[k].name] = *v;
   }
   for (size_t g = 0; g < state_.size(); ++g)
     for (size_t i = 0; i < state_[g].size(); ++i)
@@ -226,31 +276,41 @@ void Optimizer::load_hyper_state(const std::map<std::string, double>& hs) {
     VOLT_CHECK(g < groups_.size(), type_name(), ".load_hyper_state: key '", key, "' names group ", g,
                " but the optimizer has ", groups_.size());
     name = key.substr(dot + 1);
-    if (name == "lr") groups_[g].lr = v;
-    else groups_[g].options[name] = v;
+    if (name == "lr") {
+      groups_[g].lr = v;
+      continue;
+    }
+    const std::optional<GroupOption> opt = parse_group_option(name);
+    VOLT_CHECK(opt && (is_scheduler_field(static_cast<size_t>(*opt)) || get_group_option(defaults_, *opt)), type_name(),
+               ".load_hyper_state: key '", key, "' names an option ", type_name(), " does not have");
+    set_group_option(groups_[g].options, *opt, v);
   }
 }
 
 // ---- SGD ------------------------------------------------------------------------------------------------------
 
 namespace {
-std::map<std::string, double> sgd_defaults(const SGDOptions& o) {
+GroupOptions sgd_defaults(const SGDOptions& o) {
   VOLT_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0, "SGD: expected lr, momentum, weight_decay >= 0, got ",
              o.lr, ", ", o.momentum, ", ", o.weight_decay);
   VOLT_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: nesterov needs momentum > 0 and dampening 0, got "
              "momentum=", o.momentum, ", dampening=", o.dampening);
-  return {{"lr", o.lr}, {"momentum", o.momentum}, {"dampening", o.dampening}, {"weight_decay", o.weight_decay},
-          {"nesterov", o.nesterov ? 1.0 : 0.0}};
+  GroupOptions d;
+  d.momentum = o.momentum;
+  d.dampening = o.dampening;
+  d.weight_decay = o.weight_decay;
+  d.nesterov = o.nesterov;
+  return d;
 }
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o) {}
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), sgd_defaults(o)) {
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), o.lr, sgd_defaults(o)) {
   fp32_state_ = o.fp32_state;
 }
 
 std::vector<std::string> SGD::state_names(const ParamGroup& group) const {
-  if (option(group, "momentum") == 0.0) return {};
+  if (group.options.momentum.value_or(0.0) == 0.0) return {};
   return {"momentum_buffer"};
 }
 
@@ -262,10 +322,10 @@ void SGD::step() {
     const ParamGroup& group = groups_[g];
     SgdHyper h;
     h.lr = group.lr;
-    h.momentum = option(group, "momentum");
-    h.dampening = option(group, "dampening");
-    h.weight_decay = option(group, "weight_decay");
-    h.nesterov = option(group, "nesterov") != 0.0;
+    h.momentum = group.options.momentum.value();
+    h.dampening = group.options.dampening.value();
+    h.weight_decay = group.options.weight_decay.value();
+    h.nesterov = group.options.nesterov.value();
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       Tensor grad = usable_grad(p, g, i);
@@ -283,13 +343,18 @@ void SGD::step() {
 // ---- Adam / AdamW ---------------------------------------------------------------------------------------------
 
 namespace {
-std::map<std::string, double> adam_defaults(const AdamOptions& o, const char* name) {
+GroupOptions adam_defaults(const AdamOptions& o, const char* name) {
   VOLT_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0, name, ": expected lr, eps, weight_decay >= 0, got ",
              o.lr, ", ", o.eps, ", ", o.weight_decay);
   VOLT_CHECK(o.betas.first >= 0 && o.betas.first < 1 && o.betas.second >= 0 && o.betas.second < 1, name,
              ": betas must be in [0, 1), got (", o.betas.first, ", ", o.betas.second, ")");
-  return {{"lr", o.lr}, {"beta1", o.betas.first}, {"beta2", o.betas.second}, {"eps", o.eps},
-          {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+  GroupOptions d;
+  d.beta1 = o.betas.first;
+  d.beta2 = o.betas.second;
+  d.eps = o.eps;
+  d.weight_decay = o.weight_decay;
+  d.amsgrad = o.amsgrad;
+  return d;
 }
 AdamOptions from_adamw(const AdamWOptions& o) {
   return {o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad, o.fp32_state};
@@ -300,7 +365,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o)
     : Adam(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o, false) {}
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, false) {}
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(groups), adam_defaults(o, decoupled ? "AdamW" : "Adam")), decoupled_(decoupled) {
+    : Optimizer(std::move(groups), o.lr, adam_defaults(o, decoupled ? "AdamW" : "Adam")), decoupled_(decoupled) {
   fp32_state_ = o.fp32_state;
 }
 
@@ -309,7 +374,7 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam(std::move(groups), from_adamw(o), true) {}
 
 std::vector<std::string> Adam::state_names(const ParamGroup& group) const {
-  if (option(group, "amsgrad") != 0.0) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  if (group.options.amsgrad.value_or(false)) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
 }
 
@@ -321,11 +386,11 @@ void Adam::step() {
     const ParamGroup& group = groups_[g];
     AdamHyper h;
     h.lr = group.lr;
-    h.beta1 = option(group, "beta1");
-    h.beta2 = option(group, "beta2");
-    h.eps = option(group, "eps");
-    h.weight_decay = option(group, "weight_decay");
-    h.amsgrad = option(group, "amsgrad") != 0.0;
+    h.beta1 = group.options.beta1.value();
+    h.beta2 = group.options.beta2.value();
+    h.eps = group.options.eps.value();
+    h.weight_decay = group.options.weight_decay.value();
+    h.amsgrad = group.options.amsgrad.value();
     h.decoupled_weight_decay = decoupled_;
     const size_t nbuf = h.amsgrad ? 3 : 2;
     for (size_t i = 0; i < group.params.size(); ++i) {

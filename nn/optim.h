@@ -1,10 +1,11 @@
 #pragma once
 // Optimizers (torch.optim): SGD, Adam, AdamW.
 //
-// An optimizer holds parameter groups, each with its own lr and options (a name -> number map, e.g.
-// "momentum", "beta1", "weight_decay"); options missing from a group take the optimizer's defaults.
-// step() reads lr and options from the groups every time, so schedulers (nn/lr_scheduler.h) adjust them in
-// place. Each parameter's update is ONE fused pass over (param, grad, state) in kernels/cpu/optim_backend.h
+// An optimizer holds parameter groups, each with its own lr and typed options (GroupOptions: momentum, beta1,
+// weight_decay, ...); options a group leaves unset take the optimizer's defaults when the group is added, and
+// an option the optimizer does not have (beta1 on SGD) is refused there. step() reads lr and options from the
+// groups every time, so schedulers (nn/lr_scheduler.h) adjust them in place. Names appear only at the
+// checkpoint boundary (hyper_state). Each parameter's update is ONE fused pass over (param, grad, state) in kernels/cpu/optim_backend.h
 // (per-element math in kernels/common/optim_math.h), with no allocation after the state exists.
 // Parameters whose grad is undefined are skipped (their state and step count do not advance).
 //
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,10 +30,31 @@ namespace volt::optim {
 
 using nn::StateDict;
 
+// The hyperparameters of Volt's optimizers, one field each (torch.optim's param-group keys). In a group given
+// to an optimizer, unset fields take the optimizer's defaults; setting a field the optimizer does not use is an
+// error. The last four are scheduler bookkeeping (written by LRScheduler / OneCycleLR, saved with the groups).
+struct GroupOptions {
+  std::optional<double> momentum, dampening, weight_decay;  // SGD (weight_decay: Adam/AdamW too)
+  std::optional<bool> nesterov;                             // SGD
+  std::optional<double> beta1, beta2, eps;                  // Adam/AdamW
+  std::optional<bool> amsgrad;                              // Adam/AdamW
+  std::optional<double> initial_lr, max_lr, base_momentum, max_momentum;  // schedulers
+};
+
+// Which optimizer option a field of GroupOptions is, for code that names options (checkpoint records, errors).
+enum class GroupOption { momentum, dampening, weight_decay, nesterov, beta1, beta2, eps, amsgrad, initial_lr, max_lr,
+                         base_momentum, max_momentum };
+const char* group_option_name(GroupOption o);
+// The option called `name`, or nullopt.
+std::optional<GroupOption> parse_group_option(const std::string& name);
+// Reads/writes one field as a number (bools as 0/1); nullopt when unset.
+std::optional<double> get_group_option(const GroupOptions& g, GroupOption o);
+void set_group_option(GroupOptions& g, GroupOption o, double v);
+
 struct ParamGroup {
   std::vector<Tensor> params;
   double lr = std::numeric_limits<double>::quiet_NaN();  // NaN: the optimizer's default lr
-  std::map<std::string, double> options;                 // missing entries: the optimizer's defaults
+  GroupOptions options;                                  // unset fields: the optimizer's defaults
 };
 
 class Optimizer {
@@ -46,7 +69,9 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Appends a group; its missing lr/options are filled from the defaults.
   void add_param_group(ParamGroup group);
-  const std::map<std::string, double>& defaults() const { return defaults_; }
+  // The default lr, and the default options (exactly the fields this optimizer uses are set).
+  double default_lr() const { return default_lr_; }
+  const GroupOptions& defaults() const { return defaults_; }
 
   // Per-parameter state tensors and step counts (see the header comment). Tensors share storage with the
   // optimizer's state; load_state_dict copies.
@@ -70,7 +95,7 @@ class Optimizer {
   int64_t step_count(size_t group, size_t index) const;
 
  protected:
-  Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults);
+  Optimizer(std::vector<ParamGroup> groups, double default_lr, GroupOptions defaults);
 
   struct ParamState {
     int64_t step = 0;
@@ -83,10 +108,10 @@ class Optimizer {
   Tensor usable_grad(const Tensor& param, size_t g, size_t i) const;
   // Creates missing state buffers as zeros of the param's shape in the state dtype, on the param's device.
   void ensure_buffers(ParamState& st, const Tensor& param, size_t count);
-  double option(const ParamGroup& group, const char* name) const;
 
   std::vector<ParamGroup> groups_;
-  std::map<std::string, double> defaults_;
+  double default_lr_ = 0;
+  GroupOptions defaults_;
   bool fp32_state_ = true;
   std::vector<std::vector<ParamState>> state_;
 };
@@ -158,6 +183,7 @@ using optim::AdamOptions;
 using optim::AdamW;
 using optim::AdamWOptions;
 using optim::Optimizer;
+using optim::GroupOptions;
 using optim::ParamGroup;
 using optim::SGD;
 using optim::SGDOptions;

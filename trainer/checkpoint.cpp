@@ -38,7 +38,7 @@ void Trainer::save_checkpoint(const std::string& path) {
     }
     nlohmann::json scheds = nlohmann::json::array();
     for (auto& s : schedulers_)
-      scheds.push_back({{"type", s.scheduler->type_name()}, {"interval", s.interval}, {"frequency", s.frequency},
+      scheds.push_back({{"type", s.scheduler->type_name()}, {"interval", std::string(name(s.interval))}, {"frequency", s.frequency},
                         {"state", s.scheduler->state_dict()}});
     nlohmann::json cbs = nlohmann::json::object();
     for (auto& c : callbacks_) cbs[c->state_key()] = c->state_dict();

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainer/enums.h"
+
 namespace volt {
 
 struct OptimizerRecord {
@@ -33,7 +35,7 @@ struct GradScalerRecord {
 
 struct SchedulerRecord {
   std::string type;                     // LRScheduler::type_name()
-  std::string interval;                 // "epoch" | "step"
+  SchedulerInterval interval = SchedulerInterval::epoch;  // written as "epoch" | "step"
   int64_t frequency = 1;                // >= 1
   std::map<std::string, double> state;  // LRScheduler::state_dict()
 };

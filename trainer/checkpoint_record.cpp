@@ -104,9 +104,10 @@ TrainerStateRecord parse_trainer_state(const json& j, const std::string& source)
     const std::string path = "schedulers[" + std::to_string(i) + "]";
     SchedulerRecord s;
     s.type = get_string(scheds[i], "type", path, source);
-    s.interval = get_string(scheds[i], "interval", path, source);
-    VOLT_CHECK(s.interval == "epoch" || s.interval == "step", "checkpoint ", source, ": '", path, ".interval' is \"",
-               s.interval, "\"; expected \"epoch\" or \"step\"");
+    const std::string interval = get_string(scheds[i], "interval", path, source);
+    VOLT_CHECK(interval == "epoch" || interval == "step", "checkpoint ", source, ": '", path, ".interval' is \"",
+               interval, "\"; expected \"epoch\" or \"step\"");
+    s.interval = parse_scheduler_interval(interval);
     s.frequency = get_count(scheds[i], "frequency", path, source, 1, kMaxCheckpointCounter);
     s.state = get_number_map(scheds[i], "state", path, source);
     r.schedulers.push_back(std::move(s));

@@ -26,6 +26,7 @@
 #include "nn/module.h"
 #include "nn/optim.h"
 #include "runtime/trace.h"
+#include "trainer/enums.h"
 #include "trainer/manual_optimizer.h"
 
 namespace volt {
@@ -50,11 +51,11 @@ struct LogOptions {
   std::optional<int64_t> batch_size;  // default: the current batch's first dimension
 };
 
-// An LR scheduler and when the Trainer steps it: every `frequency` epochs ("epoch") or optimizer steps
-// ("step").
+// An LR scheduler and when the Trainer steps it: every `frequency` epochs (SchedulerInterval::epoch) or
+// optimizer steps (SchedulerInterval::step).
 struct SchedulerConfig {
   std::shared_ptr<optim::LRScheduler> scheduler;
-  std::string interval = "epoch";
+  SchedulerInterval interval = SchedulerInterval::epoch;
   int64_t frequency = 1;
 };
 

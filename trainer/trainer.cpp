@@ -48,8 +48,10 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
              " must be >= 1");
   VOLT_CHECK(opt_.log_every_n_steps >= 1, "Trainer: log_every_n_steps=", opt_.log_every_n_steps, " must be >= 1");
   VOLT_CHECK(opt_.gradient_clip_val >= 0, "Trainer: gradient_clip_val=", opt_.gradient_clip_val, " must be >= 0");
-  VOLT_CHECK(opt_.gradient_clip_algorithm == "norm" || opt_.gradient_clip_algorithm == "value",
-             "Trainer: gradient_clip_algorithm=\"", opt_.gradient_clip_algorithm, "\"; expected \"norm\" or \"value\"");
+  VOLT_CHECK(opt_.gradient_clip_algorithm == GradClipAlgorithm::norm ||
+                 opt_.gradient_clip_algorithm == GradClipAlgorithm::value,
+             "Trainer: gradient_clip_algorithm=", static_cast<int>(opt_.gradient_clip_algorithm),
+             " is not a GradClipAlgorithm value");
   VOLT_CHECK(opt_.max_epochs >= -1, "Trainer: max_epochs=", opt_.max_epochs, "; expected -1 (default) or >= 0");
   VOLT_CHECK(opt_.max_steps >= -1, "Trainer: max_steps=", opt_.max_steps, "; expected -1 (no limit) or >= 0");
   VOLT_CHECK(opt_.val_check_interval.is_fraction ? opt_.val_check_interval.fraction > 0
@@ -187,7 +189,7 @@ void Trainer::detach(RunStatus status) {
     if (module_) strategy_->teardown(*module_);
   }
   profile_finish();
-  stage_.clear();
+  stage_ = Stage::none;
 }
 
 void Trainer::log_metrics(const MetricMap& metrics) {
@@ -259,7 +261,7 @@ void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
 std::optional<Batch> Trainer::fetch_batch(data::DataLoader& loader) {
   std::optional<Batch> b;
   {
-    trace::Range range(trace::Layer::data, [&] { return "[DataLoader]" + (stage_.empty() ? std::string("next") : stage_ + "_next"); });
+    trace::Range range(trace::Layer::data, [&] { return "[DataLoader]" + (stage_ == Stage::none ? std::string("next") : std::string(name(stage_)) + "_next"); });
     b = loader.next();
   }
   if (b) {
@@ -301,8 +303,9 @@ void Trainer::setup_fit(TrainModule& module) {
   VOLT_CHECK(!o.optimizers.empty(), module.type_name(), ": configure_optimizers returned no optimizer");
   for (auto& s : o.schedulers) {
     VOLT_CHECK(s.scheduler != nullptr, "configure_optimizers: a SchedulerConfig has no scheduler");
-    VOLT_CHECK(s.interval == "epoch" || s.interval == "step", "configure_optimizers: scheduler interval=\"",
-               s.interval, "\"; expected \"epoch\" or \"step\"");
+    VOLT_CHECK(s.interval == SchedulerInterval::epoch || s.interval == SchedulerInterval::step,
+               "configure_optimizers: scheduler interval=", static_cast<int>(s.interval),
+               " is not a SchedulerInterval value");
     VOLT_CHECK(s.frequency >= 1, "configure_optimizers: scheduler frequency=", s.frequency, " must be >= 1");
   }
   optimizers_ = std::move(o.optimizers);
@@ -425,7 +428,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     std::cout << model_summary(m, precision_name(precision_)) << "Memory: "
               << memory_report({strategy_->root_device()}) << "\n" << std::flush;
   fit_start_ = std::chrono::steady_clock::now();
-  stage_ = "train";
+  stage_ = Stage::train;
   for_each_callback(callbacks_, "on_fit_start", [&](Callback& c) { c.on_fit_start(*this, m); });
   {
     trace::Range range(trace::Layer::trainer, "[TrainModule]on_fit_start");
@@ -475,7 +478,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   if (nonfinite_losses_ > 0 && strategy_->is_global_zero())
     std::cerr << "Trainer: " << nonfinite_losses_ << " training step(s) had a NaN/Inf loss and were skipped"
               << (nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : "") << "\n";
-  stage_ = "train";
+  stage_ = Stage::train;
   if (interrupt_signal_ != 0) {
     for_each_callback(callbacks_, "on_interrupt", [&](Callback& c) { c.on_interrupt(*this, m); });
   } else {
@@ -500,7 +503,7 @@ bool Trainer::due_val_check(int64_t batch_idx) const {
 
 void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   TrainModule& m = *module_;
-  stage_ = "train";
+  stage_ = Stage::train;
   m.train();
   num_train_batches_ = opt_.limit_train_batches.resolve(train.size(), "limit_train_batches");
   // An interval longer than the epoch would silently never validate (and never feed EarlyStopping or a
@@ -588,13 +591,13 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   pbar_->finish(last_pbar_);
   // "epoch" schedulers step before the epoch-end validation, so that a checkpoint written there already holds
   // the scheduler state of the next epoch (a resumed run then continues bit-identically).
-  if (m.automatic_optimization) step_schedulers("epoch");  // manual optimisation steps its own schedulers
+  if (m.automatic_optimization) step_schedulers(SchedulerInterval::epoch);  // manual optimisation steps its own schedulers
   if (val && !validated_last && batches_done_ > 0 && due_val_check(batches_done_ - 1) &&
       (completed || batches_done_ == num_train_batches_)) {
     trace::Range range(trace::Layer::trainer, "run_validation");
     run_validation(*val, false);
   }
-  stage_ = "train";
+  stage_ = Stage::train;
   for_each_callback(
     callbacks_, "on_train_epoch_end", [&](Callback& c) { c.on_train_epoch_end(*this, m); }, CallbackSet::non_monitoring);
   {
@@ -614,10 +617,10 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
   save_loggers();
 }
 
-void Trainer::step_schedulers(const std::string& interval) {
+void Trainer::step_schedulers(SchedulerInterval interval) {
   for (auto& s : schedulers_) {
     if (s.interval != interval) continue;
-    int64_t count = interval == "step" ? global_step_ : epoch_ + 1;
+    int64_t count = interval == SchedulerInterval::step ? global_step_ : epoch_ + 1;
     if (count % s.frequency == 0) s.scheduler->step();
   }
 }
@@ -628,7 +631,7 @@ void Trainer::update_callback_metrics(const MetricMap& m) {
 
 MetricMap Trainer::callback_metrics() const {
   MetricMap out = callback_metrics_;
-  if (stage_ == "train")
+  if (stage_ == Stage::train)
     for (auto& [k, v] : results_train_.step_callback_metrics()) out[k] = v;
   return out;
 }
@@ -646,7 +649,7 @@ std::vector<MetricMap> Trainer::run_eval_entry(TrainModule& module, std::shared_
   bool is_test = std::string(stage) == "test";
   int64_t n = (is_test ? opt_.limit_test_batches : opt_.limit_val_batches)
                   .resolve(loader->size(), is_test ? "limit_test_batches" : "limit_val_batches");
-  stage_ = stage;
+  stage_ = is_test ? Stage::test : Stage::validate;
   module.eval();
   {
     trace::Range range(trace::Layer::trainer, is_test ? "run_test" : "run_validation");
@@ -690,7 +693,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
   prepare_loader(*loader, false);
   if (!ckpt_path.empty()) resume_from(resolve_ckpt_path(ckpt_path), /*fitting=*/false);
   int64_t n = opt_.limit_predict_batches.resolve(loader->size(), "limit_predict_batches");
-  stage_ = "predict";
+  stage_ = Stage::predict;
   module.eval();
   NoGradGuard ng;
   std::vector<Tensor> out;

@@ -104,8 +104,9 @@ class Trainer {
   int64_t current_epoch() const { return epoch_; }
   int64_t global_step() const { return global_step_; }
   bool sanity_checking() const { return sanity_checking_; }
-  bool training() const { return stage_ == "train"; }
-  const std::string& stage() const { return stage_; }
+  bool training() const { return stage_ == Stage::train; }
+  // What runs now (Stage::none between runs); name(stage()) is its spelling ("train", "validate", ...).
+  Stage stage() const { return stage_; }
   int64_t num_training_batches() const { return num_train_batches_; }
   // The optimizer steps fit takes at most (for schedulers such as OneCycleLR, from configure_optimizers on):
   // max_epochs epochs of this rank's training batches (after limit_train_batches, ceil-divided by
@@ -212,7 +213,7 @@ class Trainer {
     }
   };
   void update_callback_metrics(const MetricMap& m);
-  void step_schedulers(const std::string& interval);
+  void step_schedulers(SchedulerInterval interval);
   void resume_from(const std::string& ckpt_path, bool fitting);
   // "" / a path unchanged; "last" and "best" resolved (agreed across ranks), or a clear error. (collective)
   std::string resolve_ckpt_path(const std::string& ckpt_path);
@@ -246,7 +247,7 @@ class Trainer {
   MetricMap logged_metrics_;
   MetricMap last_pbar_;
 
-  std::string stage_;
+  Stage stage_ = Stage::none;
   int64_t epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t batch_idx_ = 0;

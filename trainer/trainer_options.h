@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/enums.h"
 #include "trainer/precision.h"
 
 namespace volt {
@@ -61,7 +62,7 @@ struct TrainerOptions {
 
   int64_t accumulate_grad_batches = 1;
   double gradient_clip_val = 0.0;              // 0 = no clipping
-  std::string gradient_clip_algorithm = "norm";  // "norm" | "value"
+  GradClipAlgorithm gradient_clip_algorithm = GradClipAlgorithm::norm;
   bool deterministic = false;
   // Anomaly detection during fit: the first op whose forward or backward yields NaN/Inf throws volt::Error
   // naming the op, its module and its input shapes (slow: a host read per op; see autograd.h).

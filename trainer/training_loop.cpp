@@ -115,7 +115,7 @@ void Trainer::optimizer_step() {
       for (auto& g : o.param_groups())
         for (auto& p : g.params) params.push_back(p);
       // No host read: the total norm and the clip coefficient stay on the device.
-      if (opt_.gradient_clip_algorithm == "norm") nn::clip_grad_norm_no_sync_(params, opt_.gradient_clip_val);
+      if (opt_.gradient_clip_algorithm == GradClipAlgorithm::norm) nn::clip_grad_norm_no_sync_(params, opt_.gradient_clip_val);
       else nn::clip_grad_value_(params, opt_.gradient_clip_val);
     }
     if (scaler_) scaler_->step(o, *strategy_);  // already unscaled: steps unless inf/NaN, counts a skip
@@ -129,7 +129,7 @@ void Trainer::optimizer_step() {
   if (scaler_) scaler_->update();
   // A step skipped by the scaler still counts (as upstream): schedulers and loop limits advance.
   ++global_step_;
-  step_schedulers("step");
+  step_schedulers(SchedulerInterval::step);
 }
 
 void Trainer::manual_backward(const Tensor& loss) {
@@ -168,8 +168,8 @@ void Trainer::manual_optimizer_step(optim::Optimizer& o, int index) {
 
 void Trainer::run_validation(data::DataLoader& val, bool sanity) {
   TrainModule& m = *module_;
-  std::string prev_stage = stage_;
-  stage_ = "validate";
+  const Stage prev_stage = stage_;
+  stage_ = Stage::validate;
   sanity_checking_ = sanity;
   int64_t limit = opt_.limit_val_batches.resolve(val.size(), "limit_val_batches");
   if (sanity && opt_.num_sanity_val_steps >= 0) limit = std::min(limit, opt_.num_sanity_val_steps);

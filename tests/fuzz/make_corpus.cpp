@@ -149,9 +149,9 @@ void trainer_state_corpus(const fs::path& dir) {
       make_optimizers = [](test::TinyModule& mm) {
         auto opt = std::make_shared<optim::Adam>(mm.parameters(), optim::AdamOptions{.lr = 0.05});
         Optimizers o(opt);
-        o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.5), "epoch", 1});
+        o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.5), SchedulerInterval::epoch, 1});
         o.schedulers.push_back(
-            {std::make_shared<optim::LambdaLR>(*opt, [](int64_t s) { return 1.0 / (1.0 + 0.1 * s); }), "step", 1});
+            {std::make_shared<optim::LambdaLR>(*opt, [](int64_t s) { return 1.0 / (1.0 + 0.1 * s); }), SchedulerInterval::step, 1});
         return o;
       };
       on_val_step = [](test::TinyModule& m, const Batch&, int64_t, const Tensor& loss) { m.log("val_loss", loss); };

@@ -57,7 +57,7 @@ TEST(LRScheduler, OneCycleMatchesClosedFormAndPyTorch) {
       mom = cos_anneal(0.85, 0.95, pct);
     }
     EXPECT_NEAR(s.get_last_lr(), lr, 1e-12) << e;
-    EXPECT_NEAR(opt.param_groups()[0].options.at("beta1"), mom, 1e-12) << e;
+    EXPECT_NEAR(opt.param_groups()[0].options.beta1.value(), mom, 1e-12) << e;
     lrs.push_back(s.get_last_lr());
     if (e + 1 < total) s.step();
   }
@@ -81,7 +81,7 @@ TEST(LRScheduler, OneCycleLinearAnnealWithSgdMomentum) {
     EXPECT_NEAR(s.get_last_lr(), expect[e], 1e-12) << e;
     if (e < 4) s.step();
   }
-  EXPECT_NEAR(opt.param_groups()[0].options.at("momentum"), 0.95, 1e-12);
+  EXPECT_NEAR(opt.param_groups()[0].options.momentum.value(), 0.95, 1e-12);
 }
 
 TEST(LRScheduler, LinearWarmupConstantThenWrapped) {

@@ -153,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Optim, AdamMatchesReference,
 TEST(Optim, AdamWDefaultWeightDecayIsOnePercent) {
   Tensor p = param({1.0});
   optim::AdamW opt({p});
-  EXPECT_DOUBLE_EQ(opt.defaults().at("weight_decay"), 1e-2);
+  EXPECT_DOUBLE_EQ(opt.defaults().weight_decay.value(), 1e-2);
   set_grad(p, {0.0});
   opt.step();  // zero gradient: only the decoupled decay moves p
   EXPECT_NEAR(p.item(), 1.0 - 1e-3 * 1e-2, 1e-15);
@@ -164,11 +164,11 @@ TEST(Optim, ParamGroupsUseTheirOwnLr) {
   Vec ra = init_values(n), rb = init_values(n, 1.0);
   Tensor a = param(ra), b = param(rb);
   optim::ParamGroup ga{{a}};  // default lr
-  optim::ParamGroup gb{{b}, 0.5, {{"momentum", 0.5}}};
+  optim::ParamGroup gb{{b}, 0.5, {.momentum = 0.5}};
   optim::SGD opt(std::vector<optim::ParamGroup>{ga, gb}, {.lr = 0.1, .momentum = 0.9});
   ASSERT_EQ(opt.param_groups().size(), 2u);
   EXPECT_DOUBLE_EQ(opt.param_groups()[0].lr, 0.1);
-  EXPECT_DOUBLE_EQ(opt.param_groups()[1].options.at("momentum"), 0.5);
+  EXPECT_DOUBLE_EQ(opt.param_groups()[1].options.momentum.value(), 0.5);
   RefSGD r1{0.1, 0.9, 0, 0, false, {}}, r2{0.5, 0.5, 0, 0, false, {}};
   for (int k = 0; k < 4; ++k) {
     set_grad(a, grad_at(n, k));
@@ -270,4 +270,38 @@ TEST(Optim, ConstructorErrors) {
   VOLT_EXPECT_ERROR(optim::SGD({a, a}, {.lr = 0.1}), "more than once");
   VOLT_EXPECT_ERROR(optim::Adam({a}, {.lr = 0.1, .betas = {1.0, 0.9}}), "betas");
   VOLT_EXPECT_ERROR(optim::SGD({a}, {.lr = 0.1, .nesterov = true}), "nesterov");
+}
+
+TEST(Optim, GroupOptionsAreTypedAndCheckedWhenTheGroupIsAdded) {
+  Tensor a = param({1.0}), b = param({2.0});
+  optim::SGD sgd({a}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});
+  // Every option SGD uses is filled from its defaults; Adam's options stay unset.
+  const optim::GroupOptions& o = sgd.param_groups()[0].options;
+  EXPECT_DOUBLE_EQ(o.momentum.value(), 0.9);
+  EXPECT_DOUBLE_EQ(o.dampening.value(), 0.0);
+  EXPECT_DOUBLE_EQ(o.weight_decay.value(), 0.01);
+  EXPECT_FALSE(o.nesterov.value());
+  EXPECT_FALSE(o.beta1.has_value());
+  EXPECT_FALSE(o.amsgrad.has_value());
+  EXPECT_DOUBLE_EQ(sgd.default_lr(), 0.1);
+  // An option the optimizer does not have, and out-of-range values, are refused with the group named.
+  VOLT_EXPECT_ERROR(sgd.add_param_group({{b}, 0.1, {.beta1 = 0.9}}), "option 'beta1'");
+  VOLT_EXPECT_ERROR(sgd.add_param_group({{b}, 0.1, {.momentum = -1.0}}), "group 1");
+  VOLT_EXPECT_ERROR(sgd.add_param_group({{b}, 0.1, {.momentum = 0.0, .nesterov = true}}), "nesterov");
+  optim::Adam adam({param({1.0})});
+  VOLT_EXPECT_ERROR(adam.add_param_group({{b}, 0.1, {.beta2 = 1.0}}), "betas must be in [0, 1)");
+  VOLT_EXPECT_ERROR(adam.add_param_group({{b}, 0.1, {.momentum = 0.5}}), "option 'momentum'");
+  // Names live only at the checkpoint boundary: each option round-trips through its name.
+  for (int k = 0; k <= static_cast<int>(optim::GroupOption::max_momentum); ++k) {
+    const auto opt = static_cast<optim::GroupOption>(k);
+    EXPECT_EQ(optim::parse_group_option(optim::group_option_name(opt)), opt);
+  }
+  EXPECT_FALSE(optim::parse_group_option("betas").has_value());
+  auto hs = sgd.hyper_state();
+  EXPECT_DOUBLE_EQ(hs.at("group.0.momentum"), 0.9);
+  EXPECT_DOUBLE_EQ(hs.at("group.0.nesterov"), 0.0);
+  EXPECT_EQ(hs.count("group.0.beta1"), 0u);
+  VOLT_EXPECT_ERROR(sgd.load_hyper_state({{"group.0.beta1", 0.5}}), "names an option SGD does not have");
+  sgd.load_hyper_state({{"group.0.momentum", 0.25}});
+  EXPECT_DOUBLE_EQ(sgd.param_groups()[0].options.momentum.value(), 0.25);
 }

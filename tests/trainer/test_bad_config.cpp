@@ -42,7 +42,7 @@ TEST(BadConfig, TrainerRowsFailBeforeTraining) {
       {"max_steps", [](TrainerOptions& o) { o.max_steps = -2; }, {"max_steps=-2"}},
       {"accumulate", [](TrainerOptions& o) { o.accumulate_grad_batches = 0; }, {"accumulate_grad_batches=0", ">= 1"}},
       {"val interval", [](TrainerOptions& o) { o.val_check_interval = 1.5; }, {"val_check_interval=1.5"}},
-      {"clip algorithm", [](TrainerOptions& o) { o.gradient_clip_algorithm = "l3"; }, {"gradient_clip_algorithm=\"l3\""}},
+      {"clip algorithm", [](TrainerOptions& o) { o.gradient_clip_algorithm = static_cast<GradClipAlgorithm>(7); }, {"gradient_clip_algorithm=7", "not a GradClipAlgorithm"}},
       {"max_time", [](TrainerOptions& o) { o.max_time = "soon"; }, {"max_time=\"soon\""}},
       {"limit negative", [](TrainerOptions& o) { o.limit_train_batches = int64_t{-1}; }, {"limit_train_batches=-1"}},
       {"limit to nothing", [](TrainerOptions& o) { o.limit_train_batches = 0.1; }, {"limit_train_batches=0.1",
@@ -237,7 +237,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
   EXPECT_EQ(t.val_check_interval.count, 10);
   EXPECT_EQ(t.accumulate_grad_batches, 2);
   EXPECT_DOUBLE_EQ(t.gradient_clip_val, 0.5);
-  EXPECT_EQ(t.gradient_clip_algorithm, "value");
+  EXPECT_EQ(t.gradient_clip_algorithm, GradClipAlgorithm::value);
   EXPECT_EQ(t.log_every_n_steps, 5);
   EXPECT_EQ(p.a.out, "runs/x");  // --default-root-dir is --out
   EXPECT_EQ(p.a.epochs, 3);      // --max-epochs is --epochs
@@ -353,4 +353,16 @@ TEST(ExampleFlags, PrintConfigShowsEverythingAndReadsBack) {
   EXPECT_EQ(used.a.trainer.max_steps, 9);
   EXPECT_FALSE(used.a.progress_bar);
   EXPECT_DOUBLE_EQ(used.a.trainer.limit_val_batches.fraction, 0.5);
+}
+
+TEST(TrainerEnums, SpellingsParseOnceAndBadOnesAreNamed) {
+  EXPECT_EQ(parse_gradient_clip_algorithm("norm"), GradClipAlgorithm::norm);
+  EXPECT_EQ(parse_gradient_clip_algorithm("value"), GradClipAlgorithm::value);
+  EXPECT_EQ(parse_scheduler_interval("step"), SchedulerInterval::step);
+  EXPECT_EQ(parse_scheduler_interval("epoch"), SchedulerInterval::epoch);
+  EXPECT_EQ(name(GradClipAlgorithm::value), "value");
+  EXPECT_EQ(name(SchedulerInterval::step), "step");
+  EXPECT_EQ(name(Stage::validate), "validate");
+  VOLT_EXPECT_ERROR(parse_gradient_clip_algorithm("l3"), "gradient_clip_algorithm=\"l3\"", "\"norm\", \"value\"");
+  VOLT_EXPECT_ERROR(parse_scheduler_interval("hour"), "interval=\"hour\"", "\"epoch\", \"step\"");
 }

@@ -20,7 +20,7 @@ struct AdamModule : TinyModule {
     make_optimizers = [](TinyModule& mm) {
       auto opt = std::make_shared<optim::Adam>(mm.parameters(), optim::AdamOptions{.lr = 0.05});
       Optimizers o(opt);
-      o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.5), "epoch", 1});
+      o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.5), SchedulerInterval::epoch, 1});
       return o;
     };
   }

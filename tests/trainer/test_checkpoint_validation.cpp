@@ -65,7 +65,7 @@ TEST(TrainerStateRecord, ParsesAGoodRecord) {
   EXPECT_EQ(r.optimizers[0].type, "SGD");
   EXPECT_DOUBLE_EQ(r.optimizers[0].hyper.at("group.0.lr"), 0.1);
   ASSERT_EQ(r.schedulers.size(), 1u);
-  EXPECT_EQ(r.schedulers[0].interval, "epoch");
+  EXPECT_EQ(r.schedulers[0].interval, SchedulerInterval::epoch);
   EXPECT_EQ(r.rng_seed, 7u);
   EXPECT_EQ(r.rng_offset, 12u);
 }

@@ -207,7 +207,7 @@ TEST(TrainerLoop, GradientClipByValueBoundsTheUpdate) {
   auto o = quiet(dir.str());
   o.max_steps = 1;
   o.gradient_clip_val = 0.01;
-  o.gradient_clip_algorithm = "value";
+  o.gradient_clip_algorithm = GradClipAlgorithm::value;
   Trainer t(o);
   t.fit(m, make_loader(4, 4));
   for (float v : values(m.w)) EXPECT_LE(std::fabs(v), 0.01f + 1e-7f);
@@ -231,7 +231,7 @@ TEST(TrainerLoop, GradientClipByNorm) {
 
 TEST(TrainerLoop, StepAndEpochSchedulers) {
   ScratchDir dir("sched");
-  for (std::string interval : {"step", "epoch"}) {
+  for (SchedulerInterval interval : {SchedulerInterval::step, SchedulerInterval::epoch}) {
     TinyModule m;
     std::shared_ptr<optim::SGD> opt;
     m.make_optimizers = [&](TinyModule& mm) {
@@ -243,8 +243,8 @@ TEST(TrainerLoop, StepAndEpochSchedulers) {
     o.max_epochs = 2;
     Trainer t(o);
     t.fit(m, make_loader(12, 4));  // 3 steps per epoch
-    double expect = interval == "step" ? std::pow(0.5, 6) : std::pow(0.5, 2);
-    EXPECT_DOUBLE_EQ(opt->param_groups()[0].lr, expect) << interval;
+    double expect = interval == SchedulerInterval::step ? std::pow(0.5, 6) : std::pow(0.5, 2);
+    EXPECT_DOUBLE_EQ(opt->param_groups()[0].lr, expect) << name(interval);
   }
 }
 

@@ -44,9 +44,9 @@ struct Mlp : TrainModule {
   Optimizers configure_optimizers() override {
     auto opt = std::make_shared<optim::Adam>(parameters(), optim::AdamOptions{.lr = 0.02});
     Optimizers o(opt);
-    o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.7), "epoch", 1});
+    o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.7), SchedulerInterval::epoch, 1});
     o.schedulers.push_back(
-        {std::make_shared<optim::LambdaLR>(*opt, [](int64_t s) { return 1.0 / (1.0 + 0.05 * s); }), "step", 1});
+        {std::make_shared<optim::LambdaLR>(*opt, [](int64_t s) { return 1.0 / (1.0 + 0.05 * s); }), SchedulerInterval::step, 1});
     return o;
   }
 };
