@@ -3,7 +3,6 @@
 #include <map>
 #include <sstream>
 
-#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace volt::dist {
@@ -171,15 +170,14 @@ void GradReducer::finalize() {
     fail_unused(unused);
   }
   NoGradGuard ng;
-  ElemParams scale;
-  scale.a = 1.0 / static_cast<double>(group_.world_size());
+  const double scale = 1.0 / static_cast<double>(group_.world_size());
   for (auto& s : slots_) {
     const Bucket& b = buckets_[s.bucket];
     Tensor red = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
     if (b.in_place) {  // the reduction already sits in .grad
       if (!b.averaged) {
         Tensor g = s.param.grad();
-        VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, g, scale);
+        mul_(g, scale);
       }
       continue;
     }
@@ -187,9 +185,9 @@ void GradReducer::finalize() {
     if (g.defined() && g.shape() == s.param.shape() && g.dtype() == red.dtype() && g.device() == red.device() &&
         g.is_contiguous()) {
       if (b.averaged) g.copy_(red);
-      else VOLT_DISPATCH_DEVICE(g.device(), unary, UnaryOp::MulScalar, g, red, scale);  // g = sum / world, one pass
+      else mul_into_(g, red, scale);  // g = sum / world, one pass
     } else {
-      s.param.set_grad(b.averaged ? red.clone() : mul(red, scale.a));
+      s.param.set_grad(b.averaged ? red.clone() : mul(red, scale));
     }
   }
   reset_step();

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/optim_hyper.h"
 #include "runtime/autograd.h"
 #include "runtime/generator.h"
 #include "runtime/tensor.h"
@@ -197,5 +198,24 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Te
 // that device: 1 when any element was non-finite, else 0 (read it once per step: no host sync per tensor).
 // The gradients must not require grad.
 Tensor unscale_grads_(const std::vector<Tensor>& grads, double inv_scale);
+
+// ---- optimizer and gradient-utility ops (kernels/ops/optim_ops.cpp) ---------------------------------------
+// What optimizers, gradient clipping and the DDP reducer use instead of backend kernels. All work in place,
+// outside autograd (the tensors must not require grad), and check their arguments (errors name the op).
+//
+// Fused optimizer updates: ONE pass over (param, grad, state...) per parameter, no allocation; the per-element
+// math is kernels/common/optim_math.h, shared by the CPU and CUDA kernels. param and grad: contiguous, same
+// shape, floating dtype and device. State tensors: the param's shape and device, contiguous, all of one dtype,
+// either the param's or f32 for an f16/bf16 param (fp32 moments); undefined where unused
+// (momentum_buffer when momentum == 0, max_exp_avg_sq without amsgrad).
+void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h);
+void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& max_exp_avg_sq, const AdamHyper& h);
+// The p-norm of all elements of `tensors` together (p > 0 or INFINITY; undefined and empty tensors are
+// skipped), as a 0-d f64 tensor on their device; NaN propagates. No host read: on the CPU each tensor is summed
+// in index order in double; off the CPU the partial sums are device reductions.
+Tensor multi_tensor_norm(const std::vector<Tensor>& tensors, double p = 2.0);
+// out = a * s in one pass (out: contiguous, a's shape, dtype and device; a: any strides). Returns out.
+Tensor& mul_into_(Tensor& out, const Tensor& a, double s);
 
 }  // namespace volt

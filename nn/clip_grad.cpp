@@ -3,49 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/common/dispatch.h"
+#include "kernels/ops.h"
 
 namespace volt::nn {
 
 namespace {
-
-// sum |g|^p (or max |g| when p is infinite) of one non-empty gradient as a 0-dim f64 tensor on the gradient's
-// device: device ops only, nothing is read back.
-Tensor partial_norm_tensor(const Tensor& grad, double p) {
-  Tensor a = grad.dtype() == DType::f64 ? grad : grad.to(DType::f64);
-  if (std::isinf(p)) return max(abs(a));
-  if (p == 2.0) return sum(square(a));
-  if (p == 1.0) return sum(abs(a));
-  return sum(pow(abs(a), p));
-}
-
-// sum |g|^p (or max |g| when p is infinite) of one CPU gradient, in double, summed in index order.
-double partial_norm(const Tensor& grad, double p) {
-  const bool inf = std::isinf(p);
-  Tensor g = grad.contiguous();
-  const int64_t n = g.numel();
-  double acc = 0.0;
-  dispatch_floating(g.dtype(), "clip_grad_norm_", [&](auto tag) {
-    using T = decltype(tag);
-    const T* d = static_cast<const T*>(g.data_ptr());
-    if (inf) {
-      // NaN propagates (as torch's inf-norm does; std::max alone would drop it).
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = std::abs(static_cast<double>(d[i]));
-        if (x != x || x > acc) acc = x;
-        if (acc != acc) break;
-      }
-    } else if (p == 2.0) {
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = static_cast<double>(d[i]);
-        acc += x * x;
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(d[i])), p);
-    }
-  });
-  return acc;
-}
 
 std::vector<Tensor> collect_grads(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   VOLT_CHECK(norm_type > 0, "clip_grad_norm_: norm_type must be positive (or INFINITY), got ", norm_type);
@@ -72,15 +34,7 @@ Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_nor
   for (const auto& g : grads)
     VOLT_CHECK(g.device() == dev, "clip_grad_norm_: gradients on different devices (", dev.str(), " and ",
                g.device().str(), ")");
-  const bool inf = std::isinf(norm_type);
-  Tensor total;
-  for (const auto& g : grads) {
-    if (g.numel() == 0) continue;
-    Tensor part = partial_norm_tensor(g, norm_type);
-    total = !total.defined() ? part : inf ? maximum(total, part) : add(total, part);
-  }
-  if (!total.defined()) return zeros({}, DType::f64, dev);
-  if (!inf && norm_type != 1.0) total = norm_type == 2.0 ? sqrt(total) : pow(total, 1.0 / norm_type);
+  Tensor total = multi_tensor_norm(grads, norm_type);
   // coef = min(max_norm / (total + 1e-6), 1); NaN stays NaN (clamp passes it through). Scaling by exactly 1
   // leaves every value (NaN, inf, -0 included) unchanged, so no host-side "coef < 1" test is needed.
   Tensor coef = clamp(rdiv(add(total, 1e-6), max_norm), std::nullopt, 1.0);
@@ -106,14 +60,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   if (grads.empty()) return 0.0;
   // Off the CPU: the device-side computation, then one read of the total.
   if (!grads[0].device().is_cpu()) return clip_grad_norm_no_sync_(params, max_norm, norm_type).item();
-  const bool inf = std::isinf(norm_type);
-  double total = 0.0;
-  for (const auto& g : grads) {
+  for (const auto& g : grads)
     VOLT_CHECK(g.device().is_cpu(), "clip_grad_norm_: gradients on different devices (cpu and ", g.device().str(), ")");
-    double part = partial_norm(g, norm_type);
-    total = inf ? ((part != part || part > total) ? part : total) : total + part;
-  }
-  if (!inf) total = std::pow(total, 1.0 / norm_type);
+  const double total = multi_tensor_norm(grads, norm_type).item();  // a CPU scalar: no device sync
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0 || std::isnan(coef)) {
     for (auto& g : grads) mul_(g, coef);

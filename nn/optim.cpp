@@ -5,7 +5,6 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "kernels/cpu/optim_backend.h"
 
 namespace volt::optim {
 
@@ -335,7 +334,7 @@ void SGD::step() {
       if (h.momentum != 0.0) ensure_buffers(st, p, 1);
       ++st.step;
       const Tensor& buf = h.momentum != 0.0 ? st.buffers[0] : kNone;
-      VOLT_DISPATCH_DEVICE(p.device(), sgd_step, p, grad, buf, h);
+      sgd_step_(p, grad, buf, h);
     }
   }
 }
@@ -400,8 +399,7 @@ void Adam::step() {
       ParamState& st = state(g, i);
       ensure_buffers(st, p, nbuf);
       h.step = ++st.step;
-      VOLT_DISPATCH_DEVICE(p.device(), adam_step, p, grad, st.buffers[0], st.buffers[1],
-                           h.amsgrad ? st.buffers[2] : kNone, h);
+      adam_step_(p, grad, st.buffers[0], st.buffers[1], h.amsgrad ? st.buffers[2] : kNone, h);
     }
   }
 }

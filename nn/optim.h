@@ -5,7 +5,7 @@
 // weight_decay, ...); options a group leaves unset take the optimizer's defaults when the group is added, and
 // an option the optimizer does not have (beta1 on SGD) is refused there. step() reads lr and options from the
 // groups every time, so schedulers (nn/lr_scheduler.h) adjust them in place. Names appear only at the
-// checkpoint boundary (hyper_state). Each parameter's update is ONE fused pass over (param, grad, state) in kernels/cpu/optim_backend.h
+// checkpoint boundary (hyper_state). Each parameter's update is ONE fused pass over (param, grad, state): the checked ops sgd_step_ / adam_step_ (kernels/ops.h)
 // (per-element math in kernels/common/optim_math.h), with no allocation after the state exists.
 // Parameters whose grad is undefined are skipped (their state and step count do not advance).
 //

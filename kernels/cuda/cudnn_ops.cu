@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/common/plan_cache.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/cuda/cublas_check.h"
@@ -322,8 +323,18 @@ void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const 
   // cuDNN takes both running statistics or neither.
   Tensor rm = running_mean, rv = running_var;
   if (rm.defined() != rv.defined()) {
-    if (!rm.defined()) rm = zeros(rv.shape(), rv.dtype(), rv.device());
-    if (!rv.defined()) rv = ones(rm.shape(), rm.dtype(), rm.device());
+    // Backend-level allocation and fills (empty() is the runtime's; no call up into the ops layer).
+    if (!rm.defined()) {
+      rm = empty(rv.shape(), rv.dtype(), rv.device());
+      memset_zero(rm.data_ptr(), rm.device(), rm.nbytes());
+    }
+    if (!rv.defined()) {
+      rv = empty(rm.shape(), rm.dtype(), rm.device());
+      memset_zero(rv.data_ptr(), rv.device(), rv.nbytes());  // Fill reads its input: keep initcheck quiet
+      ElemParams one;
+      one.a = 1.0;
+      unary(UnaryOp::Fill, rv, rv, one);
+    }
   }
   VOLT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), d.x.d, x.data_ptr(), d.x.d, out.data_ptr(), d.bn,

@@ -186,3 +186,76 @@ TEST(ClipGrad, NoSyncOnCudaMatchesCpu) {
     }
   }
 }
+
+// ---- the checked ops clipping, the optimizers and the reducer are built on -----------------------------------
+
+TEST(MultiTensorNorm, NormsOfAListTogether) {
+  std::vector<Tensor> ts = {from_vector<float>({3, -4}), from_vector<double>({12}), Tensor(), zeros({0})};
+  auto norm = [&](double p) {
+    Tensor n = multi_tensor_norm(ts, p);
+    EXPECT_EQ(n.dtype(), DType::f64);
+    EXPECT_EQ(n.dim(), 0);
+    return n.item();
+  };
+  EXPECT_DOUBLE_EQ(norm(2.0), 13.0);
+  EXPECT_DOUBLE_EQ(norm(1.0), 19.0);
+  EXPECT_DOUBLE_EQ(norm(INFINITY), 12.0);
+  EXPECT_NEAR(norm(3.0), std::cbrt(27.0 + 64.0 + 1728.0), 1e-12);
+  EXPECT_DOUBLE_EQ(multi_tensor_norm({}).item(), 0.0);
+  // Non-contiguous inputs: the same elements give the same norm.
+  Tensor m = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_DOUBLE_EQ(multi_tensor_norm({m.transpose(0, 1)}, 1.0).item(), 21.0);
+  // NaN propagates through every norm.
+  std::vector<Tensor> with_nan = {from_vector<float>({1, NAN, 2})};
+  EXPECT_TRUE(std::isnan(multi_tensor_norm(with_nan, 2.0).item()));
+  EXPECT_TRUE(std::isnan(multi_tensor_norm(with_nan, INFINITY).item()));
+  VOLT_EXPECT_ERROR(multi_tensor_norm({from_vector<int64_t>({1})}), "multi_tensor_norm", "tensor 0", "int64");
+  VOLT_EXPECT_ERROR(multi_tensor_norm(ts, 0.0), "p must be positive");
+}
+
+TEST(MulInto, ScalesIntoAContiguousOutputInOnePass) {
+  Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor out = zeros({3, 2});
+  mul_into_(out, a.transpose(0, 1), 0.5);
+  expect_close(out, {0.5, 2.0, 1.0, 2.5, 1.5, 3.0}, 0);
+  Tensor wrong = zeros({6});
+  VOLT_EXPECT_ERROR(mul_into_(wrong, a, 2.0), "mul_into_", "(6,)", "(2, 3)");
+  Tensor strided = zeros({3, 2}).transpose(0, 1);
+  VOLT_EXPECT_ERROR(mul_into_(strided, a, 2.0), "out must be contiguous");
+}
+
+TEST(FusedOptimizerOps, CheckWhatTheKernelsAssume) {
+  Tensor p = from_vector<float>({1, 2}), g = from_vector<float>({2, -2});
+  SgdHyper sgd;
+  sgd.lr = 0.1;
+  const SgdHyper sgd_plain = sgd;
+  sgd_step_(p, g, Tensor(), sgd);  // plain SGD: p -= lr * g
+  expect_close(p, {0.8, 2.2}, 1e-7);
+  sgd.momentum = 0.9;
+  VOLT_EXPECT_ERROR(sgd_step_(p, g, Tensor(), sgd), "sgd_step_", "needs a momentum_buffer");
+  VOLT_EXPECT_ERROR(sgd_step_(p, g, zeros({2}, DType::f64), sgd), "momentum_buffer has dtype float64", "float32 param");
+  VOLT_EXPECT_ERROR(sgd_step_(p, g, zeros({3}), sgd), "momentum_buffer is (3,)");
+  VOLT_EXPECT_ERROR(sgd_step_(p, from_vector<float>({1, 2, 3}), Tensor(), SgdHyper{}), "grad is (3,)");
+  Tensor pm = from_vector<float>({1, 2, 3, 4}, {2, 2}).transpose(0, 1);
+  VOLT_EXPECT_ERROR(sgd_step_(pm, zeros({2, 2}), Tensor(), SgdHyper{}), "not contiguous");
+  Tensor leaf = from_vector<float>({1, 2}).set_requires_grad();
+  VOLT_EXPECT_ERROR(sgd_step_(leaf, g, Tensor(), SgdHyper{}), "param requires grad and grad mode is on");
+  {
+    NoGradGuard ng;  // as optimizers do
+    sgd_step_(leaf, g, Tensor(), sgd_plain);
+  }
+  expect_close(leaf, {0.8, 2.2}, 1e-7);
+
+  // A half parameter may keep f32 state; all state tensors share one dtype.
+  Tensor ph = from_vector<float>({1, 2}).to(DType::bf16), gh = from_vector<float>({0.5, 0.5}).to(DType::bf16);
+  AdamHyper adam;
+  adam.lr = 0.1;
+  adam_step_(ph, gh, zeros({2}), zeros({2}), Tensor(), adam);
+  EXPECT_LT(ph.to(DType::f32).data<float>()[0], 1.0f);  // moved against the gradient
+  VOLT_EXPECT_ERROR(adam_step_(ph, gh, zeros({2}), zeros({2}, DType::bf16), Tensor(), adam), "state tensors mix");
+  adam.step = 0;
+  VOLT_EXPECT_ERROR(adam_step_(ph, gh, zeros({2}), zeros({2}), Tensor(), adam), "step must be >= 1");
+  adam.step = 1;
+  adam.amsgrad = true;
+  VOLT_EXPECT_ERROR(adam_step_(ph, gh, zeros({2}), zeros({2}), Tensor(), adam), "amsgrad needs max_exp_avg_sq");
+}

@@ -1,0 +1,174 @@
+// Checked public ops for the layers above the kernels: fused optimizer updates, the norm of a list of tensors
+// (gradient clipping) and a one-pass scaled copy (the DDP reducer). Nothing above kernels/ calls a backend
+// kernel directly; these ops check what the kernels assume and then dispatch.
+#include <cmath>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/common/dispatch.h"
+#include "kernels/cpu/optim_backend.h"
+#include "kernels/ops.h"
+
+namespace volt {
+
+namespace {
+
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// In-place updates of tensors autograd tracks are only allowed with grad mode off (NoGradGuard), as for
+// torch's optimizers.
+void check_outside_autograd(const char* op, const Tensor& t, const char* what) {
+  VOLT_CHECK(!t.requires_grad() || !autograd::grad_enabled(), op, ": ", what,
+             " requires grad and grad mode is on; run the update under NoGradGuard");
+}
+
+// param/grad pair of a fused update.
+void check_param_grad(const char* op, const Tensor& param, const Tensor& grad) {
+  VOLT_CHECK(param.defined() && grad.defined(), op, ": param and grad must be defined");
+  VOLT_CHECK(is_floating(param.dtype()), op, ": param must be floating point, got ", dtype_name(param.dtype()));
+  VOLT_CHECK(param.is_contiguous(), op, ": param (shape ", param.shape_str(),
+             ") is not contiguous; fused updates need contiguous parameters");
+  VOLT_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype() && grad.device() == param.device(), op,
+             ": grad is ", grad.shape_str(), " ", dtype_name(grad.dtype()), " on ", grad.device().str(),
+             " but param is ", param.shape_str(), " ", dtype_name(param.dtype()), " on ", param.device().str());
+  VOLT_CHECK(grad.is_contiguous(), op, ": grad is not contiguous");
+  check_outside_autograd(op, param, "param");
+}
+
+// State tensors (undefined ones are skipped when `optional`) share one storage dtype: the param's, or f32 for
+// an f16/bf16 param.
+void check_state(const char* op, const Tensor& param, std::initializer_list<std::pair<const char*, const Tensor*>> state) {
+  const Tensor* first = nullptr;
+  for (const auto& [name, t] : state) {
+    if (!t->defined()) continue;
+    VOLT_CHECK(t->shape() == param.shape() && t->device() == param.device() && t->is_contiguous(), op, ": ", name,
+               " is ", t->shape_str(), " on ", t->device().str(), t->is_contiguous() ? "" : " (not contiguous)",
+               " but must be a contiguous tensor of the param's shape ", param.shape_str(), " on ",
+               param.device().str());
+    const bool ok = t->dtype() == param.dtype() || (is_half(param.dtype()) && t->dtype() == DType::f32);
+    VOLT_CHECK(ok, op, ": ", name, " has dtype ", dtype_name(t->dtype()), " but a ", dtype_name(param.dtype()),
+               " param keeps its state in ", dtype_name(param.dtype()),
+               is_half(param.dtype()) ? " or f32" : "");
+    VOLT_CHECK(!first || t->dtype() == first->dtype(), op, ": state tensors mix ", dtype_name(first->dtype()), " and ",
+               dtype_name(t->dtype()));
+    if (!first) first = t;
+  }
+}
+
+}  // namespace
+
+void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
+  check_param_grad("sgd_step_", param, grad);
+  VOLT_CHECK(h.momentum == 0.0 || momentum_buffer.defined(), "sgd_step_: momentum=", h.momentum,
+             " needs a momentum_buffer");
+  check_state("sgd_step_", param, {{"momentum_buffer", &momentum_buffer}});
+  VOLT_DISPATCH_DEVICE(param.device(), sgd_step, param, grad, momentum_buffer, h);
+}
+
+void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& max_exp_avg_sq, const AdamHyper& h) {
+  check_param_grad("adam_step_", param, grad);
+  VOLT_CHECK(exp_avg.defined() && exp_avg_sq.defined(), "adam_step_: exp_avg and exp_avg_sq must be defined");
+  VOLT_CHECK(!h.amsgrad || max_exp_avg_sq.defined(), "adam_step_: amsgrad needs max_exp_avg_sq");
+  VOLT_CHECK(h.step >= 1, "adam_step_: step must be >= 1 (the step being taken), got ", h.step);
+  check_state("adam_step_", param,
+              {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"max_exp_avg_sq", &max_exp_avg_sq}});
+  VOLT_DISPATCH_DEVICE(param.device(), adam_step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, h);
+}
+
+namespace {
+
+// sum |x|^p (or max |x| when p is infinite) of one CPU tensor, in double, in index order.
+double cpu_partial_norm(const Tensor& t, double p) {
+  const bool inf = std::isinf(p);
+  Tensor c = t.contiguous();
+  const int64_t n = c.numel();
+  double acc = 0.0;
+  dispatch_floating(c.dtype(), "multi_tensor_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = static_cast<const T*>(c.data_ptr());
+    if (inf) {
+      // NaN propagates (as torch's inf-norm does; std::max alone would drop it).
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = std::abs(static_cast<double>(d[i]));
+        if (x != x || x > acc) acc = x;
+        if (acc != acc) break;
+      }
+    } else if (p == 2.0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(d[i]);
+        acc += x * x;
+      }
+    } else if (p == 1.0) {
+      for (int64_t i = 0; i < n; ++i) acc += std::abs(static_cast<double>(d[i]));
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(d[i])), p);
+    }
+  });
+  return acc;
+}
+
+// The same partial sum as a 0-d f64 tensor on the tensor's device: device ops only.
+Tensor device_partial_norm(const Tensor& t, double p) {
+  Tensor a = t.dtype() == DType::f64 ? t : t.to(DType::f64);
+  if (std::isinf(p)) return max(abs(a));
+  if (p == 2.0) return sum(square(a));
+  if (p == 1.0) return sum(abs(a));
+  return sum(pow(abs(a), p));
+}
+
+}  // namespace
+
+Tensor multi_tensor_norm(const std::vector<Tensor>& tensors, double p) {
+  trace::Range op_range(trace::Layer::op, "multi_tensor_norm");
+  VOLT_CHECK(p > 0, "multi_tensor_norm: p must be positive (or INFINITY), got ", p);
+  NoGradGuard ng;
+  const Tensor* first = nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    VOLT_CHECK(is_floating(t.dtype()), "multi_tensor_norm: tensor ", i, " has dtype ", dtype_name(t.dtype()),
+               "; expected floating point");
+    VOLT_CHECK(t.device() == first->device(), "multi_tensor_norm: tensors on different devices (",
+               first->device().str(), " and ", t.device().str(), " for tensor ", i, ")");
+  }
+  const Device dev = first ? first->device() : kCPU;
+  const bool inf = std::isinf(p);
+  auto finish = [&](double total) { return inf || p == 1.0 ? total : std::pow(total, 1.0 / p); };
+  if (dev.is_cpu()) {
+    double total = 0.0;
+    for (const Tensor& t : tensors) {
+      if (!t.defined() || t.numel() == 0) continue;
+      const double part = cpu_partial_norm(t, p);
+      total = inf ? ((part != part || part > total) ? part : total) : total + part;
+    }
+    return scalar_tensor(finish(total), DType::f64);
+  }
+  Tensor total;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    Tensor part = device_partial_norm(t, p);
+    total = !total.defined() ? part : inf ? maximum(total, part) : add(total, part);
+  }
+  if (!total.defined()) return zeros({}, DType::f64, dev);
+  if (!inf && p != 1.0) total = p == 2.0 ? sqrt(total) : pow(total, 1.0 / p);
+  return total;
+}
+
+Tensor& mul_into_(Tensor& out, const Tensor& a, double s) {
+  VOLT_CHECK(out.defined() && a.defined(), "mul_into_: out and a must be defined");
+  VOLT_CHECK(out.shape() == a.shape() && out.dtype() == a.dtype() && out.device() == a.device(),
+             "mul_into_: out is ", out.shape_str(), " ", dtype_name(out.dtype()), " on ", out.device().str(),
+             " but a is ", a.shape_str(), " ", dtype_name(a.dtype()), " on ", a.device().str());
+  VOLT_CHECK(out.is_contiguous(), "mul_into_: out must be contiguous");
+  VOLT_CHECK(is_floating(out.dtype()), "mul_into_: expected a floating dtype, got ", dtype_name(out.dtype()));
+  check_outside_autograd("mul_into_", out, "out");
+  if (out.numel() == 0) return out;
+  ElemParams e;
+  e.a = s;
+  VOLT_DISPATCH_DEVICE(out.device(), unary, UnaryOp::MulScalar, out, a, e);
+  return out;
+}
+
+}  // namespace volt
