@@ -1,5 +1,5 @@
 #pragma once
-// Everything in volt::data: datasets (tensors, IDX/MNIST, NumPy .npy/.npz, CSV), batches with named fields and
+// Everything in volt::data: datasets (tensors, IDX/MNIST, NumPy .npy/.npz, CSV, image folders), batches with named fields and
 // their collation, transforms (whole-dataset and per-sample random), samplers, DataLoader, DataModule.
 #include "data/batch.h"
 #include "data/collate.h"
@@ -8,6 +8,8 @@
 #include "data/data_module.h"
 #include "data/dataset.h"
 #include "data/idx.h"
+#include "data/image.h"
+#include "data/image_folder.h"
 #include "data/mnist.h"
 #include "data/npy.h"
 #include "data/npy_dataset.h"
