@@ -7,6 +7,7 @@
 #include "data/data_loader.h"
 #include "data/image.h"
 #include "data/image_folder.h"
+#include "kernels/ops.h"
 #include "image_files.h"
 #include "temp_dir.h"
 
@@ -234,6 +235,32 @@ TEST(ImageFolder, LoaderWorkersDecodeTheSameBatches) {
   std::vector<int64_t> sorted = serial.second;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(sorted, (std::vector<int64_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}));
+}
+
+// The README's example (section "Image folders, named fields, collate and augmentation"), on 5 + 3 images.
+TEST(ImageFolder, ReadmeExample) {
+  TempDir dir;
+  for (int i = 0; i < 5; ++i) write_png(dir.file("pets/train/cat/" + std::to_string(i) + ".png"), 32, 32, 3, pattern(32, 32, 3, i));
+  for (int i = 0; i < 3; ++i) write_jpeg(dir.file("pets/train/dog/" + std::to_string(i) + ".jpg"), 32, 32, 1, pattern(32, 32, 1, i));
+  auto train = std::make_shared<ImageFolderDataset>(dir.file("pets/train"), ImageFolderOptions{.channels = 3});
+  DataLoader loader(train, {.batch_size = 64, .shuffle = true, .num_workers = 4, .seed = 7,
+                            .collate = [](std::vector<Batch>& samples) {
+                              Batch b = default_collate(samples);
+                              b.fields["weight"] = volt::ones({b.size()});  // per-sample loss weights
+                              return b;
+                            },
+                            .sample_transform = compose({random_crop(32, 32, /*padding=*/4),
+                                                         random_horizontal_flip(0.5)})});
+  EXPECT_EQ(train->classes(), (std::vector<std::string>{"cat", "dog"}));
+  int batches = 0;
+  for (const Batch& b : loader) {
+    ++batches;
+    EXPECT_EQ(b.input.shape(), (Shape{8, 3, 32, 32}));
+    auto t = b.target.to_vector<int64_t>();
+    EXPECT_EQ(std::count(t.begin(), t.end(), 0), 5);
+    EXPECT_EQ(b.field("weight").to_vector<float>(), std::vector<float>(8, 1.0f));
+  }
+  EXPECT_EQ(batches, 1);
 }
 
 TEST(DecodeImage, SignatureSizeLimitAndChannelErrors) {
