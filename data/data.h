@@ -1,12 +1,15 @@
 #pragma once
-// Everything in volt::data: datasets (tensors, IDX/MNIST, NumPy .npy/.npz, CSV), transforms, samplers, DataLoader,
-// DataModule.
+// Everything in volt::data: datasets (tensors, IDX/MNIST, NumPy .npy/.npz, CSV, image folders), batches with named fields and
+// their collation, transforms (whole-dataset and per-sample random), samplers, DataLoader, DataModule.
 #include "data/batch.h"
+#include "data/collate.h"
 #include "data/csv_dataset.h"
 #include "data/data_loader.h"
 #include "data/data_module.h"
 #include "data/dataset.h"
 #include "data/idx.h"
+#include "data/image.h"
+#include "data/image_folder.h"
 #include "data/mnist.h"
 #include "data/npy.h"
 #include "data/npy_dataset.h"

@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "runtime/cuda_api.h"
@@ -15,15 +16,74 @@ namespace {
 
 int64_t batches_for(int64_t n, int64_t bs, bool drop_last) { return drop_last ? n / bs : (n + bs - 1) / bs; }
 
-Batch assemble_batch(const Dataset& ds, const std::vector<int64_t>& order, int64_t batch, int64_t bs,
-                     bool pinned) {
-  const int64_t n = static_cast<int64_t>(order.size());
-  const int64_t lo = batch * bs, hi = std::min(n, lo + bs);
-  std::vector<int64_t> idx(order.begin() + lo, order.begin() + hi);
-  return pinned ? ds.get_batch_pinned(idx) : ds.get_batch(idx);
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5bbull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Rethrows the exception being handled as a volt::Error "DataLoader: <where>: <what>" with it nested.
+[[noreturn]] void rethrow_in(const std::string& where) {
+  std::string what = "unknown exception";
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  std::throw_with_nested(Error("DataLoader: " + where + ": " + what));
 }
 
 }  // namespace
+
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
+}
+
+// What turns batch k of a pass into a Batch; shared read-only by the loader and its workers.
+struct DataLoader::Assembler {
+  std::shared_ptr<const Dataset> dataset;
+  int64_t batch_size = 1;
+  bool pinned = false;
+  uint64_t seed = 0;
+  CollateFn collate;
+  SampleTransform transform;
+
+  Batch operator()(const std::vector<int64_t>& order, int64_t batch, int64_t epoch) const {
+    const int64_t n = static_cast<int64_t>(order.size());
+    const int64_t lo = batch * batch_size, hi = std::min(n, lo + batch_size);
+    std::vector<int64_t> idx(order.begin() + lo, order.begin() + hi);
+    if (!collate && !transform) return pinned ? dataset->get_batch_pinned(idx) : dataset->get_batch(idx);
+    const std::string at = "batch " + std::to_string(batch) + " of epoch " + std::to_string(epoch);
+    std::vector<Batch> samples;
+    samples.reserve(idx.size());
+    for (int64_t i : idx) {
+      Batch s;
+      try {
+        s = dataset->get(i);
+      } catch (...) {
+        rethrow_in("dataset.get(" + std::to_string(i) + ") for " + at);
+      }
+      if (transform) {
+        Generator gen(sample_seed(seed, epoch, i));
+        try {
+          s = transform(std::move(s), gen);
+        } catch (...) {
+          rethrow_in("sample_transform on sample " + std::to_string(i) + " (" + at + ")");
+        }
+      }
+      samples.push_back(std::move(s));
+    }
+    try {
+      if (!collate) return default_collate(samples, pinned);
+      Batch b = collate(samples);
+      return pinned ? pinned_copy(b) : b;
+    } catch (...) {
+      rethrow_in(std::string(collate ? "collate" : "default_collate") + " failed for " + at);
+    }
+  }
+};
 
 // The worker pool. Every field below `mu` is guarded by it. A pass is identified by `generation`; a batch a
 // worker finishes after its pass was closed is discarded.
@@ -32,9 +92,7 @@ struct DataLoader::Workers {
     Batch batch;
     std::exception_ptr error;
   };
-  std::shared_ptr<const Dataset> dataset;
-  int64_t batch_size = 1;
-  bool pinned = false;
+  std::shared_ptr<const Assembler> assemble;
   int64_t max_outstanding = 2;
 
   std::mutex mu;
@@ -44,6 +102,7 @@ struct DataLoader::Workers {
   bool open = false;                 // a pass is running
   uint64_t generation = 0;
   std::shared_ptr<const std::vector<int64_t>> order;
+  int64_t epoch = 0;                 // of the pass
   int64_t end = 0;                   // batches of the pass
   int64_t next = 0;                  // next batch to hand to a worker
   int64_t consumed = 0;              // next batch the consumer takes
@@ -57,11 +116,12 @@ struct DataLoader::Workers {
       if (stop) return;
       const int64_t b = next++;
       const uint64_t gen = generation;
+      const int64_t ep = epoch;
       auto ord = order;
       lk.unlock();
       Slot slot;
       try {
-        slot.batch = assemble_batch(*dataset, *ord, b, batch_size, pinned);
+        slot.batch = (*assemble)(*ord, b, ep);
       } catch (...) {
         slot.error = std::current_exception();
       }
@@ -91,12 +151,13 @@ struct DataLoader::Workers {
     threads.clear();
   }
 
-  void open_pass(std::shared_ptr<const std::vector<int64_t>> ord, int64_t first, int64_t num) {
+  void open_pass(std::shared_ptr<const std::vector<int64_t>> ord, int64_t ep, int64_t first, int64_t num) {
     {
       std::lock_guard<std::mutex> lk(mu);
       ++generation;
       open = true;
       order = std::move(ord);
+      epoch = ep;
       next = consumed = first;
       end = num;
       ready.clear();
@@ -136,11 +197,17 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   else if (options_.shuffle) sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
   else sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
   pinned_ = options_.pin_memory && cuda_available();
+  auto assembler = std::make_shared<Assembler>();
+  assembler->dataset = dataset_;
+  assembler->batch_size = options_.batch_size;
+  assembler->pinned = pinned_;
+  assembler->seed = options_.seed;
+  assembler->collate = options_.collate;
+  assembler->transform = options_.sample_transform;
+  assemble_ = std::move(assembler);
   if (options_.num_workers > 0) {
     workers_ = std::make_unique<Workers>();
-    workers_->dataset = dataset_;
-    workers_->batch_size = options_.batch_size;
-    workers_->pinned = pinned_;
+    workers_->assemble = assemble_;
     workers_->max_outstanding = static_cast<int64_t>(options_.num_workers) * options_.prefetch_factor;
   }
 }
@@ -150,10 +217,6 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::size() const { return batches_for(sampler_->size(), options_.batch_size, options_.drop_last); }
-
-Batch DataLoader::assemble(int64_t batch) const {
-  return assemble_batch(*dataset_, *order_, batch, options_.batch_size, pinned_);
-}
 
 void DataLoader::start_pass() {
   end_pass();
@@ -173,7 +236,7 @@ void DataLoader::start_pass() {
   active_ = true;
   if (workers_) {
     if (workers_->threads.empty()) workers_->spawn(options_.num_workers);
-    workers_->open_pass(order_, start, num_batches_);
+    workers_->open_pass(order_, epoch_, start, num_batches_);
   }
 }
 
@@ -196,7 +259,7 @@ std::optional<Batch> DataLoader::next() {
   if (!workers_) {
     Batch b;
     try {
-      b = assemble(consumed_);
+      b = (*assemble_)(*order_, consumed_, epoch_);
     } catch (...) {
       end_pass();
       throw;

@@ -29,16 +29,38 @@
 // so Batch::to(cuda, /*non_blocking=*/true) can overlap the copy with compute; without a GPU they are plain
 // memory. pins_memory() reports which. The page-locked buffers come from a pool (data/pinned_pool.h), since
 // freeing page-locked memory synchronises the GPU.
+//
+// Per-sample stage. With a sample_transform or a collate, a batch is made sample by sample, in the worker
+// that assembles it: dataset.get(i) for each index, then sample_transform(sample, generator) when given, then
+// collate(samples) (default_collate when not given; pinned_copy of a user collate's result with pin_memory).
+// Without either, the dataset's get_batch / get_batch_pinned (a faster gather for in-memory data) is used.
+// Each sample's generator is seeded sample_seed(options.seed, epoch, i) with i the sample's dataset index, so a
+// sample's random augmentation depends on neither num_workers nor the order or batch it lands in, and changes
+// from epoch to epoch. An exception from get, the transform or the collate is rethrown by next() as a
+// volt::Error that names the stage, the batch, the epoch and (for get and the transform) the sample index, and
+// carries the original exception nested (std::rethrow_if_nested recovers it).
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
 
 #include "data/batch.h"
+#include "data/collate.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
+#include "runtime/generator.h"
 
 namespace volt::data {
+
+// A random per-sample augmentation: sample in, augmented sample out, drawing its random numbers from `gen`
+// (a fresh generator per sample and epoch, see sample_seed). Called from loader worker threads, several at
+// once: it must be thread-safe and must not keep `gen`. Ready-made ones are in data/transforms.h.
+using SampleTransform = std::function<Batch(Batch sample, Generator& gen)>;
+
+// The seed of the generator handed to sample_transform for dataset index `index` in pass `epoch`: a
+// SplitMix64 hash of (seed, epoch, index).
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index);
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
@@ -49,7 +71,9 @@ struct DataLoaderOptions {
   int prefetch_factor = 2;          // batches in flight per worker
   bool persistent_workers = false;  // keep worker threads across passes
   bool pin_memory = false;
-  uint64_t seed = 0;                // for the RandomSampler created by `shuffle`
+  uint64_t seed = 0;                // for the RandomSampler created by `shuffle` and the sample generators
+  CollateFn collate;                // optional: replaces default_collate (see "Per-sample stage")
+  SampleTransform sample_transform; // optional: applied to every sample, every epoch, in the workers
 };
 
 // Position in the stream of batches: the pass `epoch`, of which `batches_consumed` batches were handed out.
@@ -111,15 +135,16 @@ class DataLoader {
   const DataLoaderOptions& options() const { return options_; }
 
  private:
+  struct Assembler;
   struct Workers;
   void start_pass();
   void end_pass();
-  Batch assemble(int64_t batch) const;
 
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   std::shared_ptr<Sampler> sampler_;
   bool pinned_ = false;
+  std::shared_ptr<const Assembler> assemble_;
 
   bool active_ = false;
   int64_t epoch_ = 0;              // of the running pass

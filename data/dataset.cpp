@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "data/collate.h"
 #include "data/permutation.h"
 #include "data/pinned_pool.h"
 #include "runtime/cuda_api.h"
@@ -46,14 +47,6 @@ Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& indices, bool 
   return out;
 }
 
-Tensor to_pinned(const Tensor& t) {
-  if (!t.defined() || t.is_cuda()) return t;
-  Tensor out = empty_pinned_batch(t.shape(), t.dtype());
-  Tensor src = t.contiguous();
-  std::memcpy(out.data_ptr(), src.data_ptr(), src.nbytes());
-  return out;
-}
-
 }  // namespace
 
 Tensor stack_samples(const std::vector<Tensor>& samples, bool pinned, const char* op) {
@@ -80,27 +73,14 @@ Tensor stack_samples(const std::vector<Tensor>& samples, bool pinned, const char
 
 Batch Dataset::get_batch(const std::vector<int64_t>& indices) const {
   VOLT_CHECK(!indices.empty(), "Dataset::get_batch: empty index list");
-  std::vector<Tensor> inputs, targets;
-  inputs.reserve(indices.size());
-  targets.reserve(indices.size());
-  for (int64_t i : indices) {
-    Batch s = get(i);
-    inputs.push_back(std::move(s.input));
-    targets.push_back(std::move(s.target));
-  }
-  Batch b;
-  b.input = stack_samples(inputs, false, "Dataset::get_batch (inputs)");
-  const bool labelled = targets[0].defined();
-  for (size_t k = 0; k < targets.size(); ++k)
-    VOLT_CHECK(targets[k].defined() == labelled, "Dataset::get_batch: sample ", indices[k],
-               labelled ? " has no target but others do" : " has a target but others do not");
-  if (labelled) b.target = stack_samples(targets, false, "Dataset::get_batch (targets)");
-  return b;
+  std::vector<Batch> samples;
+  samples.reserve(indices.size());
+  for (int64_t i : indices) samples.push_back(get(i));
+  return default_collate(samples);
 }
 
 Batch Dataset::get_batch_pinned(const std::vector<int64_t>& indices) const {
-  Batch b = get_batch(indices);
-  return Batch{to_pinned(b.input), to_pinned(b.target)};
+  return pinned_copy(get_batch(indices));
 }
 
 // ---- TensorDataset -----------------------------------------------------------------------------------------

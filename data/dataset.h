@@ -3,7 +3,7 @@
 //
 //  - Dataset: the interface. get(i) returns one sample (tensors without a batch dim); get_batch(indices)
 //    returns the samples stacked along a new leading dim. The default get_batch calls get() per index and
-//    stacks; datasets with a faster path override it.
+//    stacks them with default_collate (data/collate.h), fields included; datasets with a faster path override it.
 //  - TensorDataset: samples are rows of two preloaded tensors (inputs (N, ...), targets (N, ...)). Its
 //    get_batch is a gather of contiguous rows straight into the batch buffer (one memcpy per sample), which is
 //    what keeps a batch of 16 MNIST images at a couple of microseconds.
@@ -25,8 +25,8 @@ class Dataset {
   virtual int64_t size() const = 0;
   // Sample `index`, 0 <= index < size(); out-of-range indices throw volt::Error.
   virtual Batch get(int64_t index) const = 0;
-  // Samples stacked along dim 0: input (B, ...), target (B, ...). Every sample must have the same shapes,
-  // dtypes and device. The result owns fresh memory (it never aliases the dataset).
+  // Samples stacked along dim 0: input (B, ...), target (B, ...), fields (B, ...). Every sample must have the
+  // same shapes, dtypes, devices and field names. The result owns fresh memory (it never aliases the dataset).
   virtual Batch get_batch(const std::vector<int64_t>& indices) const;
   // Like get_batch, but host tensors are allocated in page-locked memory (pooled, see data/pinned_pool.h;
   // plain memory when CUDA is unusable) so their upload to a GPU can be asynchronous. The default copies get_batch's

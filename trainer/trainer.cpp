@@ -267,7 +267,7 @@ std::optional<Batch> Trainer::fetch_batch(data::DataLoader& loader) {
   if (b) {
     const Device dev = strategy_->root_device();
     trace::Range range(trace::Layer::data, "[Batch]to_device",
-                       {dev, (b->input.defined() ? b->input.nbytes() : 0) + (b->target.defined() ? b->target.nbytes() : 0)});
+                       {dev, b->nbytes()});
     b = convert_input(b->to(dev, /*non_blocking=*/true));
   }
   return b;
@@ -280,10 +280,14 @@ void Trainer::enter_forward(std::optional<AutocastGuard>& guard) const {
 Batch Trainer::convert_input(Batch batch) const {
   const DType dt = precision_param_dtype(precision_);
   if (dt == DType::f32) return batch;
-  // Floating inputs and targets follow the parameters (as upstream's half/double plugins convert the batch);
-  // integer class indices stay as they are.
-  if (batch.input.defined() && is_floating(batch.input.dtype())) batch.input = batch.input.to(dt);
-  if (batch.target.defined() && is_floating(batch.target.dtype())) batch.target = batch.target.to(dt);
+  // Floating inputs, targets and fields follow the parameters (as upstream's half/double plugins convert the
+  // batch); integer class indices stay as they are.
+  auto convert = [dt](Tensor& t) {
+    if (t.defined() && is_floating(t.dtype())) t = t.to(dt);
+  };
+  convert(batch.input);
+  convert(batch.target);
+  for (auto& [name, t] : batch.fields) convert(t);
   return batch;
 }
 

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "data/idx.h"
+#include "data/image_files.h"
 #include "data/npy.h"
 #include "data/npz.h"
 #include "nn/layers/linear.h"
@@ -207,6 +208,26 @@ void cli_corpus(const fs::path& dir) {
 
 }  // namespace
 
+// Small PNGs (gray, gray+alpha, RGB, RGBA) and JPEGs (gray, RGB) with their variants.
+void image_corpus(const fs::path& dir) {
+  auto pixels = [](int w, int h, int c) {
+    std::vector<uint8_t> px;
+    for (int i = 0; i < w * h * c; ++i) px.push_back(static_cast<uint8_t>((i * 37) % 251));
+    return px;
+  };
+  const fs::path tmp = dir / "tmp.png";
+  for (int c = 1; c <= 4; ++c) {
+    data::testing::write_png(tmp.string(), 5, 4, c, pixels(5, 4, c));
+    const std::string s = slurp(tmp);
+    fs::remove(tmp);
+    variants(dir, "c" + std::to_string(c) + "_5x4.png", s, 33);  // signature and IHDR
+  }
+  for (int c : {1, 3}) {
+    const std::string s = data::testing::jpeg_bytes(9, 7, c, pixels(9, 7, c), 90);
+    variants(dir, "c" + std::to_string(c) + "_9x7.jpg", s, s.size() / 2);  // the tables come first
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: fuzz_make_corpus <out-dir> [fashion-mnist-dir]\n";
@@ -214,13 +235,14 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   const std::string mnist = argc > 2 ? argv[2] : "/usr/share/datasets/fashion-mnist";
-  for (const char* t : {"fuzz_idx", "fuzz_npy", "fuzz_safetensors", "fuzz_trainer_state", "fuzz_cli"})
+  for (const char* t : {"fuzz_idx", "fuzz_npy", "fuzz_safetensors", "fuzz_trainer_state", "fuzz_cli", "fuzz_image"})
     fs::create_directories(out / t);
   idx_corpus(out / "fuzz_idx", mnist);
   npy_corpus(out / "fuzz_npy");
   safetensors_corpus(out / "fuzz_safetensors");
   trainer_state_corpus(out / "fuzz_trainer_state");
   cli_corpus(out / "fuzz_cli");
+  image_corpus(out / "fuzz_image");
   std::cout << "corpus written to " << out << "\n";
   return 0;
 }

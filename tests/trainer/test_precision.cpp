@@ -167,6 +167,38 @@ TEST(Precision, EveryModeTrainsWithTheExpectedDtypes) {
   }
 }
 
+TEST(Precision, FloatingBatchFieldsFollowTheParametersIntegerOnesStay) {
+  // A loader whose collate adds a floating field (per-sample weights) and an integer one (a mask).
+  struct Weighted : PrecMlp {
+    std::map<std::string, DType> field_dtypes;
+    std::vector<float> weights;
+    Tensor training_step(const Batch& b, int64_t i) override {
+      for (const auto& [name, t] : b.fields) field_dtypes[name] = t.dtype();
+      auto w = b.field("weight").to(DType::f32).to_vector<float>();
+      weights.insert(weights.end(), w.begin(), w.end());
+      return PrecMlp::training_step(b, i);
+    }
+  };
+  data::DataLoaderOptions o{.batch_size = 4};
+  o.collate = [](std::vector<Batch>& samples) {
+    Batch b = data::default_collate(samples);
+    const int64_t n = b.size();
+    b.fields["weight"] = full({n}, 0.5);
+    b.fields["mask"] = ones({n}, DType::i64);
+    return b;
+  };
+  for (const char* precision : {"bf16-true", "32-true"}) {
+    SCOPED_TRACE(precision);
+    ScratchDir dir(std::string("prec_fields_") + precision);
+    Weighted m;
+    Trainer t(prec_opts(dir.str(), precision));
+    t.fit(m, std::make_shared<data::DataLoader>(make_dataset(8), o));
+    EXPECT_EQ(m.field_dtypes.at("weight"), std::string(precision) == "bf16-true" ? DType::bf16 : DType::f32);
+    EXPECT_EQ(m.field_dtypes.at("mask"), DType::i64);
+    EXPECT_EQ(m.weights, std::vector<float>(8, 0.5f));
+  }
+}
+
 TEST(Precision, ScalerSkipsAnOverflowingStepOnAllParamsAndBacksOff) {
   ScratchDir dir("prec_overflow");
   PrecMlp m;
