@@ -211,7 +211,7 @@ TEST(Profiler, SimpleTableAccountsForTheWallTime) {
   const std::string out = ::testing::internal::GetCapturedStdout();
   Profiler& p = *t.profiler();
   // The stage's wall time is fit's, and the outermost actions cover it.
-  EXPECT_NEAR(p.wall_seconds(), wall, 0.03 * wall + 0.005);
+  EXPECT_NEAR(p.wall_seconds(), wall, 0.03 * wall + 0.02);  // the slack covers fit's work before the profiler starts on a loaded machine
   EXPECT_LT(p.unaccounted_seconds(), 0.05 * p.wall_seconds()) << p.simple_table();
   const auto rows = p.action_stats();
   const ProfileStat* step = find_stat(rows, "trainer", "[TrainModule]training_step");
