@@ -1,6 +1,7 @@
 # Builds and runs tests/consumer/project against Volt, as an outside user would. Run with cmake -P:
 #   cmake -DMODE=package -DVOLT_SOURCE_DIR=<src> -DVOLT_BINARY_DIR=<built tree> -DWORK_DIR=<scratch> -P run_consumer.cmake
-#     installs the already-built tree into <scratch>/prefix, then find_package(volt) from there;
+#     installs the already-built tree into <scratch>/prefix, checks that its CMake files name no path of this
+#     machine, then find_package(volt) from there;
 #   cmake -DMODE=subdirectory -DVOLT_SOURCE_DIR=<src> -DWORK_DIR=<scratch> -P run_consumer.cmake
 #     add_subdirectory() of the source tree with CUDA, tests, examples and benchmarks off.
 # Optional: -DGENERATOR=<name> -DCXX_COMPILER=<path> -DJOBS=<n>. Fails (nonzero exit) on any step.
@@ -25,6 +26,47 @@ function(run_step name out_var)
   set(${out_var} "${out}" PARENT_SCOPE)
 endfunction()
 
+# The installed CMake files (targets, config, find modules) must not name a path of the machine that built
+# Volt: no library found with find_library, no CUDA toolkit, no source or build tree. Dependencies are found
+# again in the consumer's configure step (cmake/voltConfig.cmake.in). Comment lines are not checked.
+function(check_no_build_machine_paths prefix)
+  file(GLOB_RECURSE files "${prefix}/*/cmake/volt/*.cmake")
+  file(GLOB target_files "${prefix}/*/cmake/volt/voltTargets*.cmake")
+  if(NOT target_files)
+    message(FATAL_ERROR "consumer [${MODE}]: the install put no voltTargets*.cmake under ${prefix}")
+  endif()
+  set(found "")
+  foreach(f IN LISTS files)
+    file(STRINGS "${f}" lines)
+    foreach(line IN LISTS lines)
+      if(line MATCHES "^[ \t]*#")
+        continue()
+      endif()
+      # A quoted or list-separated absolute path ("/usr/lib/...", ";/usr/local/cuda/..."), or a known one.
+      set(hit OFF)
+      if(line MATCHES "(^|[\";( ])/[A-Za-z0-9_.+-]+/" OR line MATCHES "/usr/lib|/usr/local/cuda")
+        set(hit ON)
+      endif()
+      foreach(dir IN ITEMS "${VOLT_SOURCE_DIR}" "${VOLT_BINARY_DIR}")
+        if(dir)
+          string(FIND "${line}" "${dir}" at)
+          if(NOT at EQUAL -1)
+            set(hit ON)
+          endif()
+        endif()
+      endforeach()
+      if(hit)
+        string(APPEND found "\n  ${f}: ${line}")
+      endif()
+    endforeach()
+  endforeach()
+  if(found)
+    message(FATAL_ERROR "consumer [${MODE}]: the installed package names paths of the build machine:${found}")
+  endif()
+  list(LENGTH files n)
+  message(STATUS "consumer [${MODE}]: ${n} installed CMake files name no build-machine path")
+endfunction()
+
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(project_dir "${VOLT_SOURCE_DIR}/tests/consumer/project")
@@ -47,6 +89,7 @@ if(MODE STREQUAL "package")
   if(NOT config_files)
     message(FATAL_ERROR "consumer [package]: the install put no voltConfig.cmake under ${prefix}")
   endif()
+  check_no_build_machine_paths("${prefix}")
   run_step("configure against the installed package" _out "${CMAKE_COMMAND}" ${common_args}
            -DVOLT_CONSUMER_MODE=package "-DCMAKE_PREFIX_PATH=${prefix}")
 elseif(MODE STREQUAL "subdirectory")
