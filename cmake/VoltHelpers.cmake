@@ -1,9 +1,12 @@
-# volt_add_layer(NAME <layer> DEPS <targets...>)
+# volt_add_layer(NAME <layer> DEPS <targets...> [PRIVATE_DEPS <targets...>] [INTERNAL_HEADERS <paths...>])
 # One static library per source folder, named volt_<layer> with the alias volt::<layer>. Sources are globbed
 # so adding a file needs no CMake edit; .cu files join only when the CUDA backend is built.
+# Headers (*.h) are public and installed under include/volt/<layer>/ unless INTERNAL_HEADERS names them:
+# paths relative to the layer folder, a file ("backend.h") or a folder ending in "/" ("cuda/"). A public header
+# must include only public ones (the CTest consumer_headers compiles each installed header on its own).
 include(GNUInstallDirs)
 function(volt_add_layer)
-  cmake_parse_arguments(L "" "NAME" "DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(L "" "NAME" "DEPS;PRIVATE_DEPS;INTERNAL_HEADERS" ${ARGN})
   file(GLOB_RECURSE _cpp CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   set(_srcs ${_cpp})
   if(VOLT_WITH_CUDA)
@@ -34,10 +37,25 @@ function(volt_add_layer)
   target_compile_options(${_t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wno-unused-parameter>)
   install(TARGETS ${_t} EXPORT voltTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  file(GLOB_RECURSE _hdr RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  file(GLOB_RECURSE _hdr RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  foreach(i ${L_INTERNAL_HEADERS})
+    if(NOT EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${i})
+      message(FATAL_ERROR "volt_add_layer(${L_NAME}): INTERNAL_HEADERS names ${i}, which does not exist")
+    endif()
+  endforeach()
+  file(RELATIVE_PATH _layer_dir ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
   foreach(h ${_hdr})
-    get_filename_component(_d ${h} DIRECTORY)
-    install(FILES ${PROJECT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/volt/${_d})
+    set(_internal OFF)
+    foreach(i ${L_INTERNAL_HEADERS})
+      string(FIND "${h}" "${i}" _at)
+      if(h STREQUAL i OR (i MATCHES "/$" AND _at EQUAL 0))
+        set(_internal ON)
+      endif()
+    endforeach()
+    if(NOT _internal)
+      get_filename_component(_d ${h} DIRECTORY)
+      install(FILES ${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/volt/${_layer_dir}/${_d})
+    endif()
   endforeach()
 endfunction()
 

@@ -2,6 +2,10 @@
 #   cmake -DMODE=package -DVOLT_SOURCE_DIR=<src> -DVOLT_BINARY_DIR=<built tree> -DWORK_DIR=<scratch> -P run_consumer.cmake
 #     installs the already-built tree into <scratch>/prefix, checks that its CMake files name no path of this
 #     machine, then find_package(volt) from there;
+#   cmake -DMODE=headers -DVOLT_SOURCE_DIR=<src> -DVOLT_BINARY_DIR=<built tree> -DWORK_DIR=<scratch> -P run_consumer.cmake
+#     installs the built tree likewise, then compiles every installed header on its own in a translation unit
+#     of a project that finds the package (a header that includes an uninstalled one fails), and checks that
+#     no internal header was installed;
 #   cmake -DMODE=subdirectory -DVOLT_SOURCE_DIR=<src> -DWORK_DIR=<scratch> -P run_consumer.cmake
 #     add_subdirectory() of the source tree with CUDA, tests, examples and benchmarks off.
 # Optional: -DGENERATOR=<name> -DCXX_COMPILER=<path> -DJOBS=<n>. Fails (nonzero exit) on any step.
@@ -67,6 +71,54 @@ function(check_no_build_machine_paths prefix)
   message(STATUS "consumer [${MODE}]: ${n} installed CMake files name no build-machine path")
 endfunction()
 
+# Every installed header compiles on its own, included twice (include guard), with warnings as errors, in a
+# project that gets include paths and flags only from find_package(volt); internal headers are not installed.
+function(check_installed_headers prefix)
+  set(inc "${prefix}/include/volt")
+  file(GLOB_RECURSE headers RELATIVE "${inc}" "${inc}/*.h" "${inc}/*.cuh" "${inc}/*.hpp")
+  list(LENGTH headers n)
+  if(n LESS 20)
+    message(FATAL_ERROR "consumer [${MODE}]: only ${n} headers installed under ${inc}")
+  endif()
+  # Samples of what must stay internal (the full list: INTERNAL_HEADERS in each layer's CMakeLists.txt).
+  foreach(h IN LISTS headers)
+    if(h MATCHES "^kernels/(backend\\.h|common/|cpu/|cuda/|ops/)|_internal\\.h$|cuda_check\\.h$|process_group_mpi\\.h$|\\.cuh$")
+      message(FATAL_ERROR "consumer [${MODE}]: internal header ${h} was installed")
+    endif()
+  endforeach()
+  set(dir "${WORK_DIR}/headers")
+  set(tus "")
+  set(i 0)
+  foreach(h IN LISTS headers)
+    math(EXPR i "${i} + 1")
+    file(WRITE "${dir}/tu/tu_${i}.cpp" "// ${h} on its own, twice\n#include \"${h}\"\n#include \"${h}\"\n")
+    list(APPEND tus "tu/tu_${i}.cpp")
+  endforeach()
+  file(WRITE "${dir}/CMakeLists.txt" "cmake_minimum_required(VERSION 3.24)
+project(volt_header_check LANGUAGES CXX)
+find_package(volt REQUIRED)
+add_library(volt_header_check OBJECT ${tus})
+target_link_libraries(volt_header_check PRIVATE volt::trainer)
+if(CMAKE_CXX_COMPILER_ID MATCHES \"GNU|Clang\")
+  target_compile_options(volt_header_check PRIVATE -Wall -Wextra -Werror)
+endif()
+")
+  set(args -S "${dir}" -B "${dir}/build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}")
+  if(GENERATOR)
+    list(APPEND args -G "${GENERATOR}")
+  endif()
+  if(CXX_COMPILER)
+    list(APPEND args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+  endif()
+  find_program(ccache_program ccache)
+  if(ccache_program)  # the generated files are the same each run: reruns are cache hits
+    list(APPEND args "-DCMAKE_CXX_COMPILER_LAUNCHER=${ccache_program}")
+  endif()
+  run_step("configure the header check (${n} headers)" _out "${CMAKE_COMMAND}" ${args})
+  run_step("compile each installed header alone" _out "${CMAKE_COMMAND}" --build "${dir}/build" -j ${JOBS})
+  message(STATUS "consumer [${MODE}]: ${n} installed headers compile on their own")
+endfunction()
+
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(project_dir "${VOLT_SOURCE_DIR}/tests/consumer/project")
@@ -79,17 +131,24 @@ if(CXX_COMPILER)
   list(APPEND common_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 endif()
 
-if(MODE STREQUAL "package")
+set(prefix "${WORK_DIR}/prefix")
+if(MODE STREQUAL "package" OR MODE STREQUAL "headers")
   if(NOT DEFINED VOLT_BINARY_DIR)
-    message(FATAL_ERROR "run_consumer.cmake: MODE=package needs -DVOLT_BINARY_DIR=<built Volt tree>")
+    message(FATAL_ERROR "run_consumer.cmake: MODE=${MODE} needs -DVOLT_BINARY_DIR=<built Volt tree>")
   endif()
-  set(prefix "${WORK_DIR}/prefix")
   run_step("install the built tree into ${prefix}" _out "${CMAKE_COMMAND}" --install "${VOLT_BINARY_DIR}" --prefix "${prefix}")
   file(GLOB_RECURSE config_files "${prefix}/*/voltConfig.cmake")
   if(NOT config_files)
-    message(FATAL_ERROR "consumer [package]: the install put no voltConfig.cmake under ${prefix}")
+    message(FATAL_ERROR "consumer [${MODE}]: the install put no voltConfig.cmake under ${prefix}")
   endif()
   check_no_build_machine_paths("${prefix}")
+endif()
+
+if(MODE STREQUAL "headers")
+  check_installed_headers("${prefix}")
+  message(STATUS "consumer [${MODE}]: passed")
+  return()
+elseif(MODE STREQUAL "package")
   run_step("configure against the installed package" _out "${CMAKE_COMMAND}" ${common_args}
            -DVOLT_CONSUMER_MODE=package "-DCMAKE_PREFIX_PATH=${prefix}")
 elseif(MODE STREQUAL "subdirectory")
@@ -97,7 +156,7 @@ elseif(MODE STREQUAL "subdirectory")
            "-DVOLT_SOURCE_DIR=${VOLT_SOURCE_DIR}" -DVOLT_CUDA=OFF -DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_EXAMPLES=OFF
            -DVOLT_BUILD_BENCHMARKS=OFF -DVOLT_MPI=OFF)
 else()
-  message(FATAL_ERROR "run_consumer.cmake: MODE must be package or subdirectory, got '${MODE}'")
+  message(FATAL_ERROR "run_consumer.cmake: MODE must be package, headers or subdirectory, got '${MODE}'")
 endif()
 
 run_step("build" _out "${CMAKE_COMMAND}" --build "${build_dir}" --target volt_consumer volt_consumer_train -j ${JOBS})
