@@ -200,8 +200,23 @@ if(MODE STREQUAL "headers")
   message(STATUS "consumer [${MODE}]: passed")
   return()
 elseif(MODE STREQUAL "package" OR MODE STREQUAL "shared")
-  run_step("configure against the installed package" _out "${CMAKE_COMMAND}" ${common_args}
-           -DVOLT_CONSUMER_MODE=package "-DCMAKE_PREFIX_PATH=${prefix}")
+  # What the package must not look for: a CPU-only package needs no CUDA toolkit, a shared one none of the
+  # libraries it links privately (find_package of a disabled name fails, and find_package(volt) with it).
+  set(disabled "")
+  file(STRINGS "${prefix}/include/volt/volt/config.h" cuda_line REGEX "^#define VOLT_WITH_CUDA ")
+  if(cuda_line MATCHES "VOLT_WITH_CUDA 0")
+    list(APPEND disabled CUDAToolkit VoltCUDNN VoltNCCL)
+  endif()
+  if(MODE STREQUAL "shared")
+    list(APPEND disabled Eigen3 VoltOpenBLAS VoltCUDNN VoltNCCL)
+  endif()
+  list(REMOVE_DUPLICATES disabled)
+  set(disable_args "")
+  foreach(pkg IN LISTS disabled)
+    list(APPEND disable_args "-DCMAKE_DISABLE_FIND_PACKAGE_${pkg}=ON")
+  endforeach()
+  run_step("configure against the installed package (not finding: ${disabled})" _out "${CMAKE_COMMAND}"
+           ${common_args} -DVOLT_CONSUMER_MODE=package "-DCMAKE_PREFIX_PATH=${prefix}" ${disable_args})
 elseif(MODE STREQUAL "subdirectory")
   run_step("configure with add_subdirectory" _out "${CMAKE_COMMAND}" ${common_args} -DVOLT_CONSUMER_MODE=subdirectory
            "-DVOLT_SOURCE_DIR=${VOLT_SOURCE_DIR}" -DVOLT_CUDA=OFF -DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_EXAMPLES=OFF
