@@ -1,9 +1,13 @@
-# volt_add_layer(NAME <layer> DEPS <targets...>)
-# One static library per source folder, named volt_<layer> with the alias volt::<layer>. Sources are globbed
-# so adding a file needs no CMake edit; .cu files join only when the CUDA backend is built.
+# volt_add_layer(NAME <layer> DEPS <targets...> [PRIVATE_DEPS <targets...>] [INTERNAL_HEADERS <paths...>])
+# One library per source folder, named volt_<layer> with the alias volt::<layer>: static, or shared with
+# BUILD_SHARED_LIBS=ON. Sources are globbed so adding a file needs no CMake edit; .cu files join only when the
+# CUDA backend is built.
+# Headers (*.h) are public and installed under include/volt/<layer>/ unless INTERNAL_HEADERS names them:
+# paths relative to the layer folder, a file ("backend.h") or a folder ending in "/" ("cuda/"). A public header
+# must include only public ones (the CTest consumer_headers compiles each installed header on its own).
 include(GNUInstallDirs)
 function(volt_add_layer)
-  cmake_parse_arguments(L "" "NAME" "DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(L "" "NAME" "DEPS;PRIVATE_DEPS;INTERNAL_HEADERS" ${ARGN})
   file(GLOB_RECURSE _cpp CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   set(_srcs ${_cpp})
   if(VOLT_WITH_CUDA)
@@ -21,7 +25,7 @@ function(volt_add_layer)
     install(TARGETS ${_t} EXPORT voltTargets)
     return()
   endif()
-  add_library(${_t} STATIC ${_srcs})
+  add_library(${_t} ${_srcs})  # STATIC or SHARED after BUILD_SHARED_LIBS
   add_library(volt::${L_NAME} ALIAS ${_t})
   set_target_properties(${_t} PROPERTIES EXPORT_NAME ${L_NAME} CUDA_SEPARABLE_COMPILATION OFF)
   target_include_directories(${_t} PUBLIC
@@ -33,11 +37,40 @@ function(volt_add_layer)
   target_compile_options(${_t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${VOLT_CPU_FLAGS}>)
   target_compile_options(${_t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wno-unused-parameter>)
-  install(TARGETS ${_t} EXPORT voltTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  file(GLOB_RECURSE _hdr RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  if(BUILD_SHARED_LIBS)
+    # Every symbol stays visible (GCC's default), as in the archives: there are no export macros yet.
+    # Installed libraries find each other through $ORIGIN, and their dependencies outside the system
+    # directories (a CUDA toolkit, an MPI prefix) through the directories they were linked from.
+    # The soname carries major.minor, the compatibility voltConfigVersion.cmake promises (SameMinorVersion).
+    set_target_properties(${_t} PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH TRUE
+      VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+    # Every library must name the libraries it calls (a layer calling a layer above it fails to link here
+    # instead of in a consumer). Not under the sanitizers, whose runtime only the executable links.
+    if(NOT VOLT_SANITIZE AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+      target_link_options(${_t} PRIVATE LINKER:--no-undefined)
+    endif()
+  endif()
+  install(TARGETS ${_t} EXPORT voltTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  file(GLOB_RECURSE _hdr RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  foreach(i ${L_INTERNAL_HEADERS})
+    if(NOT EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${i})
+      message(FATAL_ERROR "volt_add_layer(${L_NAME}): INTERNAL_HEADERS names ${i}, which does not exist")
+    endif()
+  endforeach()
+  file(RELATIVE_PATH _layer_dir ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
   foreach(h ${_hdr})
-    get_filename_component(_d ${h} DIRECTORY)
-    install(FILES ${PROJECT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/volt/${_d})
+    set(_internal OFF)
+    foreach(i ${L_INTERNAL_HEADERS})
+      string(FIND "${h}" "${i}" _at)
+      if(h STREQUAL i OR (i MATCHES "/$" AND _at EQUAL 0))
+        set(_internal ON)
+      endif()
+    endforeach()
+    if(NOT _internal)
+      get_filename_component(_d ${h} DIRECTORY)
+      install(FILES ${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/volt/${_layer_dir}/${_d})
+    endif()
   endforeach()
 endfunction()
 

@@ -4,7 +4,8 @@
 #     no GPU); all of CTest runs on it.
 #  2. A sanitized CPU-only build (clang, VOLT_CUDA=OFF, AddressSanitizer + UndefinedBehaviorSanitizer,
 #     libFuzzer targets; libraries and tests only) runs CTest again, MPI tests included (all but
-#     consumer_add_subdirectory, which would only build an unsanitized Volt from source again), then a bounded
+#     consumer_add_subdirectory and consumer_shared, which would only build an unsanitized Volt from source
+#     again), then a bounded
 #     run of every fuzz target (VOLT_FUZZ_SECONDS each, default 60). Any sanitizer report, leak, fuzzer crash
 #     or hang fails. VOLT_SKIP_SANITIZED=1 (or the older VOLT_SKIP_CPU_ONLY=1) skips it.
 set -euo pipefail
@@ -21,6 +22,6 @@ if [ "${VOLT_SKIP_SANITIZED:-${VOLT_SKIP_CPU_ONLY:-0}}" != 1 ]; then
   export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export VOLT_FUZZ_SECONDS="${VOLT_FUZZ_SECONDS:-60}"
-  (cd "$root/build-asan" && ctest --output-on-failure -j2 --timeout 600 -LE fuzz -E '^consumer_add_subdirectory$')
+  (cd "$root/build-asan" && ctest --output-on-failure -j2 --timeout 600 -LE fuzz -E '^consumer_(add_subdirectory|shared)$')
   (cd "$root/build-asan" && ctest --output-on-failure -j2 -L fuzz)
 fi

@@ -1,9 +1,19 @@
 # Builds and runs tests/consumer/project against Volt, as an outside user would. Run with cmake -P:
 #   cmake -DMODE=package -DVOLT_SOURCE_DIR=<src> -DVOLT_BINARY_DIR=<built tree> -DWORK_DIR=<scratch> -P run_consumer.cmake
-#     installs the already-built tree into <scratch>/prefix, then find_package(volt) from there;
+#     installs the already-built tree into <scratch>/prefix, checks that its CMake files name no path of this
+#     machine, then find_package(volt) from there;
+#   cmake -DMODE=headers -DVOLT_SOURCE_DIR=<src> -DVOLT_BINARY_DIR=<built tree> -DWORK_DIR=<scratch> -P run_consumer.cmake
+#     installs the built tree likewise, then compiles every installed header on its own in a translation unit
+#     of a project that finds the package (a header that includes an uninstalled one fails), and checks that
+#     no internal header was installed;
+#   cmake -DMODE=shared -DVOLT_SOURCE_DIR=<src> -DWORK_DIR=<scratch> -P run_consumer.cmake
+#     builds the source tree CPU-only as shared libraries (BUILD_SHARED_LIBS=ON; tests, examples and benchmarks
+#     off) into <scratch>/volt-build, installs it into <scratch>/prefix, checks the libraries (no archives,
+#     RUNPATH $ORIGIN), then find_package(volt) from there; the programs must load Volt from the prefix;
 #   cmake -DMODE=subdirectory -DVOLT_SOURCE_DIR=<src> -DWORK_DIR=<scratch> -P run_consumer.cmake
 #     add_subdirectory() of the source tree with CUDA, tests, examples and benchmarks off.
-# Optional: -DGENERATOR=<name> -DCXX_COMPILER=<path> -DJOBS=<n>. Fails (nonzero exit) on any step.
+# Optional: -DGENERATOR=<name> -DCXX_COMPILER=<path> -DJOBS=<n>; for MODE=shared also -DVOLT_MPI=,
+# -DVOLT_OPENBLAS=, -DVOLT_MARCH= (passed on to Volt's configure). Fails (nonzero exit) on any step.
 cmake_minimum_required(VERSION 3.24)
 
 foreach(var MODE VOLT_SOURCE_DIR WORK_DIR)
@@ -25,46 +35,208 @@ function(run_step name out_var)
   set(${out_var} "${out}" PARENT_SCOPE)
 endfunction()
 
+# The installed CMake files (targets, config, find modules) must not name a path of the machine that built
+# Volt: no library found with find_library, no CUDA toolkit, no source or build tree. Dependencies are found
+# again in the consumer's configure step (cmake/voltConfig.cmake.in). Comment lines are not checked.
+function(check_no_build_machine_paths prefix)
+  file(GLOB_RECURSE files "${prefix}/*/cmake/volt/*.cmake")
+  file(GLOB target_files "${prefix}/*/cmake/volt/voltTargets*.cmake")
+  if(NOT target_files)
+    message(FATAL_ERROR "consumer [${MODE}]: the install put no voltTargets*.cmake under ${prefix}")
+  endif()
+  set(found "")
+  foreach(f IN LISTS files)
+    file(STRINGS "${f}" lines)
+    foreach(line IN LISTS lines)
+      if(line MATCHES "^[ \t]*#")
+        continue()
+      endif()
+      # A quoted or list-separated absolute path ("/usr/lib/...", ";/usr/local/cuda/..."), or a known one.
+      set(hit OFF)
+      if(line MATCHES "(^|[\";( ])/[A-Za-z0-9_.+-]+/" OR line MATCHES "/usr/lib|/usr/local/cuda")
+        set(hit ON)
+      endif()
+      foreach(dir IN ITEMS "${VOLT_SOURCE_DIR}" "${VOLT_BINARY_DIR}")
+        if(dir)
+          string(FIND "${line}" "${dir}" at)
+          if(NOT at EQUAL -1)
+            set(hit ON)
+          endif()
+        endif()
+      endforeach()
+      if(hit)
+        string(APPEND found "\n  ${f}: ${line}")
+      endif()
+    endforeach()
+  endforeach()
+  if(found)
+    message(FATAL_ERROR "consumer [${MODE}]: the installed package names paths of the build machine:${found}")
+  endif()
+  list(LENGTH files n)
+  message(STATUS "consumer [${MODE}]: ${n} installed CMake files name no build-machine path")
+endfunction()
+
+# Every installed header compiles on its own, included twice (include guard), with warnings as errors, in a
+# project that gets include paths and flags only from find_package(volt); internal headers are not installed.
+function(check_installed_headers prefix)
+  set(inc "${prefix}/include/volt")
+  file(GLOB_RECURSE headers RELATIVE "${inc}" "${inc}/*.h" "${inc}/*.cuh" "${inc}/*.hpp")
+  list(LENGTH headers n)
+  if(n LESS 20)
+    message(FATAL_ERROR "consumer [${MODE}]: only ${n} headers installed under ${inc}")
+  endif()
+  # Samples of what must stay internal (the full list: INTERNAL_HEADERS in each layer's CMakeLists.txt).
+  foreach(h IN LISTS headers)
+    if(h MATCHES "^kernels/(backend\\.h|common/|cpu/|cuda/|ops/)|_internal\\.h$|cuda_check\\.h$|process_group_mpi\\.h$|\\.cuh$")
+      message(FATAL_ERROR "consumer [${MODE}]: internal header ${h} was installed")
+    endif()
+  endforeach()
+  set(dir "${WORK_DIR}/headers")
+  set(tus "")
+  set(i 0)
+  foreach(h IN LISTS headers)
+    math(EXPR i "${i} + 1")
+    file(WRITE "${dir}/tu/tu_${i}.cpp" "// ${h} on its own, twice\n#include \"${h}\"\n#include \"${h}\"\n")
+    list(APPEND tus "tu/tu_${i}.cpp")
+  endforeach()
+  file(WRITE "${dir}/CMakeLists.txt" "cmake_minimum_required(VERSION 3.24)
+project(volt_header_check LANGUAGES CXX)
+find_package(volt REQUIRED)
+add_library(volt_header_check OBJECT ${tus})
+target_link_libraries(volt_header_check PRIVATE volt::trainer)
+if(CMAKE_CXX_COMPILER_ID MATCHES \"GNU|Clang\")
+  target_compile_options(volt_header_check PRIVATE -Wall -Wextra -Werror)
+endif()
+")
+  set(args -S "${dir}" -B "${dir}/build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" ${tool_args})
+  find_program(ccache_program ccache)
+  if(ccache_program)  # the generated files are the same each run: reruns are cache hits
+    list(APPEND args "-DCMAKE_CXX_COMPILER_LAUNCHER=${ccache_program}")
+  endif()
+  run_step("configure the header check (${n} headers)" _out "${CMAKE_COMMAND}" ${args})
+  run_step("compile each installed header alone" _out "${CMAKE_COMMAND}" --build "${dir}/build" -j ${JOBS})
+  message(STATUS "consumer [${MODE}]: ${n} installed headers compile on their own")
+endfunction()
+
+# A shared install: libvolt_<layer>.so only (no archive), each with $ORIGIN in its RUNPATH so the layers find
+# each other wherever the prefix is moved.
+function(check_shared_libraries prefix)
+  file(GLOB_RECURSE archives "${prefix}/*/libvolt_*.a")
+  file(GLOB_RECURSE libs "${prefix}/*/libvolt_*.so")
+  list(LENGTH libs n)
+  if(archives OR n LESS 6)
+    message(FATAL_ERROR "consumer [${MODE}]: expected six libvolt_*.so and no archive, got: ${libs} ${archives}")
+  endif()
+  find_program(readelf_program readelf)
+  if(NOT readelf_program)
+    message(STATUS "consumer [${MODE}]: no readelf, RUNPATH not checked")
+    return()
+  endif()
+  foreach(lib IN LISTS libs)
+    run_step("read the dynamic section of ${lib}" out "${readelf_program}" -d "${lib}")
+    if(NOT out MATCHES "R(UN)?PATH[^\n]*\\$ORIGIN")
+      message(FATAL_ERROR "consumer [${MODE}]: ${lib} has no $ORIGIN in its RUNPATH:\n${out}")
+    endif()
+  endforeach()
+  message(STATUS "consumer [${MODE}]: ${n} shared libraries, RUNPATH $ORIGIN")
+endfunction()
+
+# The program loads the installed Volt libraries (not archives linked in, not the build tree's copies).
+function(check_loads_from_prefix exe prefix)
+  find_program(ldd_program ldd)
+  if(NOT ldd_program)
+    return()
+  endif()
+  run_step("list the libraries ${exe} loads" out "${ldd_program}" "${exe}")
+  if(out MATCHES "not found" OR NOT out MATCHES "libvolt_kernels\\.so[.0-9]* => ${prefix}/")
+    message(FATAL_ERROR "consumer [${MODE}]: ${exe} does not load libvolt_kernels.so from ${prefix}:\n${out}")
+  endif()
+endfunction()
+
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(project_dir "${VOLT_SOURCE_DIR}/tests/consumer/project")
 set(build_dir "${WORK_DIR}/build")
-set(common_args -S "${project_dir}" -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release)
+set(tool_args "")  # generator and compiler, for every configure step
 if(GENERATOR)
-  list(APPEND common_args -G "${GENERATOR}")
+  list(APPEND tool_args -G "${GENERATOR}")
 endif()
 if(CXX_COMPILER)
-  list(APPEND common_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+  list(APPEND tool_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 endif()
+set(common_args -S "${project_dir}" -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release ${tool_args})
 
-if(MODE STREQUAL "package")
+set(prefix "${WORK_DIR}/prefix")
+if(MODE STREQUAL "package" OR MODE STREQUAL "headers")
   if(NOT DEFINED VOLT_BINARY_DIR)
-    message(FATAL_ERROR "run_consumer.cmake: MODE=package needs -DVOLT_BINARY_DIR=<built Volt tree>")
+    message(FATAL_ERROR "run_consumer.cmake: MODE=${MODE} needs -DVOLT_BINARY_DIR=<built Volt tree>")
   endif()
-  set(prefix "${WORK_DIR}/prefix")
   run_step("install the built tree into ${prefix}" _out "${CMAKE_COMMAND}" --install "${VOLT_BINARY_DIR}" --prefix "${prefix}")
   file(GLOB_RECURSE config_files "${prefix}/*/voltConfig.cmake")
   if(NOT config_files)
-    message(FATAL_ERROR "consumer [package]: the install put no voltConfig.cmake under ${prefix}")
+    message(FATAL_ERROR "consumer [${MODE}]: the install put no voltConfig.cmake under ${prefix}")
   endif()
-  run_step("configure against the installed package" _out "${CMAKE_COMMAND}" ${common_args}
-           -DVOLT_CONSUMER_MODE=package "-DCMAKE_PREFIX_PATH=${prefix}")
+  check_no_build_machine_paths("${prefix}")
+endif()
+
+if(MODE STREQUAL "shared")
+  set(volt_build "${WORK_DIR}/volt-build")
+  set(args -S "${VOLT_SOURCE_DIR}" -B "${volt_build}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
+      -DVOLT_CUDA=OFF -DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_EXAMPLES=OFF -DVOLT_BUILD_BENCHMARKS=OFF ${tool_args})
+  foreach(var VOLT_MPI VOLT_OPENBLAS VOLT_MARCH)
+    if(DEFINED ${var})
+      list(APPEND args "-D${var}=${${var}}")
+    endif()
+  endforeach()
+  run_step("configure Volt as shared libraries (CPU only)" _out "${CMAKE_COMMAND}" ${args})
+  run_step("build the shared libraries" _out "${CMAKE_COMMAND}" --build "${volt_build}" -j ${JOBS})
+  run_step("install them into ${prefix}" _out "${CMAKE_COMMAND}" --install "${volt_build}" --prefix "${prefix}")
+  check_no_build_machine_paths("${prefix}")
+  check_shared_libraries("${prefix}")
+endif()
+
+if(MODE STREQUAL "headers")
+  check_installed_headers("${prefix}")
+  message(STATUS "consumer [${MODE}]: passed")
+  return()
+elseif(MODE STREQUAL "package" OR MODE STREQUAL "shared")
+  # What the package must not look for: a CPU-only package needs no CUDA toolkit, a shared one none of the
+  # libraries it links privately (find_package of a disabled name fails, and find_package(volt) with it).
+  set(disabled "")
+  file(STRINGS "${prefix}/include/volt/volt/config.h" cuda_line REGEX "^#define VOLT_WITH_CUDA ")
+  if(cuda_line MATCHES "VOLT_WITH_CUDA 0")
+    list(APPEND disabled CUDAToolkit VoltCUDNN VoltNCCL)
+  endif()
+  if(MODE STREQUAL "shared")
+    list(APPEND disabled Eigen3 VoltOpenBLAS VoltCUDNN VoltNCCL)
+  endif()
+  list(REMOVE_DUPLICATES disabled)
+  set(disable_args "")
+  foreach(pkg IN LISTS disabled)
+    list(APPEND disable_args "-DCMAKE_DISABLE_FIND_PACKAGE_${pkg}=ON")
+  endforeach()
+  run_step("configure against the installed package (not finding: ${disabled})" _out "${CMAKE_COMMAND}"
+           ${common_args} -DVOLT_CONSUMER_MODE=package "-DCMAKE_PREFIX_PATH=${prefix}" ${disable_args})
 elseif(MODE STREQUAL "subdirectory")
   run_step("configure with add_subdirectory" _out "${CMAKE_COMMAND}" ${common_args} -DVOLT_CONSUMER_MODE=subdirectory
            "-DVOLT_SOURCE_DIR=${VOLT_SOURCE_DIR}" -DVOLT_CUDA=OFF -DVOLT_BUILD_TESTS=OFF -DVOLT_BUILD_EXAMPLES=OFF
            -DVOLT_BUILD_BENCHMARKS=OFF -DVOLT_MPI=OFF)
 else()
-  message(FATAL_ERROR "run_consumer.cmake: MODE must be package or subdirectory, got '${MODE}'")
+  message(FATAL_ERROR "run_consumer.cmake: MODE must be package, headers, shared or subdirectory, got '${MODE}'")
 endif()
 
 run_step("build" _out "${CMAKE_COMMAND}" --build "${build_dir}" --target volt_consumer volt_consumer_train -j ${JOBS})
 find_program(consumer_exe volt_consumer PATHS "${build_dir}" "${build_dir}/Release" NO_DEFAULT_PATH REQUIRED)
+find_program(train_exe volt_consumer_train PATHS "${build_dir}" "${build_dir}/Release" NO_DEFAULT_PATH REQUIRED)
+if(MODE STREQUAL "shared")
+  check_loads_from_prefix("${consumer_exe}" "${prefix}")
+  check_loads_from_prefix("${train_exe}" "${prefix}")
+endif()
 run_step("run" output "${consumer_exe}")
 message(STATUS "${output}")
 if(NOT output MATCHES "volt-consumer: y=152 grad_sum=48" OR NOT output MATCHES "volt-consumer: ok")
   message(FATAL_ERROR "consumer [${MODE}]: unexpected output:\n${output}")
 endif()
-find_program(train_exe volt_consumer_train PATHS "${build_dir}" "${build_dir}/Release" NO_DEFAULT_PATH REQUIRED)
 run_step("train from .npy files" train_output "${train_exe}")
 message(STATUS "${train_output}")
 if(NOT train_output MATCHES "volt-consumer-train: samples=256 steps=160" OR NOT train_output MATCHES "volt-consumer-train: ok")
