@@ -1,4 +1,4 @@
-// CPU fused masked, scaled softmax of scaled_dot_product_attention: one pass per row over the keys. The math is
+// CPU fused masked, scaled softmax of scaled_dot_product_attention, a row of keys at a time. The math is
 // kernels/common/attention.h; contracts are in kernels/cpu/attention_backend.h.
 #include <vector>
 
@@ -31,12 +31,24 @@ void attn_softmax_fwd(const Tensor& out, const Tensor& scores, const Tensor& mas
       T* yr = y + r * S;
       const void* mr = mask_row(mask, p, r);
       const int64_t i = r % p.q_len;
-      A m = attnmath::neg_inf<A>(), s = A(0);
+      // Two passes over the row (max, then exp and sum) instead of the CUDA kernel's online lse_push: one exp per
+      // key, and loops the compiler vectorises. The same logits, the same weights up to rounding.
+      A m = attnmath::neg_inf<A>();
       for (int64_t j = 0; j < S; ++j) {
         z[j] = attnmath::logit(A(xr[j]), p, mr, i, j);
-        nnmath::lse_push(m, s, z[j]);
+        m = z[j] > m ? z[j] : m;
       }
-      for (int64_t j = 0; j < S; ++j) yr[j] = T(attnmath::prob(z[j], m, s));
+      if (!(m > attnmath::neg_inf<A>())) {  // no key kept: zero weights, not 0/0
+        for (int64_t j = 0; j < S; ++j) yr[j] = T(A(0));
+        continue;
+      }
+      A s = A(0);
+      for (int64_t j = 0; j < S; ++j) {
+        z[j] = em::exp_(z[j] - m);
+        s += z[j];
+      }
+      const A inv = A(1) / s;
+      for (int64_t j = 0; j < S; ++j) yr[j] = T(z[j] * inv);
     }
   });
 }
