@@ -320,14 +320,16 @@ TEST(SdpaCuda, MatchesCpu) {
   Tensor q = rand_f64({2, 3, 37, 16}, 131), k = rand_f64({2, 3, 300, 16}, 132), v = rand_f64({2, 3, 300, 8}, 133);
   Tensor keep = random_keep({2, 1, 37, 300}, 134);
   for (DType dt : {DType::f32, DType::bf16}) {
-    Tensor bias = rand_f64({37, 300}, 135).to(dt == DType::f32 ? DType::f32 : DType::f32);
+    Tensor bias = rand_f64({37, 300}, 135).to(DType::f32);  // additive masks are read in fp32 for half inputs
     for (const Tensor& m : {keep, bias}) {
       Tensor qc = q.to(dt).cuda().set_requires_grad(), kc = k.to(dt).cuda().set_requires_grad();
       Tensor vc = v.to(dt).cuda().set_requires_grad();
       Tensor qh = q.to(dt).set_requires_grad(), kh = k.to(dt).set_requires_grad(), vh = v.to(dt).set_requires_grad();
       Tensor gc = scaled_dot_product_attention(qc, kc, vc, m.cuda(), 0.0, true);
       Tensor gh = scaled_dot_product_attention(qh, kh, vh, m, 0.0, true);
-      const double tol = dt == DType::f32 ? 1e-5 : 2e-2;
+      // bf16: both devices round the same fp32 math at each op's output, but cuBLAS and the CPU GEMM may round
+      // differently, and a one-ulp change in a score moves its weight.
+      const double tol = dt == DType::f32 ? 1e-5 : 6e-2;
       expect_close(gc.cpu(), gh.to_vector<double>(), tol, tol);
       sum(mul(gc, gc)).backward();
       sum(mul(gh, gh)).backward();
