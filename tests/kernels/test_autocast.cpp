@@ -139,6 +139,28 @@ TEST(Autocast, Fp32OpsComputeFromTheHalfValuesInFp32) {
   EXPECT_EQ(in_autocast.to_vector<float>(), ref.to_vector<float>());
 }
 
+// A lowered op's output meeting an fp32 tensor (a residual add under autocast): add's backward returns the fp32
+// gradient, and the engine casts it to the bf16 output's dtype before linear's backward (its GEMM assumes one
+// dtype; it once read the fp32 gradient as bf16 and gave garbage or NaN). Same bits as explicit casts.
+TEST(Autocast, MixedDtypeGradientsArriveInTheOutputsDtype) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Tensor h = randf({64, 16}, 41).set_requires_grad(), w = randf({8, 16}, 42).set_requires_grad();
+    Tensor res = randf({64, 8}, 43);
+    Tensor out;
+    {
+      AutocastGuard g(true, dt);
+      out = add(res, linear(h, w));
+    }
+    EXPECT_EQ(out.dtype(), DType::f32);
+    sum(mul(out, out)).backward();
+    Tensor h2 = h.detach().clone().set_requires_grad(), w2 = w.detach().clone().set_requires_grad();
+    Tensor ref = add(res, cast(linear(cast(h2, dt), cast(w2, dt)), DType::f32));
+    sum(mul(ref, ref)).backward();
+    EXPECT_EQ(h.grad().to_vector<float>(), h2.grad().to_vector<float>()) << dtype_name(dt);
+    EXPECT_EQ(w.grad().to_vector<float>(), w2.grad().to_vector<float>()) << dtype_name(dt);
+  }
+}
+
 TEST(Autocast, GradientsComeBackInTheParametersDtype) {
   Tensor x = randf({8, 6}, 31), w = randf({4, 6}, 32), b = randf({4}, 33);
   x.set_requires_grad(true);
