@@ -9,6 +9,7 @@
 
 #include "common/gradcheck.h"
 #include "nn/nn.h"
+#include "runtime/autocast.h"
 #include "runtime/cuda_api.h"
 
 using namespace volt;
@@ -651,4 +652,26 @@ TEST(TransformerEncoderLayer, TrainsOnACopyTask) {
   }
   EXPECT_GT(first, 1.3);   // about ln(5) = 1.61 at the start
   EXPECT_LT(last, 0.5);
+}
+
+TEST(Sdpa, AutocastRunsInTheHalfDtype) {
+  Tensor q = rand_f64({2, 5, 8}, 141).to(DType::f32), k = rand_f64({2, 6, 8}, 142).to(DType::f32);
+  Tensor v = rand_f64({2, 6, 4}, 143).to(DType::f32);
+  Tensor ref = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Tensor qg = q.clone().set_requires_grad(), kg = k.clone().set_requires_grad(), vg = v.clone().set_requires_grad();
+    Tensor out;
+    {
+      AutocastGuard g(true, dt);
+      out = scaled_dot_product_attention(qg, kg, vg, Tensor(), 0.0, true);
+    }
+    EXPECT_EQ(out.dtype(), dt);
+    expect_close(out, ref.to_vector<double>(), 3e-2, 3e-2);
+    sum(out).backward();
+    for (const Tensor& t : {qg, kg, vg}) {
+      ASSERT_TRUE(t.grad().defined());
+      EXPECT_EQ(t.grad().dtype(), DType::f32);
+      for (double x : t.grad().to_vector<double>()) EXPECT_TRUE(std::isfinite(x)) << dtype_name(dt);
+    }
+  }
 }
