@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -122,8 +123,10 @@ inline CLI::Validator devices_spec() {
 
 // Parses the flags shared by all examples (and every Trainer option, and --config/--print-config). Returns false
 // (after printing) when the program should exit with `exit_code` (0 for --help and --print-config, 2 for a bad
-// flag or config file). Every value is validated here, before any work.
-inline bool parse_args(int argc, char** argv, const std::string& description, Args& a, int& exit_code) {
+// flag or config file). Every value is validated here, before any work. `add_flags`, when given, adds an
+// example's own flags (e.g. char_transformer's --text and --seq-len) to the same command line and config file.
+inline bool parse_args(int argc, char** argv, const std::string& description, Args& a, int& exit_code,
+                       const std::function<void(CLI::App&)>& add_flags = {}) {
   using namespace detail;
   constexpr long long kMax = INT64_MAX;
   CLI::App app{description};
@@ -168,6 +171,7 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
         return std::string();
       }, "A:B"));
   cli::add_trainer_flags(app, a.trainer, kOwnTrainerFlags);
+  if (add_flags) add_flags(app);
   cli::add_config_flags(app);
   try {
     cli::check_config_file(app, argc, argv);

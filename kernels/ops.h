@@ -153,6 +153,29 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 // Zeroes elements with probability p and scales the rest by 1/(1-p); identity when !training or p == 0.
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen = nullptr);
 
+// ---- attention (kernels/ops/attention_ops.cpp) -----------------------------------------------------------
+// softmax(q k^T * scale + mask) v for q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev), the batch dims
+// (all but the last two) broadcasting as in matmul. q, k and v share one floating dtype and one device.
+//   scale:     default 1 / sqrt(E).
+//   attn_mask: optional, broadcastable to the scores (batch..., L, S). bool: true = query i may attend to key j
+//              (note: nn::MultiheadAttention's masks follow PyTorch there, true = masked out); floating: added to
+//              the scaled scores (-inf masks), and differentiable (e.g. a learned relative-position bias).
+//   is_causal: query i attends to keys j <= i (top-left aligned, tril(ones(L, S))). May be combined with attn_mask
+//              (both apply; PyTorch refuses the pair).
+//   dropout_p: in [0, 1); drops attention weights (the rest scaled by 1/(1-p)) with `gen` (the global generator
+//              by default). It applies whenever > 0: pass 0 outside training.
+// A query with no key left (a fully masked row) gets all-zero weights and a zero output, not NaN.
+// The masked, scaled softmax is one fused kernel with a fused backward (the math in kernels/common/attention.h);
+// the two products are matmul. Under autocast q, k and v run in the half dtype (the softmax accumulates in fp32).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = Tensor(),
+                                    double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
+// The same, also returning the attention weights (batch..., L, S) that multiplied v (after dropout, as PyTorch's
+// nn.MultiheadAttention returns them): {output, weights}.
+std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+    bool is_causal = false, std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
+
 // ---- indexing and joining (kernels/ops/index_ops.cpp) ----------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -24,6 +24,8 @@ using volt::mse_loss;
 using volt::nll_loss;
 using volt::one_hot;
 using volt::relu;
+using volt::scaled_dot_product_attention;
+using volt::scaled_dot_product_attention_with_weights;
 using volt::sigmoid;
 using volt::silu;
 using volt::softmax;

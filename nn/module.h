@@ -86,6 +86,20 @@ class Module {
   // The dotted name under the first parent this module was registered in ("encoder.l1"; "" for a root).
   std::string path_name() const;
 
+  // Runs f() as a call of this module: anomaly detection names the module an op ran in, and the trace
+  // (runtime/trace.h) shows the call as a range; the name is built only when one of them is on. UnaryModule's
+  // operator() uses it, as do layers whose call takes more than one tensor.
+  template <class F>
+  decltype(auto) call_scoped(F&& f) {
+    auto name = [this] {
+      std::string path = path_name();
+      return (path.empty() ? std::string("<root>") : path) + " (" + type_name() + ")";
+    };
+    autograd::ScopeGuard scope(name);
+    trace::ModuleRange range(name);
+    return f();
+  }
+
   virtual std::string type_name() const { return "Module"; }
   // Short description of the configuration ("in_features=784, out_features=128") for summaries.
   virtual std::string extra_repr() const { return ""; }
@@ -115,15 +129,7 @@ class Module {
 class UnaryModule : public Module {
  public:
   Tensor operator()(const Tensor& x) {
-    // Anomaly detection names the module an op ran in, and the trace (runtime/trace.h) shows the module's
-    // forward as a range; the name is built only when one of them is on.
-    auto name = [this] {
-      std::string path = path_name();
-      return (path.empty() ? std::string("<root>") : path) + " (" + type_name() + ")";
-    };
-    autograd::ScopeGuard scope(name);
-    trace::ModuleRange range(name);
-    return forward(x);
+    return call_scoped([&] { return forward(x); });
   }
   virtual Tensor forward(const Tensor& x) = 0;
 };

@@ -190,7 +190,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   AutocastGuard no_autocast(false);  // backward ops run in the dtypes the forward recorded
   BackwardDepth in_backward;
   auto& ops = engine_ops();
-  VOLT_ASSERT(ops.add && ops.ones_like && ops.zeros && ops.clone, "autograd engine ops not registered");
+  VOLT_ASSERT(ops.add && ops.ones_like && ops.zeros && ops.clone && ops.cast, "autograd engine ops not registered");
 
   // Seed the root edges.
   std::vector<std::pair<Edge, Tensor>> seeds;
@@ -301,6 +301,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         const InputMeta& meta = node->input_meta[i];
         VOLT_ASSERT(in_grads[i].shape() == meta.shape, node->name(), " produced a gradient of shape ",
                     in_grads[i].shape_str(), " for input ", i, " of shape ", shape_to_string(meta.shape));
+        // A gradient arrives in its input's dtype (as in PyTorch's engine): a formula of a mixed-dtype op (add of
+        // an f32 and a bf16 tensor under autocast) returns the wider dtype, which the producer's backward (e.g.
+        // linear's bf16 GEMM) must not receive.
+        if (in_grads[i].dtype() != meta.dtype) in_grads[i] = ops.cast(in_grads[i], meta.dtype);
         if (anomaly_enabled() && !finite_or_undefined(in_grads[i])) {
           bool incoming_finite = true;
           for (const Tensor& g : p.grads) incoming_finite = incoming_finite && finite_or_undefined(g);

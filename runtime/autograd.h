@@ -90,6 +90,7 @@ struct EngineOps {
   Tensor (*zeros)(const Shape&, DType, Device) = nullptr;
   Tensor (*clone)(const Tensor&) = nullptr;
   bool (*all_finite)(const Tensor&) = nullptr;  // floating tensors: no NaN/Inf (other dtypes: true)
+  Tensor (*cast)(const Tensor&, DType) = nullptr;
 };
 EngineOps& engine_ops();
 

@@ -24,14 +24,19 @@ struct CeParams {
 
 namespace nnmath {
 
-// Online log-sum-exp: running maximum m and sum s of exp(x - m). Merging keeps every exp argument <= 0, so
-// nothing overflows; -inf inputs contribute 0.
+// x is +inf or -inf (NaN is not). Written with comparisons so it means the same in host and device code.
+template <class A>
+VOLT_HD bool is_inf(A x) { return x == x && x - x != x - x; }
+
+// Online log-sum-exp: running maximum m and sum s of exp(x - m), starting from m = -inf, s = 0. Merging keeps
+// every exp argument <= 0, so nothing overflows; -inf inputs contribute 0, so a row of only -inf ends with
+// s = 0 (lse = -inf), not NaN.
 template <class A>
 VOLT_HD void lse_push(A& m, A& s, A x) {
   if (x > m) {
     s = s * em::exp_(m - x) + A(1);
     m = x;
-  } else if (!(x == x && m == -m && m < A(0))) {  // skip x = m = -inf, whose difference would be NaN
+  } else if (!(x == m && is_inf(m))) {  // skip x = m = -inf (or +inf), whose difference would be NaN
     s += em::exp_(x - m);
   }
 }

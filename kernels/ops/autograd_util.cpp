@@ -14,6 +14,7 @@ struct RegisterEngineOps {
     ops.ones_like = [](const Tensor& t) { return ones_like(t); };
     ops.zeros = [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); };
     ops.clone = [](const Tensor& t) { return t.clone(); };
+    ops.cast = [](const Tensor& t, DType d) { return t.to(d); };
     ops.all_finite = [](const Tensor& t) {
       if (!is_floating(t.dtype()) || t.numel() == 0) return true;
       NoGradGuard ng;

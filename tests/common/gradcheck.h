@@ -63,6 +63,43 @@ inline void expect_gradients_match(const TensorFn& f, std::vector<Tensor> inputs
   }
 }
 
+// The same check for tensors that f() reads without taking them as arguments (a module's parameters): each must
+// be a contiguous float64 leaf that requires grad; its elements are perturbed in place and restored.
+inline void expect_param_gradients_match(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
+                                         double eps = 1e-6, double atol = 1e-6, double rtol = 1e-5) {
+  for (Tensor p : params) p.set_grad(Tensor());
+  Tensor out = f();
+  ASSERT_TRUE(out.requires_grad()) << "the function's output does not require grad";
+  Tensor w;
+  {
+    Generator g(4321);
+    w = rand(out.shape(), DType::f64, kCPU, &g, 0.5, 1.5);
+  }
+  auto loss_of = [&] {
+    NoGradGuard ng;
+    return sum(mul(f().to(DType::f64), w)).item();
+  };
+  sum(mul(out.to(DType::f64), w)).backward();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Tensor& p = params[k];
+    ASSERT_TRUE(p.dtype() == DType::f64 && p.is_contiguous() && p.is_leaf()) << "parameter " << k;
+    ASSERT_TRUE(p.grad().defined()) << "parameter " << k << " received no gradient";
+    const std::vector<double> a = p.grad().to_vector<double>();
+    double* d = p.data<double>();
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      const double orig = d[i];
+      d[i] = orig + eps;
+      const double up = loss_of();
+      d[i] = orig - eps;
+      const double down = loss_of();
+      d[i] = orig;
+      const double numeric = (up - down) / (2 * eps);
+      EXPECT_NEAR(a[static_cast<size_t>(i)], numeric, atol + rtol * std::abs(numeric))
+          << "parameter " << k << " element " << i;
+    }
+  }
+}
+
 inline void expect_close(const Tensor& actual, const std::vector<double>& expected, double atol = 1e-5,
                          double rtol = 1e-5) {
   std::vector<double> a = actual.to_vector<double>();

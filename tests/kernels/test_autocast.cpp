@@ -43,6 +43,9 @@ std::vector<PolicyRow> policy_rows() {
        [](DType d) { return linear(randf({4, 5}, 1, d), randf({3, 5}, 2, d), randf({3}, 3, d)); }},
       {"conv2d", DType::f32, DType::f32, K::Lower,
        [](DType d) { return conv2d(randf({2, 3, 6, 6}, 1, d), randf({4, 3, 3, 3}, 2, d), randf({4}, 3, d)); }},
+      {"scaled_dot_product_attention", DType::f32, DType::f32, K::Lower,
+       [](DType d) { return scaled_dot_product_attention(randf({2, 4, 8}, 1, d), randf({2, 5, 8}, 2, d),
+                                                         randf({2, 5, 3}, 3, d), randf({4, 5}, 4), 0.0, true); }},
       {"softmax", DType::f16, DType::f16, K::Fp32, [](DType d) { return softmax(randf({4, 5}, 1, d), 1); }},
       {"log_softmax", DType::bf16, DType::bf16, K::Fp32, [](DType d) { return log_softmax(randf({4, 5}, 1, d), 1); }},
       {"cross_entropy", DType::f16, DType::f16, K::Fp32,
@@ -134,6 +137,28 @@ TEST(Autocast, Fp32OpsComputeFromTheHalfValuesInFp32) {
   }
   Tensor ref = log_softmax(x.to(DType::f32), 1);
   EXPECT_EQ(in_autocast.to_vector<float>(), ref.to_vector<float>());
+}
+
+// A lowered op's output meeting an fp32 tensor (a residual add under autocast): add's backward returns the fp32
+// gradient, and the engine casts it to the bf16 output's dtype before linear's backward (its GEMM assumes one
+// dtype; it once read the fp32 gradient as bf16 and gave garbage or NaN). Same bits as explicit casts.
+TEST(Autocast, MixedDtypeGradientsArriveInTheOutputsDtype) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Tensor h = randf({64, 16}, 41).set_requires_grad(), w = randf({8, 16}, 42).set_requires_grad();
+    Tensor res = randf({64, 8}, 43);
+    Tensor out;
+    {
+      AutocastGuard g(true, dt);
+      out = add(res, linear(h, w));
+    }
+    EXPECT_EQ(out.dtype(), DType::f32);
+    sum(mul(out, out)).backward();
+    Tensor h2 = h.detach().clone().set_requires_grad(), w2 = w.detach().clone().set_requires_grad();
+    Tensor ref = add(res, cast(linear(cast(h2, dt), cast(w2, dt)), DType::f32));
+    sum(mul(ref, ref)).backward();
+    EXPECT_EQ(h.grad().to_vector<float>(), h2.grad().to_vector<float>()) << dtype_name(dt);
+    EXPECT_EQ(w.grad().to_vector<float>(), w2.grad().to_vector<float>()) << dtype_name(dt);
+  }
 }
 
 TEST(Autocast, GradientsComeBackInTheParametersDtype) {

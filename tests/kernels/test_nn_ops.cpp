@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
+#include "kernels/common/softmax.h"
 #include "runtime/cuda_api.h"
 
 using namespace volt;
@@ -103,6 +104,35 @@ TEST(SoftmaxGrad, AllDimsAndNonContiguous) {
 }
 
 // ---- cross entropy / nll ---------------------------------------------------------------------------------
+
+// The online log-sum-exp shared by the CUDA softmax kernels and the attention kernels (kernels/common/softmax.h):
+// -inf inputs add nothing, so a row of only -inf ends at (m, s) = (-inf, 0) instead of NaN (the guard once
+// compared m == -m, which is never true for an infinity).
+TEST(Softmax, OnlineLogSumExpSkipsMinusInfinity) {
+  for (bool f64 : {false, true}) {
+    auto run = [&](std::vector<double> xs) {
+      double m = -INFINITY, s = 0;
+      if (f64) {
+        for (double x : xs) nnmath::lse_push(m, s, x);
+      } else {
+        float mf = -INFINITY, sf = 0;
+        for (double x : xs) nnmath::lse_push(mf, sf, static_cast<float>(x));
+        m = mf;
+        s = sf;
+      }
+      return std::pair<double, double>{m, s};
+    };
+    auto [m0, s0] = run({-INFINITY, -INFINITY, -INFINITY});
+    EXPECT_EQ(m0, -INFINITY);
+    EXPECT_EQ(s0, 0.0);
+    EXPECT_EQ(nnmath::lse_finish(m0, s0), -INFINITY);
+    // -inf before, between and after finite values contributes exp(-inf) = 0.
+    auto [m1, s1] = run({-INFINITY, 1.0, -INFINITY, 3.0, -INFINITY});
+    EXPECT_EQ(m1, 3.0);
+    EXPECT_NEAR(s1, 1.0 + std::exp(-2.0), 1e-6);
+    EXPECT_NEAR(nnmath::lse_finish(m1, s1), std::log(std::exp(1.0) + std::exp(3.0)), 1e-6);
+  }
+}
 
 TEST(CrossEntropy, MatchesReferenceAllReductionsAndSmoothing) {
   const int64_t n = 6, c = 5;

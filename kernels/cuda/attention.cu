@@ -1,0 +1,127 @@
+// CUDA fused masked, scaled softmax of scaled_dot_product_attention: one block per row of keys. The math is
+// kernels/common/attention.h; this file holds indexing and launches only. Contracts are in
+// kernels/cpu/attention_backend.h.
+#include "kernels/common/dispatch.h"
+#include "kernels/cpu/attention_backend.h"
+#include "kernels/cuda/loops.cuh"
+
+namespace volt::cuda {
+
+namespace {
+
+constexpr int kMaxThreads = 256;
+constexpr unsigned kMaxRowBlocks = 65535u * 16u;
+
+// Threads per row block: a power of two in [32, 256], no wider than the row needs.
+int threads_for(int64_t n) {
+  int t = 32;
+  while (t < kMaxThreads && t < n) t *= 2;
+  return t;
+}
+
+unsigned row_blocks(int64_t rows) { return rows < kMaxRowBlocks ? static_cast<unsigned>(rows) : kMaxRowBlocks; }
+
+// Block-wide merge of the per-thread (max, sum-exp) states; every thread gets the row's state.
+template <class A>
+__device__ void block_lse(A& m, A& s) {
+  __shared__ A sm[kMaxThreads], ss[kMaxThreads];
+  sm[threadIdx.x] = m;
+  ss[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) {
+      A m1 = sm[threadIdx.x], s1 = ss[threadIdx.x];
+      nnmath::lse_merge(m1, s1, sm[threadIdx.x + k], ss[threadIdx.x + k]);
+      sm[threadIdx.x] = m1;
+      ss[threadIdx.x] = s1;
+    }
+    __syncthreads();
+  }
+  m = sm[0];
+  s = ss[0];
+  __syncthreads();
+}
+
+// Block-wide sum; every thread gets it.
+template <class A>
+__device__ A block_sum(A v) {
+  __shared__ A sv[kMaxThreads];
+  sv[threadIdx.x] = v;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) sv[threadIdx.x] += sv[threadIdx.x + k];
+    __syncthreads();
+  }
+  v = sv[0];
+  __syncthreads();
+  return v;
+}
+
+// The mask's element for (row r, key 0), or nullptr without a mask.
+__device__ __forceinline__ const void* mask_row(const char* mask, int64_t itemsize, const AttnParams& p, int64_t r) {
+  return p.mask == AttnMaskKind::None ? nullptr : mask + p.geom.row_offset(r) * itemsize;
+}
+
+template <class T>
+__global__ void attn_softmax_fwd_kernel(const T* x, T* y, const char* mask, int64_t mask_itemsize, AttnParams p) {
+  using A = acc_t<T>;
+  const int64_t S = p.k_len;
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T* xr = x + r * S;
+    T* yr = y + r * S;
+    const void* mr = mask_row(mask, mask_itemsize, p, r);
+    const int64_t i = r % p.q_len;
+    A m = attnmath::neg_inf<A>(), s = A(0);
+    for (int64_t j = threadIdx.x; j < S; j += blockDim.x) nnmath::lse_push(m, s, attnmath::logit(A(xr[j]), p, mr, i, j));
+    block_lse(m, s);
+    for (int64_t j = threadIdx.x; j < S; j += blockDim.x)
+      yr[j] = T(attnmath::prob(attnmath::logit(A(xr[j]), p, mr, i, j), m, s));
+  }
+}
+
+template <class T>
+__global__ void attn_softmax_bwd_kernel(T* gs, acc_t<T>* gb, const T* g, const T* y, AttnParams p) {
+  using A = acc_t<T>;
+  const int64_t S = p.k_len;
+  const A scale = A(p.scale);
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const int64_t o = r * S;
+    A dot = A(0);
+    for (int64_t j = threadIdx.x; j < S; j += blockDim.x) dot += A(g[o + j]) * A(y[o + j]);
+    dot = block_sum(dot);
+    for (int64_t j = threadIdx.x; j < S; j += blockDim.x) {
+      const A dz = attnmath::logit_grad(A(y[o + j]), A(g[o + j]), dot);
+      gs[o + j] = T(dz * scale);
+      if (gb) gb[o + j] = dz;
+    }
+  }
+}
+
+}  // namespace
+
+void attn_softmax_fwd(const Tensor& out, const Tensor& scores, const Tensor& mask, const AttnParams& p) {
+  if (p.rows == 0 || p.k_len == 0) return;
+  const char* mp = mask.defined() ? static_cast<const char*>(mask.data_ptr()) : nullptr;
+  const int64_t item = mask.defined() ? static_cast<int64_t>(itemsize(mask.dtype())) : 0;
+  dispatch_floating(scores.dtype(), "scaled_dot_product_attention", [&](auto tag) {
+    using T = decltype(tag);
+    attn_softmax_fwd_kernel<T><<<row_blocks(p.rows), threads_for(p.k_len), 0, compute_stream(out)>>>(
+        static_cast<const T*>(scores.data_ptr()), static_cast<T*>(out.data_ptr()), mp, item, p);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void attn_softmax_bwd(const Tensor& grad_scores, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& weights,
+                      const AttnParams& p) {
+  if (p.rows == 0 || p.k_len == 0) return;
+  dispatch_floating(weights.dtype(), "scaled_dot_product_attention backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    attn_softmax_bwd_kernel<T><<<row_blocks(p.rows), threads_for(p.k_len), 0, compute_stream(grad_scores)>>>(
+        static_cast<T*>(grad_scores.data_ptr()), grad_bias.defined() ? static_cast<A*>(grad_bias.data_ptr()) : nullptr,
+        static_cast<const T*>(grad_out.data_ptr()), static_cast<const T*>(weights.data_ptr()), p);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace volt::cuda

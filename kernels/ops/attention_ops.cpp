@@ -1,0 +1,178 @@
+// scaled_dot_product_attention: argument checks, the mask's layout (AttnMaskGeom), and the fused masked, scaled
+// softmax with its autograd formula. The two products are matmul; dropout is the dropout op.
+#include <cmath>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/attention_backend.h"
+#include "kernels/ops.h"
+#include "kernels/ops/autocast_util.h"
+
+namespace volt {
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+DType acc_dtype(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
+
+void check_input(const Tensor& t, const char* name, const char* layout) {
+  VOLT_CHECK(t.defined(), kOp, ": ", name, " is undefined");
+  VOLT_CHECK(is_floating(t.dtype()), kOp, ": ", name,
+             " must be floating point (float32, float64, float16 or bfloat16), got ", dtype_name(t.dtype()));
+  VOLT_CHECK(t.dim() >= 2, kOp, ": ", name, " must be ", layout, " (at least 2 dims), got shape ", t.shape_str());
+}
+
+Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+// a and b broadcast together (NumPy rules); the result in `out`.
+bool try_broadcast(const Shape& a, const Shape& b, Shape& out) {
+  const size_t n = std::max(a.size(), b.size());
+  out.assign(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) return false;
+    out[i] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+// The row dims of `m` (a view expanded to `shape`, all but the last dim), with size-1 dims dropped and neighbours
+// that step through memory evenly merged; the last dim's stride is the key stride.
+bool mask_geometry(const Tensor& m, const Shape& shape, AttnMaskGeom& g) {
+  g = AttnMaskGeom{};
+  g.col_stride = m.stride(-1);
+  for (size_t d = 0; d + 1 < shape.size(); ++d) {
+    const int64_t size = shape[d], stride = m.stride(static_cast<int64_t>(d));
+    if (size == 1) continue;
+    if (g.ndim > 0 && g.stride[g.ndim - 1] == stride * size) {
+      g.size[g.ndim - 1] *= size;
+      g.stride[g.ndim - 1] = stride;
+      continue;
+    }
+    if (g.ndim == AttnMaskGeom::kMaxDims) return false;
+    g.size[g.ndim] = size;
+    g.stride[g.ndim] = stride;
+    ++g.ndim;
+  }
+  return true;
+}
+
+// softmax over the last dim of (scores * scale + additive mask), with keys outside a bool mask or the causal
+// triangle at weight 0 and all-masked rows all 0. scores (..., L, S); mask undefined, bool or in the accumulation
+// dtype, broadcastable to scores. Differentiable in scores and in an additive mask.
+Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, double scale) {
+  Tensor x = scores.detach().contiguous();
+  const Shape shape = x.shape();
+  const Device dev = x.device();
+  AttnParams p;
+  p.k_len = shape.back();
+  p.q_len = shape[shape.size() - 2];
+  p.rows = shape_numel(Shape(shape.begin(), shape.end() - 1));
+  p.scale = scale;
+  p.causal = causal;
+  Tensor mview;
+  if (mask.defined()) {
+    p.mask = mask.dtype() == DType::boolean ? AttnMaskKind::Keep : AttnMaskKind::Additive;
+    mview = mask.detach().expand(shape);
+    if (!mask_geometry(mview, shape, p.geom)) {  // too many uneven dims: one contiguous copy has one row dim
+      mview = mview.contiguous();
+      mask_geometry(mview, shape, p.geom);
+    }
+  }
+  Tensor out = empty(shape, x.dtype(), dev);
+  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(dev, attn_softmax_fwd, out, x, mview, p);
+  Tensor y = out.detach();
+  const bool additive = p.mask == AttnMaskKind::Additive;
+  const bool bias_grad = additive && mask.requires_grad();
+  const Shape mask_shape = additive ? mask.shape() : Shape{};
+  autograd::attach(out, "ScaledDotProductAttentionBackward", {scores, additive ? mask : Tensor()},
+                   [y, p, bias_grad, mask_shape](const std::vector<Tensor>& grads) {
+                     const Device d = y.device();
+                     Tensor g = grads[0].dtype() == y.dtype() ? grads[0].contiguous() : grads[0].to(y.dtype()).contiguous();
+                     Tensor gs = empty(y.shape(), y.dtype(), d);
+                     Tensor gb = bias_grad ? empty(y.shape(), acc_dtype(y.dtype()), d) : Tensor();
+                     if (y.numel() > 0) VOLT_DISPATCH_DEVICE(d, attn_softmax_bwd, gs, gb, g, y, p);
+                     if (gb.defined()) gb = sum_to(gb, mask_shape);
+                     return std::vector<Tensor>{gs, gb};
+                   });
+  return out;
+}
+
+std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& attn_mask,
+                               double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
+  check_input(q0, "q", "(..., L, E)");
+  check_input(k0, "k", "(..., S, E)");
+  check_input(v0, "v", "(..., S, Ev)");
+  VOLT_CHECK(q0.dtype() == k0.dtype() && q0.dtype() == v0.dtype(), kOp, ": q, k and v must have one dtype, got ",
+             dtype_name(q0.dtype()), ", ", dtype_name(k0.dtype()), " and ", dtype_name(v0.dtype()),
+             "; convert with .to(dtype)");
+  VOLT_CHECK(q0.device() == k0.device() && q0.device() == v0.device(), kOp,
+             ": q, k and v must be on one device, got ", q0.device().str(), ", ", k0.device().str(), " and ",
+             v0.device().str(), "; move them with .to(device)");
+  VOLT_CHECK(q0.size(-1) == k0.size(-1), kOp, ": q has shape ", q0.shape_str(), " and k has shape ", k0.shape_str(),
+             "; expected the same embedding size E in the last dim (", q0.size(-1), " vs ", k0.size(-1), ")");
+  VOLT_CHECK(k0.size(-2) == v0.size(-2), kOp, ": k has shape ", k0.shape_str(), " and v has shape ", v0.shape_str(),
+             "; expected the same number of keys S in dim -2 (", k0.size(-2), " vs ", v0.size(-2), ")");
+  Shape bqk, batch;
+  VOLT_CHECK(try_broadcast(batch_dims(q0), batch_dims(k0), bqk) && try_broadcast(bqk, batch_dims(v0), batch), kOp,
+             ": the batch dims (all but the last two) of q ", q0.shape_str(), ", k ", k0.shape_str(), " and v ",
+             v0.shape_str(), " cannot be broadcast together");
+  VOLT_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, kOp, ": dropout_p must be in [0, 1), got ", dropout_p);
+  VOLT_CHECK(!scale || std::isfinite(*scale), kOp, ": scale must be a finite number, got ", scale ? *scale : 0.0);
+  const int64_t L = q0.size(-2), S = k0.size(-2), E = q0.size(-1);
+  Shape full = batch;  // (batch..., L, S): the shape the mask must broadcast to
+  full.push_back(L);
+  full.push_back(S);
+  Tensor mask;
+  if (attn_mask.defined()) {
+    VOLT_CHECK(attn_mask.device() == q0.device(), kOp, ": attn_mask is on ", attn_mask.device().str(),
+               " but q is on ", q0.device().str(), "; move it with .to(device)");
+    VOLT_CHECK(attn_mask.dtype() == DType::boolean || is_floating(attn_mask.dtype()), kOp,
+               ": attn_mask must be bool (true = attend) or floating point (added to the scores), got ",
+               dtype_name(attn_mask.dtype()));
+    Shape b;
+    VOLT_CHECK(attn_mask.dim() <= static_cast<int64_t>(full.size()) && try_broadcast(attn_mask.shape(), full, b) &&
+                   b == full,
+               kOp, ": attn_mask has shape ", attn_mask.shape_str(), " but the attention scores have shape ",
+               shape_to_string(full), " (batch..., L, S); expected a mask broadcastable to it");
+    mask = attn_mask.dtype() == DType::boolean ? attn_mask : cast(attn_mask, acc_dtype(q0.dtype()));
+  }
+
+  Tensor q = q0, k = k0, v = v0;
+  if (autocast_detail::wants_lower(q)) {  // the products in the half dtype; the softmax accumulates in fp32
+    q = autocast_detail::lower(q);
+    k = autocast_detail::lower(k);
+    v = autocast_detail::lower(v);
+  }
+  const double sc = scale ? *scale : (E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
+  Tensor scores = matmul(q, k.transpose(-2, -1));  // (batch(q, k)..., L, S)
+  if (mask.defined()) {  // a mask with batch dims that only v has: the scores take them too
+    Shape b;
+    try_broadcast(scores.shape(), mask.shape(), b);
+    if (b != scores.shape()) scores = scores.expand(b);
+  }
+  Tensor weights = masked_softmax(scores, mask, is_causal, sc);
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
+  Tensor out = matmul(weights, v);  // (batch..., L, Ev)
+  return {out, weights};
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
+  trace::Range op_range(trace::Layer::op, kOp);
+  return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen).first;
+}
+
+std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                                    const Tensor& attn_mask, double dropout_p,
+                                                                    bool is_causal, std::optional<double> scale,
+                                                                    Generator* gen) {
+  trace::Range op_range(trace::Layer::op, kOp);
+  return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+}
+
+}  // namespace volt
