@@ -6,20 +6,14 @@
 
 #include "data/collate.h"
 #include "data/data_loader.h"
+#include "common/error_message.h"
 #include "kernels/ops.h"
 #include "runtime/cuda_api.h"
 
 namespace volt::data {
 namespace {
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
+using volt::testing::message_of;
 
 // Sample i: input (2) = (i, 10 i), target () i64 = i, fields "mask" (3) u8 = (i%2, 1, 0) and "weight" () f32 =
 // i / 2.

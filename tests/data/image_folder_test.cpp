@@ -7,6 +7,7 @@
 #include "data/data_loader.h"
 #include "data/image.h"
 #include "data/image_folder.h"
+#include "common/error_message.h"
 #include "kernels/ops.h"
 #include "image_files.h"
 #include "temp_dir.h"
@@ -19,14 +20,7 @@ using testing::write_bytes;
 using testing::write_jpeg;
 using testing::write_png;
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
+using volt::testing::message_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

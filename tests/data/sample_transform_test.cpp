@@ -7,19 +7,13 @@
 #include "data/data_loader.h"
 #include "data/transforms.h"
 #include "kernels/common/philox.h"
+#include "common/error_message.h"
 #include "kernels/ops.h"
 
 namespace volt::data {
 namespace {
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
+using volt::testing::message_of;
 
 Batch sample_of(Tensor x) {
   Batch s;
