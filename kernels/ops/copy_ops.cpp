@@ -83,6 +83,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
+  // The Fill loop loads each element before replacing it; a fresh bool buffer can hold bytes other than 0/1,
+  // and loading those as bool is undefined, so zero it first.
+  if (dtype() == DType::boolean && is_contiguous() && numel() > 0) memset_zero(data_ptr(), device(), nbytes());
   ElemParams p;
   p.a = value;
   VOLT_DISPATCH_DEVICE(device(), unary, UnaryOp::Fill, *this, *this, p);

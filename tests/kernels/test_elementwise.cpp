@@ -295,3 +295,15 @@ TEST(ElementwiseFixes, IntegerPowerWithNegativeExponent) {
   Tensor y = from_vector<int64_t>({-1, -2, -3, -1, 2});
   EXPECT_EQ(pow(x, y).to_vector<int64_t>(), (std::vector<int64_t>{-1, 1, 1, 0, 9}));
 }
+
+// A fresh bool buffer may hold bytes other than 0/1; fill_ (and so ones/full) must not load them as bool (the
+// sanitized build reports such a load as undefined behaviour).
+TEST(Elementwise, FillOfAFreshBoolTensorSetsEveryElement) {
+  for (int rep = 0; rep < 3; ++rep) {
+    Tensor t = ones({257}, DType::boolean);
+    const bool* d = t.data<bool>();
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_TRUE(d[i]) << i;
+    Tensor z = full({5}, 0.0, DType::boolean);
+    for (int64_t i = 0; i < z.numel(); ++i) ASSERT_FALSE(z.data<bool>()[i]) << i;
+  }
+}
