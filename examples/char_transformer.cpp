@@ -257,19 +257,7 @@ int main(int argc, char** argv) {
     VOLT_CHECK(c.d_model % c.heads == 0, "--heads (", c.heads, ") must divide --d-model (", c.d_model, ")");
     prepare_output_dir(args.out);
     auto throughput = std::make_shared<volt::ThroughputMonitor>();
-    volt::TrainerOptions options = args.trainer;
-    options.accelerator = args.accelerator;
-    options.devices = args.devices;
-    options.strategy = args.strategy;
-    options.precision = args.precision;
-    options.max_epochs = args.epochs;
-    options.enable_progress_bar = args.progress_bar;
-    options.default_root_dir = args.out;
-    options.callbacks.push_back(throughput);
-    options.profiler = args.profiler;
-    options.profile_steps = args.profile_steps;
-    apply_logger_flag(args, options);
-    volt::Trainer trainer(options);
+    volt::Trainer trainer(trainer_options(args, throughput));
 
     const Corpus corpus(read_text(c.text));
     volt::seed_everything(args.seed);

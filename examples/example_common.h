@@ -205,6 +205,24 @@ inline void apply_logger_flag(const Args& a, TrainerOptions& o) {
     o.loggers.push_back(std::make_shared<TensorBoardLogger>(a.out));
 }
 
+// The Trainer options of an example run: the command line's Trainer flags, the example's own flags over their
+// namesakes, the throughput callback and the --logger choice.
+inline TrainerOptions trainer_options(const Args& args, std::shared_ptr<ThroughputMonitor> throughput) {
+  TrainerOptions options = args.trainer;
+  options.accelerator = args.accelerator;
+  options.devices = args.devices;
+  options.strategy = args.strategy;
+  options.precision = args.precision;
+  options.max_epochs = args.epochs;
+  options.enable_progress_bar = args.progress_bar;
+  options.default_root_dir = args.out;
+  options.callbacks.push_back(std::move(throughput));
+  options.profiler = args.profiler;
+  options.profile_steps = args.profile_steps;
+  apply_logger_flag(args, options);
+  return options;
+}
+
 // Creates the run directory and checks that it is writable, so a bad --out fails before any data is loaded or
 // any training is done.
 inline void prepare_output_dir(const std::string& dir) { ensure_writable_dir(dir, "--out"); }
@@ -254,19 +272,7 @@ int run_example(int argc, char** argv, const std::string& name, const std::strin
     // precision (the Trainer's constructor), and the checkpoint to resume from.
     prepare_output_dir(args.out);
     auto throughput = std::make_shared<ThroughputMonitor>();
-    TrainerOptions options = args.trainer;
-    options.accelerator = args.accelerator;
-    options.devices = args.devices;
-    options.strategy = args.strategy;
-    options.precision = args.precision;
-    options.max_epochs = args.epochs;
-    options.enable_progress_bar = args.progress_bar;
-    options.default_root_dir = args.out;
-    options.callbacks.push_back(throughput);
-    options.profiler = args.profiler;
-    options.profile_steps = args.profile_steps;
-    apply_logger_flag(args, options);
-    Trainer trainer(options);
+    Trainer trainer(trainer_options(args, throughput));
     // ("last" and "best" are looked up by fit, which names what it searched when nothing is found.)
     if (!args.resume.empty() && args.resume != "last" && args.resume != "best")
       VOLT_CHECK(std::filesystem::exists(args.resume + ".json") || std::filesystem::exists(args.resume),

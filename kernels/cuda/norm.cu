@@ -3,22 +3,16 @@
 #include "kernels/common/dispatch.h"
 #include "kernels/cpu/norm_backend.h"
 #include "kernels/cuda/loops.cuh"
+#include "kernels/cuda/row_blocks.cuh"
 
 namespace volt::cuda {
 
 namespace {
 
-constexpr int kMaxThreads = 256;
-constexpr unsigned kMaxRowBlocks = 65535u * 16u;
-
-// Threads per row block: a power of two in [32, 256], no wider than the row needs.
-int threads_for(int64_t n) {
-  int t = 32;
-  while (t < kMaxThreads && t < n) t *= 2;
-  return t;
-}
-
-unsigned row_blocks(int64_t rows) { return rows < kMaxRowBlocks ? static_cast<unsigned>(rows) : kMaxRowBlocks; }
+using rows::kMaxRowBlocks;
+using rows::kMaxThreads;
+using rows::row_blocks;
+using rows::threads_for;
 
 // Block-wide merge of the per-thread Welford states; every thread gets the row's state.
 template <class A>

@@ -5,18 +5,14 @@
 #include "kernels/common/dispatch.h"
 #include "kernels/cpu/nn_backend.h"
 #include "kernels/cuda/loops.cuh"
+#include "kernels/cuda/row_blocks.cuh"
 
 namespace volt::cuda {
 
 namespace {
 
-constexpr int kMaxThreads = 256;
-
-int threads_for(int64_t r) {
-  int t = 32;
-  while (t < kMaxThreads && t < r) t *= 2;
-  return t;
-}
+using rows::kMaxThreads;
+using rows::threads_for;
 
 // Block-wide merge of per-thread (max, sum-exp) pairs and an optional plain sum; every thread gets the result.
 template <class A>
