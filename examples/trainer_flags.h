@@ -304,6 +304,9 @@ class YamlConfig : public CLI::Config {
  private:
   static void add_map(const YAML::Node& map, std::vector<CLI::ConfigItem>& items, const std::string& section) {
     for (const auto& kv : map) {
+      const std::string where = section.empty() ? std::string("the top level") : "section '" + section + "'";
+      if (!kv.first.IsScalar() || kv.first.Scalar().empty())
+        throw CLI::ConfigError("--config: a key at " + where + " is empty or not a name; expected option names");
       const std::string key = kv.first.Scalar();
       const YAML::Node& v = kv.second;
       if (v.IsMap()) {

@@ -319,6 +319,8 @@ TEST(ExampleFlags, ConfigFilesInYamlOrJsonAndTheCommandLineWins) {
       {"model:\n  hidden: 3\n", {"'model'", "is a section"}},
       {"batch_size: [1, 2\n", {"not valid YAML"}},
       {"- 1\n- 2\n", {"mapping"}},
+      {": []\n", {"--config", "empty or not a name", "top level"}},  // found by fuzz_config
+      {"trainer:\n  ? [1]\n  : 3\n", {"--config", "not a name", "section 'trainer'"}},
   };
   for (const auto& row : bad) {
     SCOPED_TRACE(row.text);
