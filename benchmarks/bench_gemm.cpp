@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 // Present when the CPU GEMM goes through OpenBLAS; pins its thread pool to one thread.
 extern "C" __attribute__((weak)) void openblas_set_num_threads(int);

@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cstdio>
 
-#include "kernels/ops.h"
-#include "kernels/threads.h"
-#include "nn/nn.h"
-#include "nn/optim.h"
+#include <volt/kernels/ops.h>
+#include <volt/kernels/threads.h>
+#include <volt/nn/nn.h>
+#include <volt/nn/optim.h>
 
 using namespace volt;
 

@@ -15,11 +15,11 @@
 #include <iostream>
 #include <map>
 
-#include "data/data_module.h"
+#include <volt/data/data_module.h>
 #include "examples/example_common.h"
 #include "examples/mnist_models.h"
-#include "kernels/threads.h"
-#include "trainer/trainer.h"
+#include <volt/kernels/threads.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 

@@ -19,8 +19,8 @@ function(volt_add_layer)
     add_library(${_t} INTERFACE)
     add_library(volt::${L_NAME} ALIAS ${_t})
     set_target_properties(${_t} PROPERTIES EXPORT_NAME ${L_NAME})
-    target_include_directories(${_t} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-      $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/volt>)
+    target_include_directories(${_t} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+      $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${_t} INTERFACE ${L_DEPS})
     install(TARGETS ${_t} EXPORT voltTargets)
     return()
@@ -29,9 +29,9 @@ function(volt_add_layer)
   add_library(volt::${L_NAME} ALIAS ${_t})
   set_target_properties(${_t} PROPERTIES EXPORT_NAME ${L_NAME} CUDA_SEPARABLE_COMPILATION OFF)
   target_include_directories(${_t} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/volt>)
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${_t} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
   target_compile_features(${_t} PUBLIC cxx_std_20)
   target_compile_options(${_t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${VOLT_CPU_FLAGS}>)

@@ -1,7 +1,7 @@
-#include "data/batch.h"
+#include <volt/data/batch.h>
 
-#include "data/pinned_pool.h"
-#include "runtime/cuda_api.h"
+#include <volt/data/pinned_pool.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt::data {
 

@@ -13,7 +13,7 @@
 #include <map>
 #include <string>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt::data {
 

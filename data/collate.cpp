@@ -1,9 +1,9 @@
-#include "data/collate.h"
+#include <volt/data/collate.h>
 
 #include <cstring>
 
-#include "data/dataset.h"
-#include "data/pinned_pool.h"
+#include <volt/data/dataset.h>
+#include <volt/data/pinned_pool.h>
 
 namespace volt::data {
 

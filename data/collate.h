@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "data/batch.h"
+#include <volt/data/batch.h>
 
 namespace volt::data {
 

@@ -1,4 +1,4 @@
-#include "data/csv_dataset.h"
+#include <volt/data/csv_dataset.h>
 
 #include <cerrno>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <iterator>
 #include <set>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt::data {
 

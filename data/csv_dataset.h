@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/dataset.h"
+#include <volt/data/dataset.h>
 
 namespace volt::data {
 

@@ -1,20 +1,20 @@
 #pragma once
 // Everything in volt::data: datasets (tensors, IDX/MNIST, NumPy .npy/.npz, CSV, image folders), batches with named fields and
 // their collation, transforms (whole-dataset and per-sample random), samplers, DataLoader, DataModule.
-#include "data/batch.h"
-#include "data/collate.h"
-#include "data/csv_dataset.h"
-#include "data/data_loader.h"
-#include "data/data_module.h"
-#include "data/dataset.h"
-#include "data/idx.h"
-#include "data/image.h"
-#include "data/image_folder.h"
-#include "data/mnist.h"
-#include "data/npy.h"
-#include "data/npy_dataset.h"
-#include "data/npz.h"
-#include "data/permutation.h"
-#include "data/pinned_pool.h"
-#include "data/sampler.h"
-#include "data/transforms.h"
+#include <volt/data/batch.h>
+#include <volt/data/collate.h>
+#include <volt/data/csv_dataset.h>
+#include <volt/data/data_loader.h>
+#include <volt/data/data_module.h>
+#include <volt/data/dataset.h>
+#include <volt/data/idx.h>
+#include <volt/data/image.h>
+#include <volt/data/image_folder.h>
+#include <volt/data/mnist.h>
+#include <volt/data/npy.h>
+#include <volt/data/npy_dataset.h>
+#include <volt/data/npz.h>
+#include <volt/data/permutation.h>
+#include <volt/data/pinned_pool.h>
+#include <volt/data/sampler.h>
+#include <volt/data/transforms.h>

@@ -1,4 +1,4 @@
-#include "data/data_loader.h"
+#include <volt/data/data_loader.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/cuda_api.h"
+#include <volt/runtime/cuda_api.h>
 
 namespace volt::data {
 

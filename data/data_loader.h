@@ -45,11 +45,11 @@
 #include <memory>
 #include <optional>
 
-#include "data/batch.h"
-#include "data/collate.h"
-#include "data/dataset.h"
-#include "data/sampler.h"
-#include "runtime/generator.h"
+#include <volt/data/batch.h>
+#include <volt/data/collate.h>
+#include <volt/data/dataset.h>
+#include <volt/data/sampler.h>
+#include <volt/runtime/generator.h>
 
 namespace volt::data {
 

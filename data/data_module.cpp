@@ -1,9 +1,9 @@
-#include "data/data_module.h"
+#include <volt/data/data_module.h>
 
 #include <cmath>
 
-#include "data/mnist.h"
-#include "data/shared_dataset.h"
+#include <volt/data/mnist.h>
+#include <volt/data/shared_dataset.h>
 
 namespace volt::data {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "data/data_loader.h"
-#include "data/dataset.h"
+#include <volt/data/data_loader.h>
+#include <volt/data/dataset.h>
 
 namespace volt::data {
 

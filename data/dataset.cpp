@@ -1,14 +1,14 @@
-#include "data/dataset.h"
+#include <volt/data/dataset.h>
 
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <sstream>
 
-#include "data/collate.h"
-#include "data/permutation.h"
-#include "data/pinned_pool.h"
-#include "runtime/cuda_api.h"
+#include <volt/data/collate.h>
+#include <volt/data/permutation.h>
+#include <volt/data/pinned_pool.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt::data {
 

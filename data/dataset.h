@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "data/batch.h"
+#include <volt/data/batch.h>
 
 namespace volt::data {
 

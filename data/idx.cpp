@@ -1,4 +1,4 @@
-#include "data/idx.h"
+#include <volt/data/idx.h>
 
 #include <zlib.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt::data {
 

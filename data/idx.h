@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt::data {
 

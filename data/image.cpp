@@ -1,4 +1,4 @@
-#include "data/image.h"
+#include <volt/data/image.h>
 
 #include <png.h>
 
@@ -12,7 +12,7 @@
 
 #include <jpeglib.h>
 
-#include "data/transforms.h"
+#include <volt/data/transforms.h>
 
 namespace volt::data {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt::data {
 

@@ -1,10 +1,10 @@
-#include "data/image_folder.h"
+#include <volt/data/image_folder.h>
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 
-#include "data/image.h"
+#include <volt/data/image.h>
 
 namespace volt::data {
 

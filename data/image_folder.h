@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "data/dataset.h"
-#include "data/transforms.h"
+#include <volt/data/dataset.h>
+#include <volt/data/transforms.h>
 
 namespace volt::data {
 

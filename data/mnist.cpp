@@ -1,10 +1,10 @@
-#include "data/mnist.h"
+#include <volt/data/mnist.h>
 
 #include <filesystem>
 #include <sstream>
 
-#include "data/idx.h"
-#include "data/transforms.h"
+#include <volt/data/idx.h>
+#include <volt/data/transforms.h>
 
 namespace volt::data {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include <volt/data/dataset.h>
 
 namespace volt::data {
 

@@ -1,4 +1,4 @@
-#include "data/npy.h"
+#include <volt/data/npy.h>
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 #include <functional>
 #include <optional>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt::data {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt::data {
 

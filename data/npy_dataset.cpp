@@ -1,8 +1,8 @@
-#include "data/npy_dataset.h"
+#include <volt/data/npy_dataset.h>
 
-#include "data/npy.h"
-#include "data/npz.h"
-#include "runtime/error.h"
+#include <volt/data/npy.h>
+#include <volt/data/npz.h>
+#include <volt/runtime/error.h>
 
 namespace volt::data {
 

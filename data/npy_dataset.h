@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "data/dataset.h"
+#include <volt/data/dataset.h>
 
 namespace volt::data {
 

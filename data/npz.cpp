@@ -1,4 +1,4 @@
-#include "data/npz.h"
+#include <volt/data/npz.h>
 
 #include <zlib.h>
 
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <set>
 
-#include "data/npy.h"
-#include "runtime/error.h"
+#include <volt/data/npy.h>
+#include <volt/runtime/error.h>
 
 namespace volt::data {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt::data {
 

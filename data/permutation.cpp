@@ -1,10 +1,10 @@
-#include "data/permutation.h"
+#include <volt/data/permutation.h>
 
 #include <numeric>
 #include <utility>
 
-#include "kernels/common/philox.h"
-#include "runtime/error.h"
+#include <volt/kernels/common/philox.h>
+#include <volt/runtime/error.h>
 
 namespace volt::data {
 

@@ -1,8 +1,8 @@
-#include "data/pinned_pool.h"
+#include <volt/data/pinned_pool.h>
 
 #include <algorithm>
 
-#include "runtime/allocator.h"
+#include <volt/runtime/allocator.h>
 
 namespace volt::data {
 

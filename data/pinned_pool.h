@@ -15,8 +15,8 @@
 #include <memory>
 #include <mutex>
 
-#include "runtime/cuda_api.h"
-#include "runtime/tensor.h"
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt::data {
 

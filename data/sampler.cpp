@@ -1,9 +1,9 @@
-#include "data/sampler.h"
+#include <volt/data/sampler.h>
 
 #include <numeric>
 
-#include "data/permutation.h"
-#include "runtime/error.h"
+#include <volt/data/permutation.h>
+#include <volt/runtime/error.h>
 
 namespace volt::data {
 

@@ -1,4 +1,4 @@
-#include "data/shared_dataset.h"
+#include <volt/data/shared_dataset.h>
 
 #include <unistd.h>
 #include <zlib.h>
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <sstream>
 
-#include "data/idx.h"
-#include "data/mnist.h"
-#include "distributed/shared_tensor.h"
+#include <volt/data/idx.h>
+#include <volt/data/mnist.h>
+#include <volt/distributed/shared_tensor.h>
 
 namespace volt::data {
 

@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
-#include "data/dataset.h"
-#include "distributed/process_group.h"
+#include <volt/data/dataset.h>
+#include <volt/distributed/process_group.h>
 
 namespace volt::data {
 

@@ -1,9 +1,9 @@
-#include "data/transforms.h"
+#include <volt/data/transforms.h>
 
 #include <cstring>
 
-#include "kernels/common/philox.h"
-#include "kernels/ops.h"
+#include <volt/kernels/common/philox.h>
+#include <volt/kernels/ops.h>
 
 namespace volt::data {
 

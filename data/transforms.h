@@ -19,8 +19,8 @@
 #include <memory>
 #include <vector>
 
-#include "data/data_loader.h"
-#include "data/dataset.h"
+#include <volt/data/data_loader.h>
+#include <volt/data/dataset.h>
 
 namespace volt::data {
 

@@ -1,9 +1,9 @@
-#include "distributed/grad_reducer.h"
+#include <volt/distributed/grad_reducer.h>
 
 #include <map>
 #include <sstream>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::dist {
 

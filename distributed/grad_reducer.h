@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "distributed/process_group.h"
+#include <volt/distributed/process_group.h>
 
 namespace volt::dist {
 

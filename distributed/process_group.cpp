@@ -1,4 +1,4 @@
-#include "distributed/process_group.h"
+#include <volt/distributed/process_group.h>
 
 #include <unistd.h>
 
@@ -8,11 +8,11 @@
 #include <sstream>
 #include <thread>
 
-#include "distributed/work_util.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
-#include "runtime/process.h"
-#include "runtime/trace.h"
+#include <volt/distributed/work_util.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/process.h>
+#include <volt/runtime/trace.h>
 
 namespace volt::dist {
 

@@ -1,14 +1,14 @@
-#include "volt/config.h"
-#include "distributed/work_util.h"
+#include <volt/config.h>
+#include <volt/distributed/work_util.h>
 #if VOLT_WITH_MPI
-#include "distributed/process_group_mpi.h"
+#include <volt/distributed/process_group_mpi.h>
 
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstdio>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::dist {
 namespace {

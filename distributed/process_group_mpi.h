@@ -1,13 +1,13 @@
 #pragma once
 // The MPI backend (CPU tensors). Include only where VOLT_WITH_MPI is 1; most code wants process_group.h.
-#include "volt/config.h"
+#include <volt/config.h>
 #if VOLT_WITH_MPI
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1  // C API only: the deprecated C++ bindings warn under -Wextra
 #endif
 #include <mpi.h>
 
-#include "distributed/process_group.h"
+#include <volt/distributed/process_group.h>
 
 namespace volt::dist {
 

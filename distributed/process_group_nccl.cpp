@@ -7,8 +7,8 @@
 // with the group's timeout and, on timeout, aborts the NCCL communicator (ncclCommAbort) so the GPU stream does
 // not stay stuck, marks the group broken and throws. VOLT_NCCL_BLOCKING_WAIT=0 keeps wait() free of host
 // synchronisation (more overlap) at the price of no timeout on GPU collectives.
-#include "volt/config.h"
-#include "distributed/process_group.h"
+#include <volt/config.h>
+#include <volt/distributed/process_group.h>
 #if VOLT_WITH_CUDA && VOLT_WITH_MPI
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -18,11 +18,11 @@
 #include <cstring>
 #include <sstream>
 
-#include "distributed/process_group_mpi.h"
-#include "distributed/work_util.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
-#include "runtime/cuda_check.h"
+#include <volt/distributed/process_group_mpi.h>
+#include <volt/distributed/work_util.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/cuda_check.h>
 
 #define VOLT_NCCL_CHECK(expr)                                                                         \
   do {                                                                                                \

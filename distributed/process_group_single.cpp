@@ -1,6 +1,6 @@
 // World size 1: every collective is the identity, so code written for N ranks runs unchanged on one.
-#include "distributed/work_util.h"
-#include "kernels/ops.h"
+#include <volt/distributed/work_util.h>
+#include <volt/kernels/ops.h>
 
 namespace volt::dist {
 namespace {

@@ -1,4 +1,4 @@
-#include "distributed/shared_tensor.h"
+#include <volt/distributed/shared_tensor.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "distributed/process_group.h"
+#include <volt/distributed/process_group.h>
 
 namespace volt::dist {
 

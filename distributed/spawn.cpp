@@ -1,4 +1,4 @@
-#include "distributed/spawn.h"
+#include <volt/distributed/spawn.h>
 
 #include <spawn.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/process_group.h"
+#include <volt/distributed/process_group.h>
 
 extern char** environ;
 

@@ -3,7 +3,7 @@
 #include <functional>
 #include <memory>
 
-#include "distributed/process_group.h"
+#include <volt/distributed/process_group.h>
 
 namespace volt::dist {
 

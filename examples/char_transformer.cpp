@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "examples/example_common.h"
-#include "nn/functional.h"
-#include "nn/nn.h"
-#include "nn/optim.h"
-#include "trainer/train_module.h"
+#include <volt/nn/functional.h>
+#include <volt/nn/nn.h>
+#include <volt/nn/optim.h>
+#include <volt/trainer/train_module.h>
 
 #ifndef VOLT_SOURCE_DIR
 #define VOLT_SOURCE_DIR "."

@@ -18,14 +18,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/data_module.h"
-#include "nn/serialization.h"
-#include "runtime/allocator.h"
-#include "trainer/checkpoint_files.h"
-#include "trainer/tensorboard_logger.h"
-#include "trainer/throughput_monitor.h"
+#include <volt/data/data_module.h>
+#include <volt/nn/serialization.h>
+#include <volt/runtime/allocator.h>
+#include <volt/trainer/checkpoint_files.h>
+#include <volt/trainer/tensorboard_logger.h>
+#include <volt/trainer/throughput_monitor.h>
 #include "examples/trainer_flags.h"
-#include "trainer/trainer.h"
+#include <volt/trainer/trainer.h>
 
 namespace volt::examples {
 

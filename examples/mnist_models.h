@@ -1,10 +1,10 @@
 #pragma once
 // The example models: the MNIST MLP recipe and a small CNN, shared by examples/ and benchmarks/.
-#include "nn/functional.h"
-#include "nn/metrics.h"
-#include "nn/nn.h"
-#include "nn/optim.h"
-#include "trainer/train_module.h"
+#include <volt/nn/functional.h>
+#include <volt/nn/metrics.h>
+#include <volt/nn/nn.h>
+#include <volt/nn/optim.h>
+#include <volt/trainer/train_module.h>
 
 namespace volt::examples {
 

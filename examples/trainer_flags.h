@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
-#include "trainer/profiler.h"
-#include "trainer/trainer_options.h"
+#include <volt/runtime/error.h>
+#include <volt/trainer/profiler.h>
+#include <volt/trainer/trainer_options.h>
 
 namespace volt::cli {
 

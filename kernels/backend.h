@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "kernels/common/elementwise.h"
-#include "runtime/cuda_api.h"
-#include "runtime/tensor.h"
-#include "runtime/trace.h"
-#include "volt/config.h"
+#include <volt/kernels/common/elementwise.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/tensor.h>
+#include <volt/runtime/trace.h>
+#include <volt/config.h>
 
 namespace volt {
 

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/optim_hyper.h"
-#include "runtime/autograd.h"
-#include "runtime/generator.h"
-#include "runtime/tensor.h"
+#include <volt/kernels/optim_hyper.h>
+#include <volt/runtime/autograd.h>
+#include <volt/runtime/generator.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt {
 

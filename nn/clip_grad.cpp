@@ -1,9 +1,9 @@
-#include "nn/clip_grad.h"
+#include <volt/nn/clip_grad.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::nn {
 

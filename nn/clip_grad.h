@@ -3,7 +3,7 @@
 // ignored. Both modify the gradients in place.
 #include <vector>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::nn {
 

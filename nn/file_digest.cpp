@@ -1,4 +1,4 @@
-#include "nn/file_digest.h"
+#include <volt/nn/file_digest.h>
 
 #include <zlib.h>
 
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt::nn {
 

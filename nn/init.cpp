@@ -1,4 +1,4 @@
-#include "nn/init.h"
+#include <volt/nn/init.h>
 
 #include <cmath>
 

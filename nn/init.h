@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::nn::init {
 

@@ -1,4 +1,4 @@
-#include "nn/lr_scheduler.h"
+#include <volt/nn/lr_scheduler.h>
 
 #include <cmath>
 #include <numbers>

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/optim.h"
+#include <volt/nn/optim.h>
 
 namespace volt::optim {
 

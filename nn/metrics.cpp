@@ -1,11 +1,11 @@
 // Metric base class, state sync, and the aggregation metrics (mean, sum, max, min).
-#include "nn/metrics.h"
+#include <volt/nn/metrics.h>
 
 #include <cmath>
 #include <limits>
 
-#include "kernels/ops.h"
-#include "runtime/autograd.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/autograd.h>
 
 namespace volt::metrics {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt::metrics {
 

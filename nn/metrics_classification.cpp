@@ -5,8 +5,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/ops.h"
-#include "nn/metrics.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/metrics.h>
 
 namespace volt::metrics {
 

@@ -1,4 +1,4 @@
-#include "nn/module.h"
+#include <volt/nn/module.h>
 
 #include <sstream>
 #include <unordered_map>

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/ops.h"
-#include "runtime/trace.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/trace.h>
 
 namespace volt::nn {
 

@@ -1,6 +1,6 @@
-#include "nn/optim.h"
+#include <volt/nn/optim.h>
 
-#include "runtime/trace.h"
+#include <volt/runtime/trace.h>
 
 #include <cmath>
 #include <unordered_set>

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/ops.h"
-#include "nn/module.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/module.h>
 
 namespace volt::optim {
 

@@ -1,4 +1,4 @@
-#include "nn/serialization.h"
+#include <volt/nn/serialization.h>
 
 #include <algorithm>
 #include <cstdint>

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/file_digest.h"
-#include "nn/module.h"
-#include "runtime/atomic_file.h"
+#include <volt/nn/file_digest.h>
+#include <volt/nn/module.h>
+#include <volt/runtime/atomic_file.h>
 
 namespace volt::nn {
 

@@ -1,13 +1,13 @@
-#include "runtime/allocator.h"
+#include <volt/runtime/allocator.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/cuda_api.h"
-#include "runtime/cuda_internal.h"
-#include "runtime/error.h"
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/cuda_internal.h>
+#include <volt/runtime/error.h>
 
 namespace volt {
 

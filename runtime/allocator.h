@@ -14,7 +14,7 @@
 #include <memory>
 #include <mutex>
 
-#include "runtime/device.h"
+#include <volt/runtime/device.h>
 
 namespace volt {
 

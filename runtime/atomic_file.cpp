@@ -1,4 +1,4 @@
-#include "runtime/atomic_file.h"
+#include <volt/runtime/atomic_file.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt {
 

@@ -1,6 +1,6 @@
-#include "runtime/autocast.h"
+#include <volt/runtime/autocast.h>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt {
 

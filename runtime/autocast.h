@@ -13,7 +13,7 @@
 // The casts are autograd ops, so gradients come back to each input in that input's own dtype: fp32 master
 // weights get fp32 gradients. Backward itself never autocasts (the engine turns it off while it runs
 // backward formulas); its ops run in the dtypes the forward recorded.
-#include "runtime/dtype.h"
+#include <volt/runtime/dtype.h>
 
 namespace volt {
 

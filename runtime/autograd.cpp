@@ -1,4 +1,4 @@
-#include "runtime/autograd.h"
+#include <volt/runtime/autograd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -6,8 +6,8 @@
 #include <queue>
 #include <unordered_map>
 
-#include "runtime/autocast.h"
-#include "runtime/trace.h"
+#include <volt/runtime/autocast.h>
+#include <volt/runtime/trace.h>
 
 namespace volt {
 

@@ -1,4 +1,4 @@
-#include "runtime/cuda_api.h"
+#include <volt/runtime/cuda_api.h>
 
 #include <cstdlib>
 #include <deque>
@@ -6,15 +6,15 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/cuda_internal.h"
-#include "runtime/storage.h"
-#include "runtime/error.h"
-#include "volt/config.h"
+#include <volt/runtime/cuda_internal.h>
+#include <volt/runtime/storage.h>
+#include <volt/runtime/error.h>
+#include <volt/config.h>
 
 #if VOLT_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/cuda_check.h"
+#include <volt/runtime/cuda_check.h>
 #endif
 
 namespace volt {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/device.h"
+#include <volt/runtime/device.h>
 
 namespace volt {
 

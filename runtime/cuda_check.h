@@ -2,7 +2,7 @@
 // Status checking for CUDA runtime calls (include only from files compiled with the CUDA backend).
 #include <cuda_runtime_api.h>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 #define VOLT_CUDA_CHECK(expr)                                                                       \
   do {                                                                                              \

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "runtime/allocator.h"
+#include <volt/runtime/allocator.h>
 
 namespace volt::detail {
 std::shared_ptr<void> cuda_allocate(int device, size_t nbytes);

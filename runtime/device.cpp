@@ -1,8 +1,8 @@
-#include "runtime/device.h"
+#include <volt/runtime/device.h>
 
 #include <cctype>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt {
 

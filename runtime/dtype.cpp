@@ -1,6 +1,6 @@
-#include "runtime/dtype.h"
+#include <volt/runtime/dtype.h>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt {
 

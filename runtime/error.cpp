@@ -1,4 +1,4 @@
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt::detail {
 

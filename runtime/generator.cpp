@@ -1,4 +1,4 @@
-#include "runtime/generator.h"
+#include <volt/runtime/generator.h>
 
 namespace volt {
 

@@ -1,4 +1,4 @@
-#include "runtime/process.h"
+#include <volt/runtime/process.h>
 
 #include <signal.h>
 

@@ -1,6 +1,6 @@
-#include "runtime/storage.h"
+#include <volt/runtime/storage.h>
 
-#include "runtime/allocator.h"
+#include <volt/runtime/allocator.h>
 
 namespace volt {
 

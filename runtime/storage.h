@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "runtime/device.h"
+#include <volt/runtime/device.h>
 
 namespace volt {
 

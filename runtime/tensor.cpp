@@ -1,11 +1,11 @@
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 #include <cstring>
 #include <sstream>
 
-#include "runtime/allocator.h"
-#include "runtime/autograd.h"
-#include "runtime/cuda_api.h"
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/autograd.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/dtype.h"
-#include "runtime/error.h"
-#include "runtime/storage.h"
+#include <volt/runtime/device.h>
+#include <volt/runtime/dtype.h>
+#include <volt/runtime/error.h>
+#include <volt/runtime/storage.h>
 
 namespace volt {
 

@@ -1,4 +1,4 @@
-#include "runtime/trace.h"
+#include <volt/runtime/trace.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -6,9 +6,9 @@
 #include <shared_mutex>
 #include <vector>
 
-#include "runtime/cuda_api.h"
-#include "runtime/error.h"
-#include "volt/config.h"
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/error.h>
+#include <volt/config.h>
 
 #if VOLT_WITH_CUDA
 #include <cuda_profiler_api.h>

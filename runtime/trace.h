@@ -20,7 +20,7 @@
 #include <string_view>
 #include <utility>
 
-#include "runtime/device.h"
+#include <volt/runtime/device.h>
 
 namespace volt::trace {
 

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/tensor.h"
-#include "trainer/train_module.h"
+#include <volt/runtime/tensor.h>
+#include <volt/trainer/train_module.h>
 
 namespace volt {
 

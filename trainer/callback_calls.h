@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/trace.h"
-#include "trainer/callback.h"
+#include <volt/runtime/trace.h>
+#include <volt/trainer/callback.h>
 
 namespace volt {
 

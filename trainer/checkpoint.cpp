@@ -5,12 +5,12 @@
 // safetensors file ("safetensors_digest"), verified on load (records from before the digest load unchecked).
 #include <filesystem>
 
-#include "nn/serialization.h"
-#include "runtime/generator.h"
-#include "runtime/trace.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_locate.h"
-#include "trainer/trainer.h"
+#include <volt/nn/serialization.h>
+#include <volt/runtime/generator.h>
+#include <volt/runtime/trace.h>
+#include <volt/trainer/checkpoint.h>
+#include <volt/trainer/checkpoint_locate.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

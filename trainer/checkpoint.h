@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/enums.h"
+#include <volt/trainer/enums.h>
 
 namespace volt {
 

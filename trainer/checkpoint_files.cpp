@@ -1,4 +1,4 @@
-#include "trainer/checkpoint_files.h"
+#include <volt/trainer/checkpoint_files.h>
 
 #include <unistd.h>
 
@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
-#include "runtime/process.h"
+#include <volt/runtime/error.h>
+#include <volt/runtime/process.h>
 
 namespace volt {
 

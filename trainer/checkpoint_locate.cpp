@@ -1,13 +1,13 @@
-#include "trainer/checkpoint_locate.h"
+#include <volt/trainer/checkpoint_locate.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <tuple>
 
-#include "nn/file_digest.h"
-#include "nn/serialization.h"
-#include "runtime/error.h"
+#include <volt/nn/file_digest.h>
+#include <volt/nn/serialization.h>
+#include <volt/runtime/error.h>
 
 namespace volt {
 

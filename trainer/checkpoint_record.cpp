@@ -1,8 +1,8 @@
 // Validated parsing of the trainer-state record (<stem>.json) and of "optimizer.<i>.<key>" tensor names.
 #include <cmath>
 
-#include "runtime/error.h"
-#include "trainer/checkpoint.h"
+#include <volt/runtime/error.h>
+#include <volt/trainer/checkpoint.h>
 
 namespace volt {
 

@@ -1,10 +1,10 @@
 // Trainer::resolve_ckpt_path: what fit/validate/test/predict(..., ckpt_path) mean by "last" and "best".
 #include <sstream>
 
-#include "nn/serialization.h"
-#include "trainer/checkpoint_locate.h"
-#include "trainer/model_checkpoint.h"
-#include "trainer/trainer.h"
+#include <volt/nn/serialization.h>
+#include <volt/trainer/checkpoint_locate.h>
+#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

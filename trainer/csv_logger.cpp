@@ -1,4 +1,4 @@
-#include "trainer/csv_logger.h"
+#include <volt/trainer/csv_logger.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/atomic_file.h"
-#include "runtime/error.h"
+#include <volt/runtime/atomic_file.h>
+#include <volt/runtime/error.h>
 
 namespace volt {
 

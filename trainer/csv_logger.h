@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/logger.h"
+#include <volt/trainer/logger.h>
 
 namespace volt {
 

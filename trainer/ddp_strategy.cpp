@@ -1,16 +1,16 @@
-#include "trainer/ddp_strategy.h"
+#include <volt/trainer/ddp_strategy.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "data/sampler.h"
-#include "distributed/spawn.h"
-#include "kernels/ops.h"
-#include "nn/metrics.h"
-#include "runtime/cuda_api.h"
-#include "trainer/train_module.h"
+#include <volt/data/sampler.h>
+#include <volt/distributed/spawn.h>
+#include <volt/kernels/ops.h>
+#include <volt/nn/metrics.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/trainer/train_module.h>
 
 namespace volt {
 

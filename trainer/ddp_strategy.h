@@ -17,10 +17,10 @@
 //   objects are global (docs/trainer_contract.md "Distributed runs").
 #include <memory>
 
-#include "distributed/grad_reducer.h"
-#include "distributed/process_group.h"
-#include "trainer/device_parser.h"
-#include "trainer/strategy.h"
+#include <volt/distributed/grad_reducer.h>
+#include <volt/distributed/process_group.h>
+#include <volt/trainer/device_parser.h>
+#include <volt/trainer/strategy.h>
 
 namespace volt {
 

@@ -1,4 +1,4 @@
-#include "trainer/device_parser.h"
+#include <volt/trainer/device_parser.h>
 
 #include <dlfcn.h>
 
@@ -6,8 +6,8 @@
 #include <cctype>
 #include <set>
 
-#include "runtime/cuda_api.h"
-#include "runtime/error.h"
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/error.h>
 
 namespace volt {
 

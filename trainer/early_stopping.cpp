@@ -1,10 +1,10 @@
-#include "trainer/early_stopping.h"
+#include <volt/trainer/early_stopping.h>
 
 #include <cmath>
 #include <iostream>
 #include <sstream>
 
-#include "trainer/trainer.h"
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "trainer/callback.h"
+#include <volt/trainer/callback.h>
 
 namespace volt {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt {
 

@@ -1,8 +1,8 @@
-#include "trainer/grad_scaler.h"
+#include <volt/trainer/grad_scaler.h>
 
 #include <cmath>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <map>
 
-#include "nn/optim.h"
-#include "trainer/checkpoint.h"
-#include "trainer/precision.h"
-#include "trainer/strategy.h"
+#include <volt/nn/optim.h>
+#include <volt/trainer/checkpoint.h>
+#include <volt/trainer/precision.h>
+#include <volt/trainer/strategy.h>
 
 namespace volt {
 

@@ -1,8 +1,8 @@
-#include "trainer/interrupt_guard.h"
+#include <volt/trainer/interrupt_guard.h>
 
 #include <atomic>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt {
 

@@ -1,12 +1,12 @@
-#include "trainer/logger.h"
+#include <volt/trainer/logger.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
-#include "runtime/atomic_file.h"
-#include "runtime/error.h"
-#include "trainer/checkpoint_files.h"
+#include <volt/runtime/atomic_file.h>
+#include <volt/runtime/error.h>
+#include <volt/trainer/checkpoint_files.h>
 
 namespace volt {
 

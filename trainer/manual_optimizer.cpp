@@ -1,7 +1,7 @@
-#include "trainer/manual_optimizer.h"
+#include <volt/trainer/manual_optimizer.h>
 
-#include "trainer/train_module.h"
-#include "trainer/trainer.h"
+#include <volt/trainer/train_module.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

@@ -18,8 +18,8 @@
 // global step. LR schedulers are not stepped automatically (step them in the module).
 #include <memory>
 
-#include "nn/optim.h"
-#include "runtime/tensor.h"
+#include <volt/nn/optim.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt {
 

@@ -1,4 +1,4 @@
-#include "trainer/model_checkpoint.h"
+#include <volt/trainer/model_checkpoint.h>
 
 #include <cmath>
 #include <cstdio>
@@ -6,8 +6,8 @@
 #include <limits>
 #include <sstream>
 
-#include "trainer/checkpoint_files.h"
-#include "trainer/trainer.h"
+#include <volt/trainer/checkpoint_files.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

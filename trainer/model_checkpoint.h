@@ -22,7 +22,7 @@
 #include <map>
 #include <string>
 
-#include "trainer/callback.h"
+#include <volt/trainer/callback.h>
 
 namespace volt {
 

@@ -1,4 +1,4 @@
-#include "trainer/model_summary.h"
+#include <volt/trainer/model_summary.h>
 
 #include <algorithm>
 #include <cstdio>

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "nn/module.h"
+#include <volt/nn/module.h>
 
 namespace volt {
 

@@ -1,7 +1,7 @@
-#include "trainer/precision.h"
+#include <volt/trainer/precision.h>
 
-#include "runtime/cuda_api.h"
-#include "runtime/error.h"
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/error.h>
 
 namespace volt {
 

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/device.h"
-#include "runtime/dtype.h"
+#include <volt/runtime/device.h>
+#include <volt/runtime/dtype.h>
 
 namespace volt {
 

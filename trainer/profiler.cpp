@@ -1,4 +1,4 @@
-#include "trainer/profiler.h"
+#include <volt/trainer/profiler.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/allocator.h"
-#include "runtime/atomic_file.h"
-#include "runtime/error.h"
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/atomic_file.h>
+#include <volt/runtime/error.h>
 
 namespace volt {
 

@@ -23,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/trace.h"
+#include <volt/runtime/trace.h>
 
 namespace volt {
 

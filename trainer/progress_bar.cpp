@@ -1,4 +1,4 @@
-#include "trainer/progress_bar.h"
+#include <volt/trainer/progress_bar.h>
 
 #include <unistd.h>
 

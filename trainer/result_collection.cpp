@@ -1,13 +1,13 @@
-#include "trainer/result_collection.h"
+#include <volt/trainer/result_collection.h>
 
 #include <cctype>
 #include <cmath>
 #include <iostream>
 #include <limits>
 
-#include "kernels/ops.h"
-#include "nn/metrics.h"
-#include "trainer/strategy.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/metrics.h>
+#include <volt/trainer/strategy.h>
 
 namespace volt {
 

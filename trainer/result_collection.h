@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor.h"
-#include "trainer/train_module.h"
+#include <volt/runtime/tensor.h>
+#include <volt/trainer/train_module.h>
 
 namespace volt {
 

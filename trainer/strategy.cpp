@@ -1,9 +1,9 @@
-#include "trainer/strategy.h"
+#include <volt/trainer/strategy.h>
 
-#include "kernels/ops.h"
-#include "trainer/ddp_strategy.h"
-#include "trainer/device_parser.h"
-#include "trainer/train_module.h"
+#include <volt/kernels/ops.h>
+#include <volt/trainer/ddp_strategy.h>
+#include <volt/trainer/device_parser.h>
+#include <volt/trainer/train_module.h>
 
 namespace volt {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "data/data_loader.h"
-#include "distributed/process_group.h"
-#include "runtime/tensor.h"
+#include <volt/data/data_loader.h>
+#include <volt/distributed/process_group.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt {
 

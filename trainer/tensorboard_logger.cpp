@@ -1,4 +1,4 @@
-#include "trainer/tensorboard_logger.h"
+#include <volt/trainer/tensorboard_logger.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "runtime/atomic_file.h"
-#include "runtime/error.h"
-#include "trainer/tfevents.h"
+#include <volt/runtime/atomic_file.h>
+#include <volt/runtime/error.h>
+#include <volt/trainer/tfevents.h>
 
 namespace volt {
 

@@ -17,7 +17,7 @@
 #include <map>
 #include <string>
 
-#include "trainer/logger.h"
+#include <volt/trainer/logger.h>
 
 namespace volt {
 

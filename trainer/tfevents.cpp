@@ -1,4 +1,4 @@
-#include "trainer/tfevents.h"
+#include <volt/trainer/tfevents.h>
 
 #include <array>
 #include <bit>

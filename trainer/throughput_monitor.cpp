@@ -1,12 +1,12 @@
-#include "trainer/throughput_monitor.h"
+#include <volt/trainer/throughput_monitor.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops.h"
-#include "runtime/trace.h"
-#include "trainer/trainer.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/trace.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

@@ -19,8 +19,8 @@
 #include <map>
 #include <string>
 
-#include "runtime/dtype.h"
-#include "trainer/callback.h"
+#include <volt/runtime/dtype.h>
+#include <volt/trainer/callback.h>
 
 namespace volt {
 

@@ -1,9 +1,9 @@
-#include "trainer/train_module.h"
+#include <volt/trainer/train_module.h>
 
-#include "kernels/ops.h"
-#include "nn/metrics.h"
-#include "trainer/result_collection.h"
-#include "trainer/trainer.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/metrics.h>
+#include <volt/trainer/result_collection.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

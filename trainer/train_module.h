@@ -21,13 +21,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/batch.h"
-#include "nn/lr_scheduler.h"
-#include "nn/module.h"
-#include "nn/optim.h"
-#include "runtime/trace.h"
-#include "trainer/enums.h"
-#include "trainer/manual_optimizer.h"
+#include <volt/data/batch.h>
+#include <volt/nn/lr_scheduler.h>
+#include <volt/nn/module.h>
+#include <volt/nn/optim.h>
+#include <volt/runtime/trace.h>
+#include <volt/trainer/enums.h>
+#include <volt/trainer/manual_optimizer.h>
 
 namespace volt {
 

@@ -1,9 +1,9 @@
 // Trainer: construction, fit/validate/test/predict entry points and the epoch loop. The per-batch training
 // step and the evaluation loop live in training_loop.cpp; checkpoints in checkpoint.cpp.
-#include "trainer/trainer.h"
+#include <volt/trainer/trainer.h>
 
-#include "runtime/trace.h"
-#include "trainer/callback_calls.h"
+#include <volt/runtime/trace.h>
+#include <volt/trainer/callback_calls.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,17 +12,17 @@
 #include <iostream>
 #include <sstream>
 
-#include "kernels/ops.h"
-#include "nn/layers/batchnorm.h"
-#include "runtime/cuda_api.h"
-#include "runtime/generator.h"
-#include "trainer/checkpoint_files.h"
-#include "trainer/device_parser.h"
-#include "trainer/early_stopping.h"
-#include "trainer/interrupt_guard.h"
-#include "trainer/model_checkpoint.h"
-#include "trainer/progress_bar.h"
-#include "trainer/model_summary.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/layers/batchnorm.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/generator.h>
+#include <volt/trainer/checkpoint_files.h>
+#include <volt/trainer/device_parser.h>
+#include <volt/trainer/early_stopping.h>
+#include <volt/trainer/interrupt_guard.h>
+#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/progress_bar.h>
+#include <volt/trainer/model_summary.h>
 
 namespace volt {
 

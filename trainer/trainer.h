@@ -47,19 +47,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/data_loader.h"
-#include "data/data_module.h"
-#include "runtime/autocast.h"
-#include "trainer/callback.h"
-#include "trainer/grad_scaler.h"
-#include "trainer/precision.h"
-#include "trainer/profiler.h"
-#include "trainer/csv_logger.h"
-#include "trainer/logger.h"
-#include "trainer/result_collection.h"
-#include "trainer/strategy.h"
-#include "trainer/train_module.h"
-#include "trainer/trainer_options.h"
+#include <volt/data/data_loader.h>
+#include <volt/data/data_module.h>
+#include <volt/runtime/autocast.h>
+#include <volt/trainer/callback.h>
+#include <volt/trainer/grad_scaler.h>
+#include <volt/trainer/precision.h>
+#include <volt/trainer/profiler.h>
+#include <volt/trainer/csv_logger.h>
+#include <volt/trainer/logger.h>
+#include <volt/trainer/result_collection.h>
+#include <volt/trainer/strategy.h>
+#include <volt/trainer/train_module.h>
+#include <volt/trainer/trainer_options.h>
 
 namespace volt {
 

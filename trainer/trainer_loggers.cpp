@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <iostream>
 
-#include "trainer/trainer.h"
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

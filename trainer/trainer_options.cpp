@@ -1,10 +1,10 @@
-#include "trainer/trainer_options.h"
+#include <volt/trainer/trainer_options.h>
 
 #include <cmath>
 #include <sstream>
 #include <vector>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 namespace volt {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/enums.h"
-#include "trainer/precision.h"
+#include <volt/trainer/enums.h>
+#include <volt/trainer/precision.h>
 
 namespace volt {
 

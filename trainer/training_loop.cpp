@@ -1,12 +1,12 @@
 // The Trainer's per-batch training step and the evaluation loop (validation, test, sanity checking).
 #include <cmath>
 
-#include "kernels/ops.h"
-#include "nn/clip_grad.h"
-#include "runtime/trace.h"
-#include "trainer/callback_calls.h"
-#include "trainer/progress_bar.h"
-#include "trainer/trainer.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/clip_grad.h>
+#include <volt/runtime/trace.h>
+#include <volt/trainer/callback_calls.h>
+#include <volt/trainer/progress_bar.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt {
 

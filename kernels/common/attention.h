@@ -11,9 +11,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/common/elementwise.h"
-#include "kernels/common/macros.h"
-#include "kernels/common/softmax.h"
+#include <volt/kernels/common/elementwise.h>
+#include <volt/kernels/common/macros.h>
+#include <volt/kernels/common/softmax.h>
 
 namespace volt {
 

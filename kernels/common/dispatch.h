@@ -3,9 +3,9 @@
 //   dispatch_all(t.dtype(), "relu", [&](auto tag) { using T = decltype(tag); ... });
 #include <cstdint>
 
-#include "kernels/common/half.h"
-#include "runtime/dtype.h"
-#include "runtime/error.h"
+#include <volt/kernels/common/half.h>
+#include <volt/runtime/dtype.h>
+#include <volt/runtime/error.h>
 
 namespace volt {
 

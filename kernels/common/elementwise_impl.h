@@ -5,9 +5,9 @@
 // (Functor structs rather than lambdas: nvcc does not allow __device__ lambdas inside generic lambdas.)
 #include <type_traits>
 
-#include "kernels/common/dispatch.h"
-#include "kernels/common/elementwise.h"
-#include "runtime/tensor.h"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/elementwise.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt::elementwise_impl {
 

@@ -8,8 +8,8 @@
 // double for f64.
 #include <cstdint>
 
-#include "kernels/common/elementwise.h"
-#include "kernels/common/macros.h"
+#include <volt/kernels/common/elementwise.h>
+#include <volt/kernels/common/macros.h>
 
 namespace volt {
 

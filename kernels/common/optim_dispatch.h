@@ -9,9 +9,9 @@
 // and T for f16/bf16 parameters whose optimizer keeps low-precision state (fp32_state = false). The state
 // tensors' dtype selects M.
 // (the CPU one loops, the CUDA one launches a kernel). Host code only.
-#include "kernels/common/dispatch.h"
-#include "kernels/common/optim_math.h"
-#include "runtime/tensor.h"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/optim_math.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt::optim_math {
 

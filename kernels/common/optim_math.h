@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/macros.h"
-#include "kernels/optim_hyper.h"
+#include <volt/kernels/common/macros.h>
+#include <volt/kernels/optim_hyper.h>
 
 namespace volt {
 

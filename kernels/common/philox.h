@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/common/macros.h"
+#include <volt/kernels/common/macros.h>
 
 namespace volt::philox {
 

@@ -4,9 +4,9 @@
 // Everything computes in the accumulation type A (float for f32/f16/bf16, double for f64).
 #include <cstdint>
 
-#include "kernels/common/elementwise.h"
-#include "kernels/common/macros.h"
-#include "kernels/common/philox.h"
+#include <volt/kernels/common/elementwise.h>
+#include <volt/kernels/common/macros.h>
+#include <volt/kernels/common/philox.h>
 
 namespace volt {
 

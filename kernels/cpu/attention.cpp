@@ -2,8 +2,8 @@
 // kernels/common/attention.h; contracts are in kernels/cpu/attention_backend.h.
 #include <vector>
 
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/attention_backend.h"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/attention_backend.h>
 
 namespace volt::cpu {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/linalg.h"
+#include <volt/kernels/cpu/linalg.h>
 
 namespace volt::cpu {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <vector>
 
-#include "kernels/cpu/linalg.h"
+#include <volt/kernels/cpu/linalg.h>
 
 #if VOLT_HAVE_OPENBLAS
 #include <cblas.h>

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/index_backend.h"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/index_backend.h>
 
 namespace volt::cpu {
 

@@ -9,8 +9,8 @@
 //    upcast 16-bit gradients so that sums are not rounded at every step); CUDA uses atomicAdd for them.
 #include <cstdint>
 
-#include "kernels/common/macros.h"
-#include "runtime/tensor.h"
+#include <volt/kernels/common/macros.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt {
 

@@ -7,8 +7,8 @@
 // of a contiguous tensor is reduced without a copy.
 #include <cstdint>
 
-#include "kernels/backend.h"
-#include "kernels/common/softmax.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/common/softmax.h>
 
 namespace volt {
 

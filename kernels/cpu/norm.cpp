@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/norm_backend.h"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/norm_backend.h>
 
 namespace volt::cpu {
 

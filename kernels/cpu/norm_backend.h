@@ -8,8 +8,8 @@
 // (g.num_params()), all contiguous in the accumulation dtype (f64 for f64 x, f32 otherwise). weight and bias may
 // be undefined (no affine transform: w = 1, b = 0); a gradient tensor that is undefined is not computed.
 // g.rows >= 1 and g.row_size >= 1.
-#include "kernels/common/norm.h"
-#include "runtime/tensor.h"
+#include <volt/kernels/common/norm.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt {
 

@@ -4,8 +4,8 @@
 // GCC does not vectorise sqrt while it may have to set errno (the default, and not switchable per function),
 // so float Adam runs the same optim_math functions on an 8-lane AVX value type (F8) for the bulk of each
 // tensor, and the scalar path for the tail.
-#include "kernels/common/optim_dispatch.h"
-#include "kernels/cpu/optim_backend.h"
+#include <volt/kernels/common/optim_dispatch.h>
+#include <volt/kernels/cpu/optim_backend.h>
 
 #if defined(__AVX__)
 #include <immintrin.h>

@@ -9,8 +9,8 @@
 // acc_t either way; the state tensors' dtype tells the kernels which storage type to use.
 // Undefined state tensors are allowed where the update does not use them (max_exp_avg_sq without amsgrad,
 // momentum_buffer with momentum == 0).
-#include "kernels/backend.h"
-#include "kernels/common/optim_math.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/common/optim_math.h>
 
 namespace volt {
 

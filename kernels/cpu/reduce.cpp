@@ -1,8 +1,8 @@
 #include <vector>
 
-#include "kernels/backend.h"
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/nn_backend.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/nn_backend.h>
 
 namespace volt::cpu {
 

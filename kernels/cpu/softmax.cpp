@@ -3,8 +3,8 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/nn_backend.h"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/nn_backend.h>
 
 namespace volt::cpu {
 

@@ -1,8 +1,8 @@
-#include "kernels/threads.h"
+#include <volt/kernels/threads.h>
 
 #include <cstdlib>
 
-#include "runtime/error.h"
+#include <volt/runtime/error.h>
 
 #if VOLT_HAVE_OPENBLAS
 #include <cblas.h>

@@ -1,10 +1,10 @@
 // CUDA fused masked, scaled softmax of scaled_dot_product_attention: one block per row of keys. The math is
 // kernels/common/attention.h; this file holds indexing and launches only. Contracts are in
 // kernels/cpu/attention_backend.h.
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/attention_backend.h"
-#include "kernels/cuda/loops.cuh"
-#include "kernels/cuda/row_blocks.cuh"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/attention_backend.h>
+#include <volt/kernels/cuda/loops.cuh>
+#include <volt/kernels/cuda/row_blocks.cuh>
 
 namespace volt::cuda {
 

@@ -6,8 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/cuda_check.h"
-#include "runtime/error.h"
+#include <volt/runtime/cuda_check.h>
+#include <volt/runtime/error.h>
 
 #define VOLT_CUBLAS_CHECK(expr)                                                                        \
   do {                                                                                                 \

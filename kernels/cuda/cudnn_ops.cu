@@ -9,12 +9,12 @@
 #include <mutex>
 #include <vector>
 
-#include "kernels/backend.h"
-#include "kernels/common/plan_cache.h"
-#include "kernels/cpu/linalg.h"
-#include "kernels/cuda/cublas_check.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/common/plan_cache.h>
+#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/cuda/cublas_check.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 // The batch-norm entry points are deprecated in cuDNN 9 in favour of the graph API but remain supported.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

@@ -1,7 +1,7 @@
-#include "kernels/backend.h"
-#include "kernels/common/elementwise_impl.h"
-#include "kernels/common/philox.h"
-#include "kernels/cuda/loops.cuh"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/common/elementwise_impl.h>
+#include <volt/kernels/common/philox.h>
+#include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
 

@@ -8,10 +8,10 @@
 #include <mutex>
 #include <vector>
 
-#include "kernels/cpu/linalg.h"
-#include "kernels/cuda/cublas_check.h"
-#include "runtime/cuda_api.h"
-#include "runtime/cuda_check.h"
+#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/cuda/cublas_check.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/cuda_check.h>
 
 namespace volt::cuda {
 

@@ -5,9 +5,9 @@
 
 #include <type_traits>
 
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/index_backend.h"
-#include "kernels/cuda/loops.cuh"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/index_backend.h>
+#include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
 

@@ -7,9 +7,9 @@
 #include <array>
 #include <cstdint>
 
-#include "runtime/cuda_api.h"
-#include "runtime/cuda_check.h"
-#include "runtime/tensor.h"
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/cuda_check.h>
+#include <volt/runtime/tensor.h>
 
 namespace volt::cuda {
 

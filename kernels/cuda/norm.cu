@@ -1,9 +1,9 @@
 // CUDA layer_norm / group_norm. The math is kernels/common/norm.h; this file holds indexing and launches only.
 // Layouts and contracts are in kernels/cpu/norm_backend.h.
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/norm_backend.h"
-#include "kernels/cuda/loops.cuh"
-#include "kernels/cuda/row_blocks.cuh"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/norm_backend.h>
+#include <volt/kernels/cuda/loops.cuh>
+#include <volt/kernels/cuda/row_blocks.cuh>
 
 namespace volt::cuda {
 

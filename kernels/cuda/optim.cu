@@ -1,8 +1,8 @@
 // CUDA kernels of the fused optimizer updates: one grid-stride pass per parameter tensor; the per-element
 // math is kernels/common/optim_math.h, the same functions the CPU loop calls.
-#include "kernels/common/optim_dispatch.h"
-#include "kernels/cpu/optim_backend.h"
-#include "kernels/cuda/loops.cuh"
+#include <volt/kernels/common/optim_dispatch.h>
+#include <volt/kernels/cpu/optim_backend.h>
+#include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
 

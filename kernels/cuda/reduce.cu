@@ -1,7 +1,7 @@
-#include "kernels/backend.h"
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/nn_backend.h"
-#include "kernels/cuda/loops.cuh"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/nn_backend.h>
+#include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
 

@@ -2,10 +2,10 @@
 // file holds indexing and launches only. Layouts are described in kernels/cpu/nn_backend.h.
 #include <limits>
 
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/nn_backend.h"
-#include "kernels/cuda/loops.cuh"
-#include "kernels/cuda/row_blocks.cuh"
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/nn_backend.h>
+#include <volt/kernels/cuda/loops.cuh>
+#include <volt/kernels/cuda/row_blocks.cuh>
 
 namespace volt::cuda {
 

@@ -1,9 +1,9 @@
 // Mixed-precision support ops: the GradScaler's fused unscale and non-finite check.
 #include <cmath>
 
-#include "kernels/backend.h"
-#include "kernels/cpu/optim_backend.h"
-#include "kernels/ops.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/cpu/optim_backend.h>
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/backend.h"
-#include "kernels/cpu/attention_backend.h"
-#include "kernels/ops.h"
-#include "kernels/ops/autocast_util.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/cpu/attention_backend.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/autocast_util.h>
 
 namespace volt {
 

@@ -2,8 +2,8 @@
 // The op side of autocast (runtime/autocast.h has the switch and the policy's table): the two casts an op
 // applies to its floating inputs while autocast is on. Both are autograd casts (gradients return in the
 // input's dtype) and the identity when autocast is off or the input needs no cast.
-#include "kernels/ops.h"
-#include "runtime/autocast.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/autocast.h>
 
 namespace volt::autocast_detail {
 

@@ -2,7 +2,7 @@
 // broadcasting backward formula calls, so it is linked into any program that builds a graph.
 #include <cmath>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

@@ -1,9 +1,9 @@
 // conv2d, max/avg pooling and batch norm: argument checks, layout, and autograd formulas. The CPU computes
 // f16/bf16 inputs in f32 (a differentiable cast around the f32 op); CUDA runs them natively through cuDNN.
-#include "kernels/backend.h"
-#include "kernels/cpu/linalg.h"
-#include "kernels/ops.h"
-#include "kernels/ops/autocast_util.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/autocast_util.h>
 
 namespace volt {
 

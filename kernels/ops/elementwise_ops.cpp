@@ -1,8 +1,8 @@
 #include <string>
 
-#include "kernels/backend.h"
-#include "kernels/ops.h"
-#include "kernels/ops/autocast_util.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/autocast_util.h>
 
 namespace volt {
 

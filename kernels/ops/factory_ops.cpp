@@ -1,6 +1,6 @@
-#include "kernels/backend.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 #include <cmath>
 
 namespace volt {

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/backend.h"
-#include "kernels/cpu/index_backend.h"
-#include "kernels/ops.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/cpu/index_backend.h>
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

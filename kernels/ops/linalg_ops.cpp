@@ -2,10 +2,10 @@
 // than copies), and their autograd formulas.
 #include <atomic>
 
-#include "kernels/backend.h"
-#include "kernels/cpu/linalg.h"
-#include "kernels/ops.h"
-#include "kernels/ops/autocast_util.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/autocast_util.h>
 
 namespace volt {
 

@@ -1,9 +1,9 @@
 // softmax / log_softmax, the fused class-index losses (cross_entropy, nll_loss), mse_loss and dropout.
-#include "kernels/backend.h"
-#include "kernels/cpu/nn_backend.h"
-#include "kernels/ops.h"
-#include "kernels/ops/autocast_util.h"
-#include "kernels/ops/reduce_util.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/cpu/nn_backend.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/reduce_util.h>
 
 namespace volt {
 

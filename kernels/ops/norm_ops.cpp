@@ -2,10 +2,10 @@
 // backend kernels (kernels/cpu/norm_backend.h); only the geometry differs.
 #include <string>
 
-#include "kernels/backend.h"
-#include "kernels/cpu/norm_backend.h"
-#include "kernels/ops.h"
-#include "kernels/ops/autocast_util.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/cpu/norm_backend.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/autocast_util.h>
 
 namespace volt {
 

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/backend.h"
-#include "kernels/common/dispatch.h"
-#include "kernels/cpu/optim_backend.h"
-#include "kernels/ops.h"
+#include <volt/kernels/backend.h>
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cpu/optim_backend.h>
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

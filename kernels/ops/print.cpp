@@ -1,7 +1,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

@@ -3,7 +3,7 @@
 // cols: reduce the first axis of (count, keep)).
 #include <vector>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt {
 

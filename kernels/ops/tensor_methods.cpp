@@ -1,5 +1,5 @@
 // Tensor's math shortcuts: thin forwards to the free functions.
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

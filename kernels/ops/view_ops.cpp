@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt {
 

@@ -1,4 +1,4 @@
-#include "nn/layers/activation.h"
+#include <volt/nn/layers/activation.h>
 
 namespace volt::nn {
 

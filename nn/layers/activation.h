@@ -2,7 +2,7 @@
 // Parameter-free layers: activations, Flatten, Dropout.
 #include <string_view>
 
-#include "nn/module.h"
+#include <volt/nn/module.h>
 
 namespace volt::nn {
 

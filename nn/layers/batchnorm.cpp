@@ -1,6 +1,6 @@
-#include "nn/layers/batchnorm.h"
+#include <volt/nn/layers/batchnorm.h>
 
-#include "runtime/autograd.h"
+#include <volt/runtime/autograd.h>
 
 namespace volt::nn {
 

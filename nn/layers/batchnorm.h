@@ -1,7 +1,7 @@
 #pragma once
 #include <functional>
 
-#include "nn/module.h"
+#include <volt/nn/module.h>
 
 namespace volt::nn {
 

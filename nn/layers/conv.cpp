@@ -1,8 +1,8 @@
-#include "nn/layers/conv.h"
+#include <volt/nn/layers/conv.h>
 
 #include <cmath>
 
-#include "nn/init.h"
+#include <volt/nn/init.h>
 
 namespace volt::nn {
 

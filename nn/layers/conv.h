@@ -1,5 +1,5 @@
 #pragma once
-#include "nn/module.h"
+#include <volt/nn/module.h>
 
 namespace volt::nn {
 

@@ -1,5 +1,5 @@
 // Separate from activation.cpp so that users of the activations do not pull in the dropout op.
-#include "nn/layers/activation.h"
+#include <volt/nn/layers/activation.h>
 
 namespace volt::nn {
 

@@ -1,6 +1,6 @@
-#include "nn/layers/embedding.h"
+#include <volt/nn/layers/embedding.h>
 
-#include "nn/init.h"
+#include <volt/nn/init.h>
 
 namespace volt::nn {
 

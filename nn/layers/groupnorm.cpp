@@ -1,8 +1,8 @@
-#include "nn/layers/groupnorm.h"
+#include <volt/nn/layers/groupnorm.h>
 
 #include <sstream>
 
-#include "nn/init.h"
+#include <volt/nn/init.h>
 
 namespace volt::nn {
 

@@ -1,8 +1,8 @@
-#include "nn/layers/layernorm.h"
+#include <volt/nn/layers/layernorm.h>
 
 #include <sstream>
 
-#include "nn/init.h"
+#include <volt/nn/init.h>
 
 namespace volt::nn {
 

@@ -1,10 +1,10 @@
-#include "nn/layers/multihead_attention.h"
+#include <volt/nn/layers/multihead_attention.h>
 
 #include <cmath>
 #include <limits>
 #include <sstream>
 
-#include "nn/init.h"
+#include <volt/nn/init.h>
 
 namespace volt::nn {
 

@@ -1,8 +1,8 @@
 #pragma once
 #include <utility>
 
-#include "nn/layers/linear.h"
-#include "nn/module.h"
+#include <volt/nn/layers/linear.h>
+#include <volt/nn/module.h>
 
 namespace volt::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/layers/pooling.h"
+#include <volt/nn/layers/pooling.h>
 
 namespace volt::nn {
 

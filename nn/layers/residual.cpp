@@ -1,4 +1,4 @@
-#include "nn/layers/residual.h"
+#include <volt/nn/layers/residual.h>
 
 namespace volt::nn {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <memory>
 
-#include "nn/module.h"
+#include <volt/nn/module.h>
 
 namespace volt::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/layers/sequential.h"
+#include <volt/nn/layers/sequential.h>
 
 namespace volt::nn {
 

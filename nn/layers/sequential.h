@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "nn/module.h"
+#include <volt/nn/module.h>
 
 namespace volt::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/layers/transformer_encoder_layer.h"
+#include <volt/nn/layers/transformer_encoder_layer.h>
 
 #include <sstream>
 

@@ -1,8 +1,8 @@
 #pragma once
-#include "nn/layers/activation.h"
-#include "nn/layers/layernorm.h"
-#include "nn/layers/linear.h"
-#include "nn/layers/multihead_attention.h"
+#include <volt/nn/layers/activation.h>
+#include <volt/nn/layers/layernorm.h>
+#include <volt/nn/layers/linear.h>
+#include <volt/nn/layers/multihead_attention.h>
 
 namespace volt::nn {
 

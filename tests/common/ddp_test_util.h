@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <string>
 
-#include "distributed/process_group.h"
-#include "kernels/ops.h"
-#include "nn/optim.h"
-#include "trainer/trainer.h"
+#include <volt/distributed/process_group.h>
+#include <volt/kernels/ops.h>
+#include <volt/nn/optim.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt::test {
 

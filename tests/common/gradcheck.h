@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::testing {
 

@@ -4,11 +4,11 @@
 
 #include <stdexcept>
 
-#include "data/collate.h"
-#include "data/data_loader.h"
+#include <volt/data/collate.h>
+#include <volt/data/data_loader.h>
 #include "common/error_message.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt::data {
 namespace {

@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "common/gradcheck.h"
-#include "data/csv_dataset.h"
-#include "data/data_loader.h"
+#include <volt/data/csv_dataset.h>
+#include <volt/data/data_loader.h>
 #include "data/temp_dir.h"
 
 namespace volt::data {

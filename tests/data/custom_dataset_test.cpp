@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "data/data.h"
+#include <volt/data/data.h>
 
 namespace {
 

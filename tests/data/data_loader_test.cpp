@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "common/gradcheck.h"
-#include "data/data_loader.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/data/data_loader.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt::data {
 namespace {

@@ -5,10 +5,10 @@
 #include <set>
 
 #include "common/gradcheck.h"
-#include "data/data_module.h"
-#include "data/idx.h"
+#include <volt/data/data_module.h>
+#include <volt/data/idx.h>
 #include "data/temp_dir.h"
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::data {
 namespace {

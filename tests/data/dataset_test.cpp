@@ -6,10 +6,10 @@
 #include <set>
 
 #include "common/gradcheck.h"
-#include "data/dataset.h"
-#include "data/permutation.h"
-#include "data/transforms.h"
-#include "kernels/ops.h"
+#include <volt/data/dataset.h>
+#include <volt/data/permutation.h>
+#include <volt/data/transforms.h>
+#include <volt/kernels/ops.h>
 
 namespace volt::data {
 namespace {

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "common/gradcheck.h"
-#include "data/idx.h"
-#include "data/mnist.h"
+#include <volt/data/idx.h>
+#include <volt/data/mnist.h>
 #include "data/temp_dir.h"
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::data {
 namespace {

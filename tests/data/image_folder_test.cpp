@@ -4,11 +4,11 @@
 
 #include <cmath>
 
-#include "data/data_loader.h"
-#include "data/image.h"
-#include "data/image_folder.h"
+#include <volt/data/data_loader.h>
+#include <volt/data/image.h>
+#include <volt/data/image_folder.h>
 #include "common/error_message.h"
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 #include "image_files.h"
 #include "temp_dir.h"
 

@@ -4,10 +4,10 @@
 #include <algorithm>
 
 #include "common/gradcheck.h"
-#include "data/data_loader.h"
-#include "data/npy.h"
-#include "data/npy_dataset.h"
-#include "data/npz.h"
+#include <volt/data/data_loader.h>
+#include <volt/data/npy.h>
+#include <volt/data/npy_dataset.h>
+#include <volt/data/npz.h>
 #include "data/temp_dir.h"
 
 namespace volt::data {

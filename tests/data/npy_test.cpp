@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/gradcheck.h"
-#include "data/npy.h"
+#include <volt/data/npy.h>
 #include "data/temp_dir.h"
 
 namespace volt::data {

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "common/gradcheck.h"
-#include "data/npy.h"
-#include "data/npz.h"
+#include <volt/data/npy.h>
+#include <volt/data/npz.h>
 #include "data/temp_dir.h"
 
 namespace volt::data {

@@ -1,9 +1,9 @@
 // The pinned buffer pool: blocks are reused by size, survive the pool, and report pinned-ness.
 #include <gtest/gtest.h>
 
-#include "data/pinned_pool.h"
-#include "runtime/allocator.h"
-#include "kernels/ops.h"
+#include <volt/data/pinned_pool.h>
+#include <volt/runtime/allocator.h>
+#include <volt/kernels/ops.h>
 
 namespace volt::data {
 namespace {

@@ -4,11 +4,11 @@
 
 #include <set>
 
-#include "data/data_loader.h"
-#include "data/transforms.h"
-#include "kernels/common/philox.h"
+#include <volt/data/data_loader.h>
+#include <volt/data/transforms.h>
+#include <volt/kernels/common/philox.h>
 #include "common/error_message.h"
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 namespace volt::data {
 namespace {

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "common/gradcheck.h"
-#include "data/sampler.h"
+#include <volt/data/sampler.h>
 
 namespace volt::data {
 namespace {

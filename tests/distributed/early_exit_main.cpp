@@ -5,8 +5,8 @@
 
 #include <cstdio>
 
-#include "distributed/process_group.h"
-#include "kernels/ops.h"
+#include <volt/distributed/process_group.h>
+#include <volt/kernels/ops.h>
 
 int main(int argc, char** argv) {
   auto& pg = volt::dist::init_process_group("mpi", /*timeout_s=*/3);

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "distributed/process_group.h"
+#include <volt/distributed/process_group.h>
 
 int main(int argc, char** argv) {
   int provided = 0;

@@ -2,9 +2,9 @@
 // checks it is one of 2 ranks and that an all_reduce sums over both; the launcher returns the job's status.
 #include <cstdio>
 
-#include "distributed/process_group.h"
-#include "distributed/spawn.h"
-#include "kernels/ops.h"
+#include <volt/distributed/process_group.h>
+#include <volt/distributed/spawn.h>
+#include <volt/kernels/ops.h>
 
 int main(int argc, char** argv) {
   int rc = 0;

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "distributed/process_group.h"
-#include "kernels/ops.h"
+#include <volt/distributed/process_group.h>
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 using volt::dist::ReduceOp;

@@ -6,10 +6,10 @@
 #include <filesystem>
 
 #include "common/ddp_test_util.h"
-#include "data/data.h"
-#include "nn/nn.h"
-#include "trainer/tensorboard_logger.h"
-#include "trainer/trainer.h"
+#include <volt/data/data.h>
+#include <volt/nn/nn.h>
+#include <volt/trainer/tensorboard_logger.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 namespace fs = std::filesystem;

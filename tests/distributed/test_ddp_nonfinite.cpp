@@ -5,12 +5,12 @@
 #include <cmath>
 #include <limits>
 
-#include "data/data.h"
+#include <volt/data/data.h>
 #include "common/ddp_test_util.h"
-#include "distributed/process_group.h"
-#include "kernels/ops.h"
-#include "nn/nn.h"
-#include "trainer/trainer.h"
+#include <volt/distributed/process_group.h>
+#include <volt/kernels/ops.h>
+#include <volt/nn/nn.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 

@@ -8,12 +8,12 @@
 #include <limits>
 
 #include "common/ddp_test_util.h"
-#include "data/data.h"
-#include "distributed/process_group.h"
-#include "kernels/ops.h"
-#include "nn/nn.h"
-#include "runtime/autocast.h"
-#include "trainer/trainer.h"
+#include <volt/data/data.h>
+#include <volt/distributed/process_group.h>
+#include <volt/kernels/ops.h>
+#include <volt/nn/nn.h>
+#include <volt/runtime/autocast.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 

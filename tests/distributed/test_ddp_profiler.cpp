@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/ddp_test_util.h"
-#include "data/data.h"
-#include "nn/nn.h"
-#include "trainer/trainer.h"
+#include <volt/data/data.h>
+#include <volt/nn/nn.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 namespace fs = std::filesystem;

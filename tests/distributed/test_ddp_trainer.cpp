@@ -15,16 +15,16 @@
 #include <numeric>
 
 #include "common/gradcheck.h"
-#include "data/data.h"
-#include "distributed/process_group.h"
-#include "kernels/ops.h"
-#include "nn/metrics.h"
-#include "nn/nn.h"
+#include <volt/data/data.h>
+#include <volt/distributed/process_group.h>
+#include <volt/kernels/ops.h>
+#include <volt/nn/metrics.h>
+#include <volt/nn/nn.h>
 #include "common/ddp_test_util.h"
-#include "trainer/ddp_strategy.h"
-#include "trainer/early_stopping.h"
-#include "trainer/model_checkpoint.h"
-#include "trainer/trainer.h"
+#include <volt/trainer/ddp_strategy.h>
+#include <volt/trainer/early_stopping.h>
+#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 namespace fs = std::filesystem;

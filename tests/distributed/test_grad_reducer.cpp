@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
-#include "distributed/grad_reducer.h"
-#include "kernels/ops.h"
+#include <volt/distributed/grad_reducer.h>
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 

@@ -10,13 +10,13 @@
 #include <sstream>
 
 #include "common/gradcheck.h"
-#include "data/data_loader.h"
-#include "data/data_module.h"
-#include "data/idx.h"
-#include "data/mnist.h"
-#include "data/shared_dataset.h"
-#include "distributed/process_group.h"
-#include "kernels/ops.h"
+#include <volt/data/data_loader.h>
+#include <volt/data/data_module.h>
+#include <volt/data/idx.h>
+#include <volt/data/mnist.h>
+#include <volt/data/shared_dataset.h>
+#include <volt/distributed/process_group.h>
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 namespace fs = std::filesystem;

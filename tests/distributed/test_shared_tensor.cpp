@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include "common/gradcheck.h"
-#include "distributed/shared_tensor.h"
-#include "kernels/ops.h"
+#include <volt/distributed/shared_tensor.h>
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "common/ddp_test_util.h"
-#include "data/data.h"
-#include "nn/nn.h"
+#include <volt/data/data.h>
+#include <volt/nn/nn.h>
 
 using namespace volt;
 

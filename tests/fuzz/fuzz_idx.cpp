@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "data/idx.h"
-#include "runtime/error.h"
+#include <volt/data/idx.h>
+#include <volt/runtime/error.h>
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

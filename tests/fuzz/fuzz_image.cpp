@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "data/image.h"
-#include "runtime/error.h"
+#include <volt/data/image.h>
+#include <volt/runtime/error.h>
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "data/npy.h"
-#include "data/npz.h"
-#include "runtime/error.h"
+#include <volt/data/npy.h>
+#include <volt/data/npz.h>
+#include <volt/runtime/error.h>
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <map>
 
-#include "nn/serialization.h"
-#include "runtime/error.h"
+#include <volt/nn/serialization.h>
+#include <volt/runtime/error.h>
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

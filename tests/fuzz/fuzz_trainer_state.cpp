@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
-#include "trainer/checkpoint.h"
+#include <volt/runtime/error.h>
+#include <volt/trainer/checkpoint.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

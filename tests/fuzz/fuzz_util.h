@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/tensor.h"
+#include <volt/runtime/tensor.h>
 
 namespace volt::fuzz {
 

@@ -7,14 +7,14 @@
 #include <iostream>
 #include <iterator>
 
-#include "data/idx.h"
+#include <volt/data/idx.h>
 #include "data/image_files.h"
-#include "data/npy.h"
-#include "data/npz.h"
-#include "nn/layers/linear.h"
-#include "nn/serialization.h"
-#include "trainer/early_stopping.h"
-#include "trainer/model_checkpoint.h"
+#include <volt/data/npy.h>
+#include <volt/data/npz.h>
+#include <volt/nn/layers/linear.h>
+#include <volt/nn/serialization.h>
+#include <volt/trainer/early_stopping.h>
+#include <volt/trainer/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

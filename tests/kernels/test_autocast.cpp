@@ -9,8 +9,8 @@
 #include <string>
 
 #include "common/gradcheck.h"
-#include "runtime/autocast.h"
-#include "runtime/cuda_api.h"
+#include <volt/runtime/autocast.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 using volt::testing::expect_close;

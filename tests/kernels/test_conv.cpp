@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 using volt::testing::expect_gradients_match;

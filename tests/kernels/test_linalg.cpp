@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt {
 namespace {

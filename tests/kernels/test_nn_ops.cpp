@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
-#include "kernels/common/softmax.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/common/softmax.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 using volt::testing::expect_close;

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
-#include "runtime/autocast.h"
+#include <volt/runtime/autocast.h>
 
 using namespace volt;
 using volt::testing::expect_close;

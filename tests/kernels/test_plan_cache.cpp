@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/common/plan_cache.h"
+#include <volt/kernels/common/plan_cache.h>
 
 using namespace volt;
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
-#include "nn/nn.h"
+#include <volt/nn/nn.h>
 
 using namespace volt;
 using volt::testing::expect_close;

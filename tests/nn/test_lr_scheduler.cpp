@@ -5,7 +5,7 @@
 #include <numbers>
 
 #include "common/gradcheck.h"
-#include "nn/nn.h"
+#include <volt/nn/nn.h>
 
 using namespace volt;
 

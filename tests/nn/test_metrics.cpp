@@ -7,9 +7,9 @@
 #include <memory>
 #include <random>
 
-#include "kernels/ops.h"
-#include "nn/metrics.h"
-#include "tests/common/gradcheck.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/metrics.h>
+#include "common/gradcheck.h"
 
 using namespace volt;
 using namespace volt::metrics;

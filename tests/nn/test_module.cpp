@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "nn/nn.h"
-#include "runtime/cuda_api.h"
+#include <volt/nn/nn.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 using volt::testing::expect_close;

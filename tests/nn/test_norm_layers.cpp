@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "nn/nn.h"
+#include <volt/nn/nn.h>
 
 using namespace volt;
 using volt::testing::expect_close;

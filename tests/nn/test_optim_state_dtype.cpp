@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "nn/optim.h"
+#include <volt/nn/optim.h>
 
 using namespace volt;
 using volt::testing::expect_close;

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "common/gradcheck.h"
-#include "nn/nn.h"
+#include <volt/nn/nn.h>
 
 using namespace volt;
 namespace fs = std::filesystem;

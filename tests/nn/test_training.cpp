@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "common/gradcheck.h"
-#include "nn/nn.h"
+#include <volt/nn/nn.h>
 
 using namespace volt;
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "distributed/process_group.h"
-#include "nn/nn.h"
-#include "runtime/trace.h"
-#include "trainer/trainer.h"
+#include <volt/distributed/process_group.h>
+#include <volt/nn/nn.h>
+#include <volt/runtime/trace.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 

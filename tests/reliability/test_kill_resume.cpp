@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "nn/serialization.h"
-#include "trainer/checkpoint_locate.h"
+#include <volt/nn/serialization.h>
+#include <volt/trainer/checkpoint_locate.h>
 
 using namespace volt;
 namespace fs = std::filesystem;

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <set>
 
-#include "kernels/ops.h"
-#include "runtime/allocator.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
-#include "nn/nn.h"
+#include <volt/kernels/ops.h>
+#include <volt/nn/nn.h>
 
 using namespace volt;
 

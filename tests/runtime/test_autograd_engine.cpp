@@ -5,7 +5,7 @@
 #include <map>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 

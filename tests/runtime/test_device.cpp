@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
-#include "volt/config.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/config.h>
 
 using namespace volt;
 

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/common/philox.h"
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
+#include <volt/kernels/common/philox.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kernels/ops.h"
+#include <volt/kernels/ops.h>
 
 using namespace volt;
 

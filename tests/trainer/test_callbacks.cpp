@@ -2,9 +2,9 @@
 #include <cmath>
 #include <limits>
 
-#include "nn/serialization.h"
-#include "trainer/early_stopping.h"
-#include "trainer/model_checkpoint.h"
+#include <volt/nn/serialization.h>
+#include <volt/trainer/early_stopping.h>
+#include <volt/trainer/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -4,8 +4,8 @@
 #include <csignal>
 #include <cstring>
 
-#include "nn/serialization.h"
-#include "trainer/model_checkpoint.h"
+#include <volt/nn/serialization.h>
+#include <volt/trainer/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -1,8 +1,8 @@
 // Checkpoint format, validity and bit-exact resume (2 epochs straight == 1 epoch + resume + 1 epoch).
 #include <cstring>
 
-#include "nn/serialization.h"
-#include "trainer/model_checkpoint.h"
+#include <volt/nn/serialization.h>
+#include <volt/trainer/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

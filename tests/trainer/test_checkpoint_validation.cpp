@@ -4,11 +4,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "nn/serialization.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_files.h"
-#include "trainer/model_checkpoint.h"
-#include "trainer/throughput_monitor.h"
+#include <volt/nn/serialization.h>
+#include <volt/trainer/checkpoint.h>
+#include <volt/trainer/checkpoint_files.h>
+#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/throughput_monitor.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

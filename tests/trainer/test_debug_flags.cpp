@@ -2,10 +2,10 @@
 // estimated_stepping_batches; evaluation samplers' epochs; the logger version on the progress bar.
 #include <gtest/gtest.h>
 
-#include "trainer/early_stopping.h"
-#include "trainer/model_checkpoint.h"
-#include "trainer/progress_bar.h"
-#include "runtime/cuda_api.h"
+#include <volt/trainer/early_stopping.h>
+#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/progress_bar.h>
+#include <volt/runtime/cuda_api.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -3,8 +3,8 @@
 #include "common/gradcheck.h"
 #include <dlfcn.h>
 
-#include "runtime/cuda_api.h"
-#include "trainer/device_parser.h"
+#include <volt/runtime/cuda_api.h>
+#include <volt/trainer/device_parser.h>
 
 using namespace volt;
 
@@ -86,7 +86,7 @@ TEST(DeviceParser, PickFreeGpus) {
   }
 }
 
-#include "trainer/trainer.h"
+#include <volt/trainer/trainer.h>
 
 TEST(DeviceParser, TrainerAutoSelectGpusFlag) {
   // CPU runs ignore the flag.

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
-#include "trainer/manual_optimizer.h"
+#include <volt/trainer/manual_optimizer.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "nn/nn.h"
-#include "trainer/model_summary.h"
+#include <volt/nn/nn.h>
+#include <volt/trainer/model_summary.h>
 
 using namespace volt;
 

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "nn/serialization.h"
-#include "trainer/checkpoint.h"
-#include "trainer/model_checkpoint.h"
-#include "trainer/model_summary.h"
+#include <volt/nn/serialization.h>
+#include <volt/trainer/checkpoint.h>
+#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/model_summary.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

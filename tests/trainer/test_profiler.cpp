@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/allocator.h"
-#include "runtime/autocast.h"
-#include "trainer/manual_optimizer.h"
-#include "trainer/throughput_monitor.h"
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/autocast.h>
+#include <volt/trainer/manual_optimizer.h>
+#include <volt/trainer/throughput_monitor.h>
 #include "trainer_test_util.h"
 
 using namespace volt;

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "trainer/progress_bar.h"
+#include <volt/trainer/progress_bar.h>
 
 using namespace volt;
 

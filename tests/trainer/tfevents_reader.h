@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "trainer/tfevents.h"
+#include <volt/trainer/tfevents.h>
 
 namespace volt::test {
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "common/gradcheck.h"
-#include "data/data.h"
-#include "nn/metrics.h"
-#include "nn/nn.h"
-#include "trainer/trainer.h"
+#include <volt/data/data.h>
+#include <volt/nn/metrics.h>
+#include <volt/nn/nn.h>
+#include <volt/trainer/trainer.h>
 
 namespace volt::test {
 

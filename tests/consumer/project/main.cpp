@@ -2,9 +2,7 @@
 // that tests/consumer/run_consumer.cmake checks. Exits nonzero if a value is wrong.
 #include <cstdio>
 
-#include "kernels/ops.h"
-#include "runtime/cuda_api.h"
-#include "volt/config.h"
+#include <volt/tensor.h>  // tensors, ops, autograd, devices, <volt/config.h>
 
 int main() {
   using namespace volt;

@@ -8,9 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/data.h"
-#include "nn/nn.h"
-#include "trainer/trainer.h"
+#include <volt/volt.h>  // the whole public API
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "kernels/op_table/op_table.h"
-#include "nn/clip_grad.h"
-#include "nn/optim.h"
+#include <volt/nn/clip_grad.h>
+#include <volt/nn/optim.h>
 
 namespace volt::optable {
 namespace {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "kernels/op_table/op_table.h"
-#include "runtime/cuda_api.h"
+#include <volt/runtime/cuda_api.h>
 
 namespace volt::optable {
 

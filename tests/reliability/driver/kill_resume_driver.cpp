@@ -14,12 +14,12 @@
 #include <iostream>
 #include <string>
 
-#include "data/data.h"
-#include "nn/nn.h"
-#include "nn/serialization.h"
-#include "runtime/atomic_file.h"
-#include "trainer/model_checkpoint.h"
-#include "trainer/trainer.h"
+#include <volt/data/data.h>
+#include <volt/nn/nn.h>
+#include <volt/nn/serialization.h>
+#include <volt/runtime/atomic_file.h>
+#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/trainer.h>
 
 using namespace volt;
 

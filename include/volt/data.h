@@ -1,0 +1,3 @@
+#pragma once
+// Data loading in volt::data: datasets, batches and collation, transforms, samplers, DataLoader, DataModule.
+#include <volt/data/data.h>

@@ -1,0 +1,15 @@
+#pragma once
+// Tensors and their differentiable operations: volt::Tensor, dtypes, devices, autograd, random generators,
+// autocast, and every op in <volt/kernels/ops.h> (factories, elementwise, reductions, views, indexing, linear
+// algebra, convolution, normalisation, losses, attention).
+#include <volt/config.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/autocast.h>
+#include <volt/runtime/autograd.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/device.h>
+#include <volt/runtime/dtype.h>
+#include <volt/runtime/error.h>
+#include <volt/runtime/generator.h>
+#include <volt/runtime/tensor.h>
