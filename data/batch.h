@@ -13,7 +13,7 @@
 #include <map>
 #include <string>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::data {
 

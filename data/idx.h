@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::data {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::data {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::data {
 

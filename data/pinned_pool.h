@@ -16,7 +16,7 @@
 #include <mutex>
 
 #include <volt/runtime/cuda_api.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::data {
 

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::dist {
 

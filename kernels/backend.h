@@ -7,7 +7,7 @@
 
 #include <volt/kernels/common/elementwise.h>
 #include <volt/runtime/cuda_api.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 #include <volt/runtime/trace.h>
 #include <volt/config.h>
 

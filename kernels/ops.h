@@ -13,9 +13,9 @@
 #include <vector>
 
 #include <volt/kernels/optim_hyper.h>
-#include <volt/runtime/autograd.h>
+#include <volt/kernels/autograd.h>
 #include <volt/runtime/generator.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

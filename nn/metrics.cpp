@@ -5,7 +5,7 @@
 #include <limits>
 
 #include <volt/kernels/ops.h>
-#include <volt/runtime/autograd.h>
+#include <volt/kernels/autograd.h>
 
 namespace volt::metrics {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::metrics {
 

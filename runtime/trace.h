@@ -126,7 +126,7 @@ class Range {
 void mark(Layer layer, std::string_view name);
 
 // The innermost open module range on this thread ("" outside any, or when module ranges go nowhere). Autograd
-// nodes remember it so that their backward can be attributed to the module (runtime/autograd.cpp): a module's
+// nodes remember it so that their backward can be attributed to the module (kernels/autograd.cpp): a module's
 // backward range ("l1 (Linear).backward") covers the consecutive nodes created inside that module and not inside
 // a submodule, so backward ranges are innermost-only (a container's own backward range holds just the nodes of
 // its own code, its children's nodes are in theirs). Gradient accumulation into a parameter (AccumulateGrad)

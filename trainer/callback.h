@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 #include <volt/trainer/train_module.h>
 
 namespace volt {

@@ -19,7 +19,7 @@
 #include <memory>
 
 #include <volt/nn/optim.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

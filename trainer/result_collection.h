@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 #include <volt/trainer/train_module.h>
 
 namespace volt {

@@ -14,7 +14,7 @@
 
 #include <volt/data/data_loader.h>
 #include <volt/distributed/process_group.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

@@ -6,10 +6,10 @@
 #include <volt/kernels/ops.h>
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/autocast.h>
-#include <volt/runtime/autograd.h>
+#include <volt/kernels/autograd.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/device.h>
 #include <volt/runtime/dtype.h>
 #include <volt/runtime/error.h>
 #include <volt/runtime/generator.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>

@@ -7,7 +7,7 @@
 
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/elementwise.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::elementwise_impl {
 

@@ -11,7 +11,7 @@
 // (the CPU one loops, the CUDA one launches a kernel). Host code only.
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/optim_math.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::optim_math {
 

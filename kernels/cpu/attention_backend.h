@@ -9,7 +9,7 @@
 // data_ptr() + p.geom.row_offset(r) + j * p.geom.col_stride; grad_bias, when defined, is contiguous (p.rows,
 // p.k_len) in the accumulation dtype. p.rows >= 1 and p.k_len >= 1. The math is kernels/common/attention.h.
 #include <volt/kernels/common/attention.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

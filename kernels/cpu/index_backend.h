@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include <volt/kernels/common/macros.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

@@ -4,7 +4,7 @@
 // and conv_ops.cpp check arguments first; backends may assume valid, same-device, same-dtype inputs.
 #include <cstdint>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::cpu {
 

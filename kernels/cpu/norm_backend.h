@@ -9,7 +9,7 @@
 // be undefined (no affine transform: w = 1, b = 0); a gradient tensor that is undefined is not computed.
 // g.rows >= 1 and g.row_size >= 1.
 #include <volt/kernels/common/norm.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

@@ -9,7 +9,7 @@
 
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::cuda {
 

@@ -1,30 +1,8 @@
-// Registers the tensor operations the autograd engine needs. This file also holds sum_to, which every
-// broadcasting backward formula calls, so it is linked into any program that builds a graph.
-#include <cmath>
-
+// sum_to, which every broadcasting backward formula calls, and the error of a CUDA tensor reaching an op in a
+// build without the CUDA backend.
 #include <volt/kernels/ops.h>
 
 namespace volt {
-
-namespace {
-struct RegisterEngineOps {
-  RegisterEngineOps() {
-    auto& ops = autograd::engine_ops();
-    ops.add = [](const Tensor& a, const Tensor& b) { return add(a, b); };
-    ops.ones_like = [](const Tensor& t) { return ones_like(t); };
-    ops.zeros = [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); };
-    ops.clone = [](const Tensor& t) { return t.clone(); };
-    ops.cast = [](const Tensor& t, DType d) { return t.to(d); };
-    ops.all_finite = [](const Tensor& t) {
-      if (!is_floating(t.dtype()) || t.numel() == 0) return true;
-      NoGradGuard ng;
-      Tensor x = t.detach().to(DType::f32);
-      // x - x is 0 for finite values and NaN for NaN and +-Inf: one reduction answers both questions.
-      return std::isfinite(sum(sub(x, x)).item<float>());
-    };
-  }
-} register_engine_ops;
-}  // namespace
 
 namespace detail {
 void no_cuda_backend(const char* fn) {

@@ -3,7 +3,7 @@
 // cols: reduce the first axis of (count, keep)).
 #include <vector>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 

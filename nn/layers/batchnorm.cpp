@@ -1,6 +1,6 @@
 #include <volt/nn/layers/batchnorm.h>
 
-#include <volt/runtime/autograd.h>
+#include <volt/kernels/autograd.h>
 
 namespace volt::nn {
 

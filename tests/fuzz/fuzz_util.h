@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt::fuzz {
 

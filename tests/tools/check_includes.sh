@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Volt's own headers are included as <volt/<layer>/<file>.h> (or an umbrella such as <volt/nn.h>), everywhere:
 # library sources, tests, examples, benchmarks and documents. Fails on an include of a layer folder without the
-# volt/ prefix ("runtime/tensor.h", <nn/module.h>), which would compile only with the source root on the include
+# volt/ prefix ("kernels/tensor.h", <nn/module.h>), which would compile only with the source root on the include
 # path, and on a <volt/...> include that names no file of the tree. Usage: check_includes.sh [repository root]
 set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/../.." && pwd)}"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 namespace volt {
 
@@ -82,17 +82,6 @@ inline void attach(const Tensor& output, const std::string& name, const std::vec
 
 // Runs backward from `roots` seeded with `grads` (same length; undefined = ones for one-element roots).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
-
-// Tensor operations the engine needs but runtime/ does not implement (set by kernels/ at start-up).
-struct EngineOps {
-  Tensor (*add)(const Tensor&, const Tensor&) = nullptr;
-  Tensor (*ones_like)(const Tensor&) = nullptr;
-  Tensor (*zeros)(const Shape&, DType, Device) = nullptr;
-  Tensor (*clone)(const Tensor&) = nullptr;
-  bool (*all_finite)(const Tensor&) = nullptr;  // floating tensors: no NaN/Inf (other dtypes: true)
-  Tensor (*cast)(const Tensor&, DType) = nullptr;
-};
-EngineOps& engine_ops();
 
 // ---- anomaly detection ----------------------------------------------------------------------------------
 // With anomaly detection on (process-wide), every differentiable op checks its forward outputs, and the

@@ -33,7 +33,7 @@ class Tensor {
   Tensor() = default;  // an undefined tensor (no storage); defined() is false
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // ---- metadata (runtime/tensor.cpp) -----------------------------------------------------------------
+  // ---- metadata (kernels/tensor.cpp) -----------------------------------------------------------------
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
   const Shape& strides() const;
@@ -59,7 +59,7 @@ class Tensor {
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   std::string shape_str() const;    // "(16, 784)"
 
-  // ---- autograd (runtime/autograd.cpp) ---------------------------------------------------------------
+  // ---- autograd (kernels/autograd.cpp) ---------------------------------------------------------------
   bool requires_grad() const;
   // Marks a leaf as a parameter whose gradient is accumulated into grad(). Returns *this.
   Tensor& set_requires_grad(bool on = true);
@@ -154,7 +154,7 @@ struct TensorImpl {
   }
 };
 
-// ---- construction (runtime/tensor.cpp) -------------------------------------------------------------------
+// ---- construction (kernels/tensor.cpp) -------------------------------------------------------------------
 Shape contiguous_strides(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 std::string shape_to_string(const Shape& shape);

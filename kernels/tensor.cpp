@@ -1,10 +1,10 @@
-#include <volt/runtime/tensor.h>
+#include <volt/kernels/tensor.h>
 
 #include <cstring>
 #include <sstream>
 
 #include <volt/runtime/allocator.h>
-#include <volt/runtime/autograd.h>
+#include <volt/kernels/autograd.h>
 #include <volt/runtime/cuda_api.h>
 
 namespace volt {

@@ -1,11 +1,13 @@
-#include <volt/runtime/autograd.h>
+#include <volt/kernels/autograd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdint>
 #include <queue>
 #include <unordered_map>
 
+#include <volt/kernels/ops.h>
 #include <volt/runtime/autocast.h>
 #include <volt/runtime/trace.h>
 
@@ -49,11 +51,19 @@ struct Checking {
   ~Checking() { t_checking = false; }
 };
 
+// Floating tensors: no NaN/Inf (other dtypes: true).
+bool all_finite(const Tensor& t) {
+  if (!is_floating(t.dtype()) || t.numel() == 0) return true;
+  NoGradGuard ng;
+  Tensor x = t.detach().to(DType::f32);
+  // x - x is 0 for finite values and NaN for NaN and +-Inf: one reduction answers both questions.
+  return std::isfinite(sum(sub(x, x)).item<float>());
+}
+
 bool finite_or_undefined(const Tensor& t) {
-  auto* fn = autograd::engine_ops().all_finite;
-  if (!t.defined() || fn == nullptr || t_checking) return true;
+  if (!t.defined() || t_checking) return true;
   Checking checking;
-  return fn(t);
+  return all_finite(t);
 }
 
 // Sums the gradient contributions for a leaf, stores them in .grad and fires the grad-ready hooks.
@@ -72,9 +82,9 @@ struct AccumulateGrad : Node {
       Tensor& in = grads[0];
       const bool unique = in.impl_ptr().use_count() == 1 && in.storage().use_count() == 1 && !in.impl()->autograd &&
                           in.is_contiguous();
-      m.grad = unique ? std::move(in) : autograd::engine_ops().clone(in.detach());
+      m.grad = unique ? std::move(in) : in.detach().clone();
     } else {
-      m.grad = autograd::engine_ops().add(m.grad, grads[0].detach());
+      m.grad = add(m.grad, grads[0].detach());
     }
     auto hooks = m.grad_ready_hooks;  // copy: a hook may remove itself
     for (auto& [id, hook] : hooks) hook(leaf);
@@ -123,11 +133,6 @@ void check_forward_outputs(const std::string& op, const std::vector<Tensor>& out
               outputs[i].shape_str(), " (input shapes: ", shapes_of(metas), "; the inputs are ",
               inputs_finite ? "all finite" : "already non-finite", ")");
   }
-}
-
-EngineOps& engine_ops() {
-  static EngineOps ops;
-  return ops;
 }
 
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
@@ -189,8 +194,6 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
   AutocastGuard no_autocast(false);  // backward ops run in the dtypes the forward recorded
   BackwardDepth in_backward;
-  auto& ops = engine_ops();
-  VOLT_ASSERT(ops.add && ops.ones_like && ops.zeros && ops.clone && ops.cast, "autograd engine ops not registered");
 
   // Seed the root edges.
   std::vector<std::pair<Edge, Tensor>> seeds;
@@ -202,7 +205,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     if (!g.defined()) {
       VOLT_CHECK(r.numel() == 1, "backward: a gradient can be implied only for a one-element output, but "
                  "the output has shape ", r.shape_str(), "; pass a gradient of that shape");
-      g = ops.ones_like(r);
+      g = ones_like(r);
     } else {
       VOLT_CHECK(g.shape() == r.shape(), "backward: gradient shape ", g.shape_str(),
                  " does not match the output shape ", r.shape_str());
@@ -246,7 +249,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       p.grads.resize(e.fn->num_outputs);
     }
     Tensor& slot = p.grads[e.input_nr];
-    slot = slot.defined() ? ops.add(slot, g) : g;
+    slot = slot.defined() ? add(slot, g) : g;
   };
   auto cmp = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
     return a->sequence_nr < b->sequence_nr;  // highest sequence (latest created) first
@@ -272,7 +275,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (!p.grads[i].defined()) {
         // An output that received no gradient (one of several outputs unused) contributes zeros.
         const InputMeta& om = node->output_meta[i];
-        p.grads[i] = ops.zeros(om.shape, om.dtype, om.device);
+        p.grads[i] = zeros(om.shape, om.dtype, om.device);
       }
     std::vector<Tensor> in_grads;
     {
@@ -304,7 +307,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         // A gradient arrives in its input's dtype (as in PyTorch's engine): a formula of a mixed-dtype op (add of
         // an f32 and a bf16 tensor under autocast) returns the wider dtype, which the producer's backward (e.g.
         // linear's bf16 GEMM) must not receive.
-        if (in_grads[i].dtype() != meta.dtype) in_grads[i] = ops.cast(in_grads[i], meta.dtype);
+        if (in_grads[i].dtype() != meta.dtype) in_grads[i] = in_grads[i].to(meta.dtype);
         if (anomaly_enabled() && !finite_or_undefined(in_grads[i])) {
           bool incoming_finite = true;
           for (const Tensor& g : p.grads) incoming_finite = incoming_finite && finite_or_undefined(g);
