@@ -13,7 +13,7 @@
 ///
 /// Format (RFC 4180 plus common variants): fields separated by `delimiter`; a field that starts with '"' is
 /// quoted and may hold the delimiter, newlines and doubled quotes (""), and only spaces or tabs may follow its
-/// closing quote; lines end in \n, \r\n or \r; a UTF-8 byte-order mark and blank lines are skipped. Every row
+/// closing quote; lines end in `\n`, `\r\n` or `\r`; a UTF-8 byte-order mark and blank lines are skipped. Every row
 /// must have as many fields as the first. Numeric fields may have surrounding spaces and a leading '+'; "nan"
 /// and "inf" parse as floats. Everything is read into memory once (it is a TensorDataset).
 ///

@@ -22,7 +22,7 @@ Tensor read_npz_array(const std::string& path, const std::string& key);
 /// The member names of an archive as read_npz keys them, in archive order.
 std::vector<std::string> npz_keys(const std::string& path);
 
-/// Writes `arrays` as an .npz archive that np.load reads: one "<key>.npy" member per entry (npy_bytes with
+/// Writes `arrays` as an .npz archive that np.load reads: one `"<key>.npy"` member per entry (npy_bytes with
 /// default options), stored uncompressed, or deflate-compressed when `compress` (like np.savez_compressed).
 /// Keys must be non-empty and the archive must not need zip64 (each member and the whole file under 4 GiB).
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays, bool compress = false);

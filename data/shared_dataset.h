@@ -12,7 +12,7 @@
 ///     read them. clone() for a private writable copy.
 ///   * The values are bit-identical to the single-process path (MnistDataset::load(...)->normalized(...)).
 ///   * Segment names are unique per job (rank 0's pid and start time, broadcast to every rank) and per file
-///     (absolute path, size, modification time, normalization): "/volt_mnist_<pid>_<time>_<file hash>_<kind>".
+///     (absolute path, size, modification time, normalization): `"/volt_mnist_<pid>_<time>_<file hash>_<kind>"`.
 ///     They are unlinked as soon as every local rank has mapped them, so nothing stays in /dev/shm.
 #include <memory>
 #include <string>

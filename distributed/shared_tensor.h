@@ -30,7 +30,7 @@ class SharedTensor {
                                  const FillFn& fill) {
     return create_or_attach(name, shape, dtype, group.local_rank(), [&group] { group.local_barrier(); }, fill);
   }
-  /// The POSIX object name used for `name` ("/volt_<name>"); for tests and cleanup scripts.
+  /// The POSIX object name used for `name` (`"/volt_<name>"`); for tests and cleanup scripts.
   static std::string segment_name(const std::string& name);
 };
 

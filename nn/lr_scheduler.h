@@ -29,7 +29,7 @@ class LRScheduler {
   virtual std::vector<double> lrs_at(int64_t epoch) const = 0;
   virtual std::string type_name() const = 0;
 
-  /// {"last_epoch", "base_lr.<g>"} (+ scheduler-specific entries). load_state_dict restores them and re-applies
+  /// `{"last_epoch", "base_lr.<g>"}` (+ scheduler-specific entries). load_state_dict restores them and re-applies
   /// the lrs of last_epoch to the optimizer.
   virtual std::map<std::string, double> state_dict() const;
   virtual void load_state_dict(const std::map<std::string, double>& state);

@@ -13,9 +13,9 @@
 /// Per-parameter state is created lazily at the first update, on the parameter's device, in the parameter's
 /// dtype, except that f16/bf16 parameters keep fp32 state (the update is computed in fp32 either way); the
 /// option fp32_state = false opts out and stores their state in the parameter's own half type (half the
-/// optimizer memory, at the cost of rounding the moments every step). state_dict() names it "state.<group>.<index>.<name>" (e.g.
-/// "state.0.1.exp_avg") plus a 0-d i64 "state.<group>.<index>.step", so it can be saved as safetensors;
-/// hyper_state() carries the group hyperparameters as numbers ("group.<g>.lr", "group.<g>.<option>").
+/// optimizer memory, at the cost of rounding the moments every step). state_dict() names it `"state.<group>.<index>.<name>"` (e.g.
+/// `"state.0.1.exp_avg"`) plus a 0-d i64 `"state.<group>.<index>.step"`, so it can be saved as safetensors;
+/// hyper_state() carries the group hyperparameters as numbers (`"group.<g>.lr"`, `"group.<g>.<option>"`).
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -80,8 +80,8 @@ class Optimizer {
   /// Restores state saved by state_dict() of an optimizer of the same kind over parameters of the same shapes.
   /// Throws volt::Error for keys that name no parameter or state, and for mis-shaped tensors.
   virtual void load_state_dict(const StateDict& sd);
-  /// Group hyperparameters (lr and options) as numbers, keyed "group.<g>.lr" / "group.<g>.<option>", plus
-  /// the step counts ("state.<g>.<i>.step"), for a JSON record next to the tensors.
+  /// Group hyperparameters (lr and options) as numbers, keyed `"group.<g>.lr"` / `"group.<g>.<option>"`, plus
+  /// the step counts (`"state.<g>.<i>.step"`), for a JSON record next to the tensors.
   std::map<std::string, double> hyper_state() const;
   void load_hyper_state(const std::map<std::string, double>& hs);
 

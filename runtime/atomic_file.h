@@ -4,7 +4,7 @@
 /// metrics.csv when its header changes, hparams.yaml, results.json). TensorBoard event files and new metrics.csv
 /// rows are the exception: they are appended to (write_all below), and their readers skip a torn last record.
 ///
-/// The bytes go to a temporary file ".<name>.tmp.<pid>.<n>" in the destination's directory, which is fsync'ed,
+/// The bytes go to a temporary file `".<name>.tmp.<pid>.<n>"` in the destination's directory, which is fsync'ed,
 /// renamed over the destination, and the directory is fsync'ed. A reader (or a process started after a crash
 /// or SIGKILL at any instant) sees either the old file or the complete new one, never a torn one. A killed
 /// writer may leave its temporary file behind; such names start with '.' and never end in the destination's
@@ -25,7 +25,7 @@ using ByteSink = std::function<void(const void* data, size_t n)>;
 void atomic_write_file(const std::string& path, const std::function<void(const ByteSink& write)>& produce);
 
 /// Writes all n bytes to the file descriptor `fd` (retrying short writes and EINTR). Throws volt::Error
-/// "<what> failed: <reason>" otherwise; `what` names the file ("TensorBoardLogger: writing '<path>'").
+/// `"<what> failed: <reason>"` otherwise; `what` names the file (`"TensorBoardLogger: writing '<path>'"`).
 void write_all(int fd, const void* data, size_t n, const std::string& what);
 
 /// Test hook: called (with the destination path) after each chunk reaches the temporary file and once more

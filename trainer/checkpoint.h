@@ -1,7 +1,7 @@
 #pragma once
 /// @file
-/// Trainer checkpoints on disk: <stem>.safetensors (the module's state_dict plus every optimizer's tensors
-/// under "optimizer.<i>.<key>") and <stem>.json (the trainer-state record below, "format": "volt-checkpoint").
+/// Trainer checkpoints on disk: `<stem>.safetensors` (the module's state_dict plus every optimizer's tensors
+/// under `"optimizer.<i>.<key>"`) and `<stem>.json` (the trainer-state record below, "format": "volt-checkpoint").
 ///
 /// Reading is split in two so that a corrupt or hand-edited checkpoint is a volt::Error naming the file and the
 /// key, never an uncaught nlohmann/std exception:
@@ -62,12 +62,12 @@ struct TrainerStateRecord {
 /// Largest epoch / global_step a record may hold (2^53: exact in a double, far beyond any real run).
 constexpr int64_t kMaxCheckpointCounter = int64_t{1} << 53;
 
-/// Validates a parsed <stem>.json. `source` (a file name, or "fuzz") is named in every error together with the
+/// Validates a parsed `<stem>.json`. `source` (a file name, or "fuzz") is named in every error together with the
 /// offending key, its value and what was expected. Unknown extra keys are ignored (newer writers may add some).
 TrainerStateRecord parse_trainer_state(const nlohmann::json& j, const std::string& source);
 
-/// "optimizer.<i>.<key>" -> i; `rest` (if given) receives <key>. <i> is a decimal index of at most 6 digits and
-/// <key> is non-empty; anything else is a volt::Error naming `source` and the key.
+/// `"optimizer.<i>.<key>"` -> i; `rest` (if given) receives `<key>`. `<i>` is a decimal index of at most 6 digits and
+/// `<key>` is non-empty; anything else is a volt::Error naming `source` and the key.
 size_t parse_optimizer_key(const std::string& key, const std::string& source, std::string* rest = nullptr);
 
 }  // namespace volt

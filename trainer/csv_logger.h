@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// CSVLogger: <root>/<name>/version_N/metrics.csv and hparams.yaml (N: the next free version number, found when
+/// CSVLogger: `<root>/<name>/version_N/metrics.csv` and hparams.yaml (N: the next free version number, found when
 /// the logger is first used; see VersionedLogDir in trainer/logger.h).
 ///
 /// Each log_metrics call is one row; the columns are the sorted union of every metric name seen plus "epoch" and

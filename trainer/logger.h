@@ -36,7 +36,7 @@ class Logger {
   /// The experiment name ("lightning_logs" by default) and its version number.
   virtual std::string name() const = 0;
   virtual int version() const = 0;
-  /// Where this logger writes (<root>/<name>/version_N). Checkpoints go under the Trainer's first logger's.
+  /// Where this logger writes (`<root>/<name>/version_N`). Checkpoints go under the Trainer's first logger's.
   virtual std::string log_dir() const = 0;
   virtual void log_metrics(const std::map<std::string, double>& metrics, int64_t step) = 0;
   /// `hparams` is a JSON object (TrainModule::hparams()); may be empty.
@@ -46,7 +46,7 @@ class Logger {
   virtual void finalize(RunStatus status) { save(); }
 };
 
-/// <root>/<name>/version_N, the directory scheme CSVLogger and TensorBoardLogger share. With version = -1, N is
+/// `<root>/<name>/version_N`, the directory scheme CSVLogger and TensorBoardLogger share. With version = -1, N is
 /// found on first use (one more than the largest existing version_N directory, 0 when there is none) and then
 /// kept; the directory itself is created only by create(), so resolving the version writes nothing. `owner`
 /// ("CSVLogger") names the logger in errors.

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
-/// ModelCheckpoint: saves Trainer checkpoints (trainer/checkpoint.cpp format: <stem>.safetensors +
-/// <stem>.json) after validation runs, or at train epoch end when the fit has no validation loop.
+/// ModelCheckpoint: saves Trainer checkpoints (trainer/checkpoint.cpp format: `<stem>.safetensors` +
+/// `<stem>.json`) after validation runs, or at train epoch end when the fit has no validation loop.
 ///
 ///  - filename: a template; "{epoch}" and "{step}" become the epoch index and global_step, "{name}" or
 ///    "{name:.4f}" a logged metric's value. Default "epoch={epoch}-step={step}". A name already used by a
@@ -28,7 +28,7 @@
 namespace volt {
 
 struct ModelCheckpointOptions {
-  std::string dirpath;  ///< empty: <trainer.log_dir()>/checkpoints
+  std::string dirpath;  ///< empty: `<trainer.log_dir()>/checkpoints`
   std::string filename = "epoch={epoch}-step={step}";
   std::string monitor;
   std::string mode = "min";

@@ -13,8 +13,8 @@
 ///               Perfetto): nested, ordered "X" events per thread, GPU kernels on a track of their own.
 ///   "advanced"  both.
 /// @endcode
-/// <dir> is TrainerOptions::profiler_dir, else <log_dir>/profiler; with several ranks every rank writes its own
-/// files ("<stage>-rank<r>-..."). With TrainerOptions::profile_steps the op-level recording (not the simple
+/// `<dir>` is TrainerOptions::profiler_dir, else `<log_dir>/profiler`; with several ranks every rank writes its own
+/// files (`"<stage>-rank<r>-..."`). With TrainerOptions::profile_steps the op-level recording (not the simple
 /// table, which accounts for the whole stage) is limited to that window of optimizer steps.
 #include <chrono>
 #include <cstdint>

@@ -1,7 +1,9 @@
 #pragma once
 /// @file
-/// Console progress for fit/validate/test. On a terminal: one live line redrawn in place
+/// Console progress for fit/validate/test. On a terminal: one live line redrawn in place:
+/// @code{.unparsed}
 ///   Epoch 0:  42%|########        | 1450/3438 [00:01<00:02, 1210.5it/s, loss=0.412, val_acc=0.851]
+/// @endcode
 /// When output is not a terminal (logs, CI): a plain line every 10% of the stage, and one at the end, so logs
 /// stay readable. Only rank 0 prints (the trainer disables the bar elsewhere).
 #include <chrono>

@@ -98,7 +98,7 @@ class SingleDeviceStrategy : public Strategy {
 /// processes).
 ///
 /// Where DDP plugs in: a header trainer/ddp_strategy.h declaring
-///   std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);
+///   `std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);`
 /// (implemented in trainer/ddp_strategy.cpp) is picked up automatically by strategy.cpp (__has_include), so
 /// the function is referenced and linked from the static library. Until it exists, "ddp" throws a clear error.
 struct DeviceSelection;

@@ -1,9 +1,9 @@
 #pragma once
 /// @file
-/// TensorBoardLogger: TensorBoard event files in <root>/<name>/version_N/ (the CSVLogger's versioning, see
+/// TensorBoardLogger: TensorBoard event files in `<root>/<name>/version_N/` (the CSVLogger's versioning, see
 /// VersionedLogDir in trainer/logger.h), readable by `tensorboard --logdir <root>`.
 ///
-/// Files are named events.out.tfevents.<unix seconds>.<host>.<pid>.<n> and hold TFRecord-framed Event messages
+/// Files are named `events.out.tfevents.<unix seconds>.<host>.<pid>.<n>` and hold TFRecord-framed Event messages
 /// (the format: trainer/tfevents.h). Each log_metrics call is one Event at `step` with a scalar per metric
 /// ("epoch" included), so TensorBoard's SCALARS tab shows every logged name; values are stored as float, as the
 /// Summary proto's simple_value is. log_hyperparams writes hparams.yaml and the hparams plugin's

@@ -200,7 +200,7 @@ class LogScope {
   ResultCollection* prev_results_;
   const char* prev_hook_;
   int64_t prev_batch_size_;
-  trace::Range range_;  ///< "[TrainModule]<hook>" in the trainer layer (runtime/trace.h)
+  trace::Range range_;  ///< `"[TrainModule]<hook>"` in the trainer layer (runtime/trace.h)
 };
 
 }  // namespace volt
