@@ -5,6 +5,8 @@
 # Headers (*.h) are public and installed under include/volt/<layer>/ unless INTERNAL_HEADERS names them:
 # paths relative to the layer folder, a file ("backend.h") or a folder ending in "/" ("cuda/"). A public header
 # must include only public ones (the CTest consumer_headers compiles each installed header on its own).
+# Each installed header is appended (absolute path) to the global property VOLT_PUBLIC_HEADERS, the input of
+# the API docs (docs/CMakeLists.txt).
 include(GNUInstallDirs)
 function(volt_add_layer)
   cmake_parse_arguments(L "" "NAME" "DEPS;PRIVATE_DEPS;INTERNAL_HEADERS" ${ARGN})
@@ -70,6 +72,7 @@ function(volt_add_layer)
     if(NOT _internal)
       get_filename_component(_d ${h} DIRECTORY)
       install(FILES ${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/volt/${_layer_dir}/${_d})
+      set_property(GLOBAL APPEND PROPERTY VOLT_PUBLIC_HEADERS ${CMAKE_CURRENT_SOURCE_DIR}/${h})
     endif()
   endforeach()
 endfunction()

@@ -1,14 +1,17 @@
 #pragma once
-// A Batch is what a Dataset returns and a DataLoader yields: an input tensor, a target tensor and any number of
-// named extra tensors (`fields`: masks, lengths, sample weights, ...). A single sample is also a Batch, just
-// without the leading batch dimension.
-//
-//   Batch s;
-//   s.input = image;                      // (C, H, W)
-//   s.target = label;                     // ()
-//   s.fields["mask"] = mask;              // (H, W)
-//   ... loader ...
-//   const Tensor& m = batch.field("mask");  // (B, H, W): the default collate stacks every field
+/// @file
+/// A Batch is what a Dataset returns and a DataLoader yields: an input tensor, a target tensor and any number of
+/// named extra tensors (`fields`: masks, lengths, sample weights, ...). A single sample is also a Batch, just
+/// without the leading batch dimension.
+///
+/// @code
+///   Batch s;
+///   s.input = image;                      // (C, H, W)
+///   s.target = label;                     // ()
+///   s.fields["mask"] = mask;              // (H, W)
+///   ... loader ...
+///   const Tensor& m = batch.field("mask");  // (B, H, W): the default collate stacks every field
+/// @endcode
 #include <cstdint>
 #include <map>
 #include <string>
@@ -18,23 +21,23 @@
 namespace volt::data {
 
 struct Batch {
-  Tensor input;   // (B, ...) for a batch, (...) for a sample
-  Tensor target;  // (B, ...) for a batch, (...) for a sample; may be undefined (unlabelled data)
-  // Named extra tensors, each (B, ...) for a batch and (...) for a sample, kept in name order. A default-collated
-  // batch has the fields its samples have (every sample must have the same names).
+  Tensor input;   ///< (B, ...) for a batch, (...) for a sample
+  Tensor target;  ///< (B, ...) for a batch, (...) for a sample; may be undefined (unlabelled data)
+  /// Named extra tensors, each (B, ...) for a batch and (...) for a sample, kept in name order. A default-collated
+  /// batch has the fields its samples have (every sample must have the same names).
   std::map<std::string, Tensor> fields;
 
-  // The number of samples: the leading dimension of `input` (1 for a 0-d input, 0 when undefined). Fields do
-  // not count.
+  /// The number of samples: the leading dimension of `input` (1 for a 0-d input, 0 when undefined). Fields do
+  /// not count.
   int64_t size() const;
-  // The field `name`; throws volt::Error naming the missing key and the present ones.
+  /// The field `name`; throws volt::Error naming the missing key and the present ones.
   const Tensor& field(const std::string& name) const;
   Tensor& field(const std::string& name);
   bool has_field(const std::string& name) const { return fields.count(name) > 0; }
-  // Input, target and every field moved to `device`. With non_blocking and pinned host tensors the
-  // host-to-device copies are asynchronous (the caller must not reuse the host buffers until they complete).
+  /// Input, target and every field moved to `device`. With non_blocking and pinned host tensors the
+  /// host-to-device copies are asynchronous (the caller must not reuse the host buffers until they complete).
   Batch to(Device device, bool non_blocking = false) const;
-  // The total bytes of input, target and fields.
+  /// The total bytes of input, target and fields.
   size_t nbytes() const;
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-// Everything in volt::data: datasets (tensors, IDX/MNIST, NumPy .npy/.npz, CSV, image folders), batches with named fields and
-// their collation, transforms (whole-dataset and per-sample random), samplers, DataLoader, DataModule.
+/// @file
+/// Everything in volt::data: datasets (tensors, IDX/MNIST, NumPy .npy/.npz, CSV, image folders), batches with named fields and
+/// their collation, transforms (whole-dataset and per-sample random), samplers, DataLoader, DataModule.
 #include <volt/data/batch.h>
 #include <volt/data/collate.h>
 #include <volt/data/csv_dataset.h>

@@ -1,10 +1,11 @@
 #pragma once
-// Define-by-run reverse-mode autograd.
-//
-// Each differentiable op that sees an input requiring grad attaches a Node to its output. The Node holds the
-// backward formula (usually a lambda capturing the tensors it needs) and one Edge per input pointing at the
-// Node that produced that input (or at the leaf's gradient accumulator). Tensor::backward() runs the nodes in
-// dependency order, summing the gradients that reach each node, and frees saved tensors afterwards.
+/// @file
+/// Define-by-run reverse-mode autograd.
+///
+/// Each differentiable op that sees an input requiring grad attaches a Node to its output. The Node holds the
+/// backward formula (usually a lambda capturing the tensors it needs) and one Edge per input pointing at the
+/// Node that produced that input (or at the leaf's gradient accumulator). Tensor::backward() runs the nodes in
+/// dependency order, summing the gradients that reach each node, and frees saved tensors afterwards.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,8 +17,8 @@
 namespace volt {
 
 struct Edge {
-  std::shared_ptr<Node> fn;  // null: this input needs no gradient
-  uint32_t input_nr = 0;     // which output of fn the gradient belongs to
+  std::shared_ptr<Node> fn;  ///< null: this input needs no gradient
+  uint32_t input_nr = 0;     ///< which output of fn the gradient belongs to
   bool valid() const { return fn != nullptr; }
 };
 
@@ -30,23 +31,23 @@ struct InputMeta {  // what the gradient for an input must look like (checked by
 struct Node {
   virtual ~Node() = default;
   virtual std::string name() const = 0;
-  // `grads[i]` is the gradient of output i (undefined when no gradient flowed there). Returns one gradient
-  // per entry of next_edges (undefined for inputs that need none).
+  /// `grads[i]` is the gradient of output i (undefined when no gradient flowed there). Returns one gradient
+  /// per entry of next_edges (undefined for inputs that need none).
   virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
   virtual void release() {}  // frees saved state after a backward without retain_graph
 
   std::vector<Edge> next_edges;
-  std::vector<InputMeta> input_meta;  // parallel to next_edges
-  std::vector<InputMeta> output_meta;  // one per output
+  std::vector<InputMeta> input_meta;  ///< parallel to next_edges
+  std::vector<InputMeta> output_meta;  ///< one per output
   uint32_t num_outputs = 1;
-  uint64_t sequence_nr = 0;  // creation order; later nodes run first when several are ready
+  uint64_t sequence_nr = 0;  ///< creation order; later nodes run first when several are ready
   bool released = false;
-  std::string anomaly_scope;  // anomaly mode only: the module scope the forward op ran in
+  std::string anomaly_scope;  ///< anomaly mode only: the module scope the forward op ran in
 };
 
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
 
-// A Node whose formula is a lambda. Releasing it destroys the lambda and with it the captured tensors.
+/// A Node whose formula is a lambda. Releasing it destroys the lambda and with it the captured tensors.
 struct LambdaNode : Node {
   LambdaNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
   std::string name() const override { return name_; }
@@ -63,16 +64,16 @@ namespace autograd {
 bool grad_enabled();
 void set_grad_enabled(bool enabled);
 
-// True when grad mode is on and any of `inputs` requires grad.
+/// True when grad mode is on and any of `inputs` requires grad.
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 
-// The edge a gradient for `t` must flow along (its grad_fn, or its leaf accumulator, or none).
+/// The edge a gradient for `t` must flow along (its grad_fn, or its leaf accumulator, or none).
 Edge gradient_edge(const Tensor& t);
 
-// Connects `outputs` to a new node computing the inputs' gradients with `fn` (which receives one gradient
-// per output, undefined ones replaced by zeros) and marks the outputs as requiring grad.
-// Does nothing when grad mode is off or no input requires grad.
+/// Connects `outputs` to a new node computing the inputs' gradients with `fn` (which receives one gradient
+/// per output, undefined ones replaced by zeros) and marks the outputs as requiring grad.
+/// Does nothing when grad mode is off or no input requires grad.
 void attach(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
             BackwardFn fn);
 inline void attach(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs,
@@ -80,28 +81,28 @@ inline void attach(const Tensor& output, const std::string& name, const std::vec
   attach(std::vector<Tensor>{output}, name, inputs, std::move(fn));
 }
 
-// Runs backward from `roots` seeded with `grads` (same length; undefined = ones for one-element roots).
+/// Runs backward from `roots` seeded with `grads` (same length; undefined = ones for one-element roots).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
 
 // ---- anomaly detection ----------------------------------------------------------------------------------
-// With anomaly detection on (process-wide), every differentiable op checks its forward outputs, and the
-// engine checks every gradient a backward formula returns; the first NaN/Inf throws volt::Error naming the op,
-// the module scope that called it (see ScopeGuard) and its input shapes. Each check reads the tensor on the
-// host (a device sync on GPUs): a debugging aid, off by default (Trainer option detect_anomaly).
+/// With anomaly detection on (process-wide), every differentiable op checks its forward outputs, and the
+/// engine checks every gradient a backward formula returns; the first NaN/Inf throws volt::Error naming the op,
+/// the module scope that called it (see ScopeGuard) and its input shapes. Each check reads the tensor on the
+/// host (a device sync on GPUs): a debugging aid, off by default (Trainer option detect_anomaly).
 bool anomaly_enabled();
 void set_detect_anomaly(bool enabled);
-// The innermost module scope (e.g. "encoder.l1 (Linear)"), or "" outside any.
+/// The innermost module scope (e.g. "encoder.l1 (Linear)"), or "" outside any.
 std::string current_scope();
-// Throws the anomaly error for `op` (forward) when any defined floating output holds NaN/Inf. Called by
-// attach(); ops that attach no node may call it themselves.
+/// Throws the anomaly error for `op` (forward) when any defined floating output holds NaN/Inf. Called by
+/// attach(); ops that attach no node may call it themselves.
 void check_forward_outputs(const std::string& op, const std::vector<Tensor>& outputs,
                            const std::vector<Tensor>& inputs);
 
-// RAII: names the module scope ops run in while anomaly detection is on (nn::UnaryModule::operator() opens
-// one per call). Costs one flag test when detection is off.
+/// RAII: names the module scope ops run in while anomaly detection is on (nn::UnaryModule::operator() opens
+/// one per call). Costs one flag test when detection is off.
 class ScopeGuard {
  public:
-  // `name` is evaluated only when detection is on.
+  /// `name` is evaluated only when detection is on.
   template <class NameFn>
   explicit ScopeGuard(NameFn&& name) : active_(anomaly_enabled()) {
     if (active_) push(name());
@@ -120,7 +121,7 @@ class ScopeGuard {
 
 }  // namespace autograd
 
-// RAII: disables gradient recording in this scope (optimizer updates, evaluation).
+/// RAII: disables gradient recording in this scope (optimizer updates, evaluation).
 class NoGradGuard {
  public:
   NoGradGuard() : prev_(autograd::grad_enabled()) { autograd::set_grad_enabled(false); }
@@ -132,7 +133,7 @@ class NoGradGuard {
   bool prev_;
 };
 
-// RAII: turns anomaly detection on (or off) in this scope, restoring the previous setting.
+/// RAII: turns anomaly detection on (or off) in this scope, restoring the previous setting.
 class DetectAnomalyGuard {
  public:
   explicit DetectAnomalyGuard(bool enabled = true) : prev_(autograd::anomaly_enabled()) {

@@ -1,20 +1,21 @@
 #pragma once
-// The hyperparameters of one fused optimizer update (kernels/ops.h: sgd_step_, adam_step_), as the optimizers
-// in nn/optim.h fill them from a parameter group each step.
+/// @file
+/// The hyperparameters of one fused optimizer update (kernels/ops.h: sgd_step_, adam_step_), as the optimizers
+/// in nn/optim.h fill them from a parameter group each step.
 #include <cstdint>
 
 namespace volt {
 
-// Host-side description of one Adam/AdamW step; the loop sees only the derived AdamScalars.
+/// Host-side description of one Adam/AdamW step; the loop sees only the derived AdamScalars.
 struct AdamHyper {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
-  bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr * wd, instead of g += wd * p
+  bool decoupled_weight_decay = false;  ///< AdamW: p *= 1 - lr * wd, instead of g += wd * p
   bool amsgrad = false;
-  int64_t step = 1;  // the step being taken (1 for the first update), for bias correction
+  int64_t step = 1;  ///< the step being taken (1 for the first update), for bias correction
 };
 
 struct SgdHyper {
@@ -23,7 +24,7 @@ struct SgdHyper {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
-  bool first_step = false;  // the momentum buffer is initialised to the (decayed) gradient
+  bool first_step = false;  ///< the momentum buffer is initialised to the (decayed) gradient
 };
 
 }  // namespace volt

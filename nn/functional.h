@@ -1,6 +1,7 @@
 #pragma once
-// The functional ops of kernels/ops.h under volt::nn (torch.nn.functional's names), so model code can write
-// nn::cross_entropy(logits, target) next to nn::Linear.
+/// @file
+/// The functional ops of kernels/ops.h under volt::nn (torch.nn.functional's names), so model code can write
+/// nn::cross_entropy(logits, target) next to nn::Linear.
 #include <volt/kernels/ops.h>
 
 namespace volt::nn {

@@ -1,5 +1,6 @@
 #pragma once
-// Everything in volt::nn: modules, layers, init, functional ops, optimizers, schedulers, clipping, files.
+/// @file
+/// Everything in volt::nn: modules, layers, init, functional ops, optimizers, schedulers, clipping, files.
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/functional.h>
 #include <volt/nn/init.h>

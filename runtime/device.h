@@ -8,7 +8,7 @@ enum class DeviceType : uint8_t { CPU, CUDA };
 
 struct Device {
   DeviceType type = DeviceType::CPU;
-  int index = 0;  // GPU ordinal; always 0 for the CPU
+  int index = 0;  ///< GPU ordinal; always 0 for the CPU
 
   constexpr Device() = default;
   constexpr Device(DeviceType t, int i = 0) : type(t), index(t == DeviceType::CPU ? 0 : i) {}

@@ -5,7 +5,7 @@
 
 namespace volt {
 
-// Element types. f16/bf16 are stored as their 16-bit patterns; their arithmetic goes through f32.
+/// Element types. f16/bf16 are stored as their 16-bit patterns; their arithmetic goes through f32.
 enum class DType : uint8_t { f32, f16, bf16, f64, i64, i32, u8, boolean };
 
 constexpr size_t itemsize(DType t) {
@@ -22,8 +22,8 @@ constexpr bool is_floating(DType t) {
 }
 constexpr bool is_integral(DType t) { return !is_floating(t); }
 const char* dtype_name(DType t);
-DType parse_dtype(const std::string& name);  // "float32"/"f32", "float16", "bfloat16", "int64", ...
-// The type arithmetic of two operands is done in (f64 > f32 > bf16/f16 > i64 > i32 > u8 > bool).
+DType parse_dtype(const std::string& name);  ///< "float32"/"f32", "float16", "bfloat16", "int64", ...
+/// The type arithmetic of two operands is done in (f64 > f32 > bf16/f16 > i64 > i32 > u8 > bool).
 DType promote_types(DType a, DType b);
 
 template <class T> struct dtype_of;

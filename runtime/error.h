@@ -1,6 +1,7 @@
 #pragma once
-// Two error tiers: VOLT_CHECK for user mistakes (throws volt::Error with a formatted message that names the
-// argument, the value and what was expected) and VOLT_ASSERT for internal invariants (a bug in Volt).
+/// @file
+/// Two error tiers: VOLT_CHECK for user mistakes (throws volt::Error with a formatted message that names the
+/// argument, the value and what was expected) and VOLT_ASSERT for internal invariants (a bug in Volt).
 #include <sstream>
 #include <stdexcept>
 #include <string>

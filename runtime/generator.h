@@ -1,7 +1,8 @@
 #pragma once
-// Counter-based random state (Philox 4x32-10). A draw of n numbers reserves n counters from the generator;
-// the numbers depend only on (seed, counter), so CPU and CUDA produce the same values for the same seed and
-// offset, in any order and with any parallel split.
+/// @file
+/// Counter-based random state (Philox 4x32-10). A draw of n numbers reserves n counters from the generator;
+/// the numbers depend only on (seed, counter), so CPU and CUDA produce the same values for the same seed and
+/// offset, in any order and with any parallel split.
 #include <cstdint>
 #include <mutex>
 
@@ -36,7 +37,7 @@ class Generator {
 };
 
 Generator& default_generator();
-// Seeds the global generator (and so rand/randn/dropout/shuffles that use it).
+/// Seeds the global generator (and so rand/randn/dropout/shuffles that use it).
 void manual_seed(uint64_t seed);
 
 }  // namespace volt

@@ -1,16 +1,17 @@
 #pragma once
-// Housekeeping of a checkpoint directory after a crash or a kill during a write.
-//
-// nn::atomic_write_file writes "<dir>/.<name>.tmp.<pid>.<n>" and renames it; a kill leaves the temp file.
-// Trainer::save_checkpoint writes <stem>.safetensors, then <stem>.json; a kill between the two leaves an orphan
-// .safetensors (the checkpoint is incomplete and never loaded). cleanup_stale_checkpoint_files removes:
-//   * temp files of that exact pattern whose writer pid is not a live process on this machine;
-//   * orphan .safetensors files that a Trainer wrote (header metadata "format": "volt-checkpoint") and that
-//     have no <stem>.json partner.
-// Both only when last modified at least `min_age` ago, so a writer on another machine sharing the directory,
-// or a checkpoint whose .json is being written right now, is left alone. Complete checkpoints (both files), any
-// other file and subdirectories are never touched. Returns the removed paths. Errors are not fatal: a file
-// that cannot be removed or read is skipped. Call it on rank 0 only.
+/// @file
+/// Housekeeping of a checkpoint directory after a crash or a kill during a write.
+///
+/// nn::atomic_write_file writes `"<dir>/.<name>.tmp.<pid>.<n>"` and renames it; a kill leaves the temp file.
+/// Trainer::save_checkpoint writes `<stem>.safetensors`, then `<stem>.json`; a kill between the two leaves an orphan
+/// .safetensors (the checkpoint is incomplete and never loaded). cleanup_stale_checkpoint_files removes:
+///   * temp files of that exact pattern whose writer pid is not a live process on this machine;
+///   * orphan .safetensors files that a Trainer wrote (header metadata "format": "volt-checkpoint") and that
+///     have no `<stem>.json` partner.
+/// Both only when last modified at least `min_age` ago, so a writer on another machine sharing the directory,
+/// or a checkpoint whose .json is being written right now, is left alone. Complete checkpoints (both files), any
+/// other file and subdirectories are never touched. Returns the removed paths. Errors are not fatal: a file
+/// that cannot be removed or read is skipped. Call it on rank 0 only.
 #include <chrono>
 #include <string>
 #include <vector>
@@ -20,11 +21,11 @@ namespace volt {
 std::vector<std::string> cleanup_stale_checkpoint_files(const std::string& dir,
                                                         std::chrono::seconds min_age = std::chrono::seconds(60));
 
-// Creates `dir` (and parents) and checks that a file can be created in it; a volt::Error naming `what` (e.g.
-// "--out" or "Trainer: default_root_dir"), the path and the reason otherwise.
+/// Creates `dir` (and parents) and checks that a file can be created in it; a volt::Error naming `what` (e.g.
+/// "--out" or "Trainer: default_root_dir"), the path and the reason otherwise.
 void ensure_writable_dir(const std::string& dir, const std::string& what);
 
-// True for "." + name + ".tmp." + <pid digits> + "." + <digits> (sets `pid`).
+/// True for `"." + name + ".tmp." + <pid digits> + "." + <digits>` (sets `pid`).
 bool is_atomic_write_temp_name(const std::string& filename, long& pid);
 
 }  // namespace volt

@@ -1,20 +1,23 @@
 #pragma once
-// DDPStrategy: data-parallel training, one process per device (CPU processes or one GPU each).
-//
-//   mpirun -np 2 build/examples/mnist_mlp --strategy ddp      # CPU ranks over MPI
-//   build/examples/mnist_mlp --strategy ddp --devices 2       # no launcher: the program starts its workers
-//
-// - Process group: MPI for CPU tensors, NCCL for GPUs (bootstrapped over MPI). Rank, world size and local rank
-//   come from the launcher's environment; the local rank picks the GPU among the selected ids.
-// - Started without a launcher and asked for N > 1 devices ("ddp" or "ddp_spawn"), the process re-executes
-//   itself under `mpirun -np N` (dist::spawn_workers_if_needed), waits, and exits with the job's status.
-// - setup(): the module moves to this rank's device, rank 0's parameters and buffers are broadcast, and a
-//   bucketed GradReducer hooks every parameter so gradient buckets are all-reduced while backward runs.
-// - Loaders: training gets a padded DistributedSampler, shuffled (seeded from the global seed, reshuffled each
-//   epoch) when the loader shuffled; evaluation an unshuffled, unpadded one, so every sample is evaluated
-//   exactly once.
-// - Logged values and metric states are reduced with real collectives, so logged epoch values and metric
-//   objects are global (docs/trainer_contract.md "Distributed runs").
+/// @file
+/// DDPStrategy: data-parallel training, one process per device (CPU processes or one GPU each).
+///
+/// @code{.unparsed}
+///   mpirun -np 2 build/examples/mnist_mlp --strategy ddp      # CPU ranks over MPI
+///   build/examples/mnist_mlp --strategy ddp --devices 2       # no launcher: the program starts its workers
+/// @endcode
+///
+/// - Process group: MPI for CPU tensors, NCCL for GPUs (bootstrapped over MPI). Rank, world size and local rank
+///   come from the launcher's environment; the local rank picks the GPU among the selected ids.
+/// - Started without a launcher and asked for N > 1 devices ("ddp" or "ddp_spawn"), the process re-executes
+///   itself under `mpirun -np N` (dist::spawn_workers_if_needed), waits, and exits with the job's status.
+/// - setup(): the module moves to this rank's device, rank 0's parameters and buffers are broadcast, and a
+///   bucketed GradReducer hooks every parameter so gradient buckets are all-reduced while backward runs.
+/// - Loaders: training gets a padded DistributedSampler, shuffled (seeded from the global seed, reshuffled each
+///   epoch) when the loader shuffled; evaluation an unshuffled, unpadded one, so every sample is evaluated
+///   exactly once.
+/// - Logged values and metric states are reduced with real collectives, so logged epoch values and metric
+///   objects are global (docs/trainer_contract.md "Distributed runs").
 #include <memory>
 
 #include <volt/distributed/grad_reducer.h>
@@ -30,7 +33,7 @@ class Metric;
 
 class DDPStrategy : public Strategy {
  public:
-  // Uses the default process group, initialising it when needed.
+  /// Uses the default process group, initialising it when needed.
   explicit DDPStrategy(const DeviceSelection& devices, bool find_unused_parameters = false);
   ~DDPStrategy() override;
 
@@ -66,7 +69,7 @@ class DDPStrategy : public Strategy {
   std::unique_ptr<dist::GradReducer> reducer_;
 };
 
-// The factory make_strategy() uses for "ddp" / "ddp_spawn" (and "auto" with several devices).
+/// The factory make_strategy() uses for "ddp" / "ddp_spawn" (and "auto" with several devices).
 std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);
 
 }  // namespace volt

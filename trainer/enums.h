@@ -1,7 +1,8 @@
 #pragma once
-// The Trainer's closed sets of choices as enums. Text appears only at the user boundary (command-line flags,
-// config files, checkpoint records, console lines): parse_*() turns a spelling into a value once, with an error
-// that lists the accepted spellings, and name() gives the canonical spelling back.
+/// @file
+/// The Trainer's closed sets of choices as enums. Text appears only at the user boundary (command-line flags,
+/// config files, checkpoint records, console lines): parse_*() turns a spelling into a value once, with an error
+/// that lists the accepted spellings, and name() gives the canonical spelling back.
 #include <array>
 #include <string>
 #include <string_view>
@@ -11,32 +12,32 @@
 
 namespace volt {
 
-// How gradient clipping limits gradients (TrainerOptions::gradient_clip_algorithm).
+/// How gradient clipping limits gradients (TrainerOptions::gradient_clip_algorithm).
 enum class GradClipAlgorithm {
-  norm,   // scale all gradients of an optimizer so their global 2-norm is at most gradient_clip_val
-  value,  // clamp each gradient element to [-gradient_clip_val, gradient_clip_val]
+  norm,   ///< scale all gradients of an optimizer so their global 2-norm is at most gradient_clip_val
+  value,  ///< clamp each gradient element to [-gradient_clip_val, gradient_clip_val]
 };
 
-// When the Trainer steps an LR scheduler (SchedulerConfig::interval).
+/// When the Trainer steps an LR scheduler (SchedulerConfig::interval).
 enum class SchedulerInterval {
-  epoch,  // after every `frequency` training epochs
-  step,   // after every `frequency` optimizer steps
+  epoch,  ///< after every `frequency` training epochs
+  step,   ///< after every `frequency` optimizer steps
 };
 
-// What the Trainer is running (Trainer::stage()).
+/// What the Trainer is running (Trainer::stage()).
 enum class Stage {
-  none,      // between runs
-  train,     // fit's training loop
-  validate,  // validation inside fit, or Trainer::validate
-  test,      // Trainer::test
-  predict,   // Trainer::predict
+  none,      ///< between runs
+  train,     ///< fit's training loop
+  validate,  ///< validation inside fit, or Trainer::validate
+  test,      ///< Trainer::test
+  predict,   ///< Trainer::predict
 };
 
 namespace detail {
 template <class E, size_t N>
 struct EnumNames {
   std::array<std::pair<E, std::string_view>, N> items;
-  const char* what;  // the option's name in errors
+  const char* what;  ///< the option's name in errors
 
   std::string_view name(E e) const {
     for (const auto& [v, s] : items)
@@ -69,7 +70,7 @@ inline std::string_view name(GradClipAlgorithm a) { return detail::kGradClipName
 inline std::string_view name(SchedulerInterval i) { return detail::kIntervalNames.name(i); }
 inline std::string_view name(Stage s) { return detail::kStageNames.name(s); }
 
-// Throws volt::Error naming the option, the bad spelling and the accepted ones.
+/// Throws volt::Error naming the option, the bad spelling and the accepted ones.
 inline GradClipAlgorithm parse_gradient_clip_algorithm(std::string_view s) { return detail::kGradClipNames.parse(s); }
 inline SchedulerInterval parse_scheduler_interval(std::string_view s) { return detail::kIntervalNames.parse(s); }
 

@@ -1,12 +1,13 @@
 #pragma once
-// Strategy: how the Trainer places the model and how ranks cooperate. The Trainer's loops are written once
-// against this interface; SingleDeviceStrategy (one process, one device) is the identity for every
-// collective, and a DDP strategy (one process per device, gradient all-reduce through a bucketed reducer on
-// grad-ready hooks) slots in by overriding the virtuals below.
-//
-// Collective contract: every method marked (collective) must be called by every rank, in the same order.
-// The Trainer guarantees that: all decisions that could differ per rank (stop, save, skip) are agreed
-// through reduce_decision / broadcast_* before anyone acts on them.
+/// @file
+/// Strategy: how the Trainer places the model and how ranks cooperate. The Trainer's loops are written once
+/// against this interface; SingleDeviceStrategy (one process, one device) is the identity for every
+/// collective, and a DDP strategy (one process per device, gradient all-reduce through a bucketed reducer on
+/// grad-ready hooks) slots in by overriding the virtuals below.
+///
+/// Collective contract: every method marked (collective) must be called by every rank, in the same order.
+/// The Trainer guarantees that: all decisions that could differ per rank (stop, save, skip) are agreed
+/// through reduce_decision / broadcast_* before anyone acts on them.
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,29 +38,29 @@ class Strategy {
   virtual int world_size() const { return 1; }
   bool is_global_zero() const { return global_rank() == 0; }
 
-  // Moves the module to root_device() and (DDP) broadcasts rank 0's parameters and buffers so that every
-  // replica starts identical, then installs gradient hooks. (collective)
+  /// Moves the module to root_device() and (DDP) broadcasts rank 0's parameters and buffers so that every
+  /// replica starts identical, then installs gradient hooks. (collective)
   virtual void setup(TrainModule& module);
-  // Called once the optimizers exist (DDP: nothing; sharded strategies would shard their state here).
+  /// Called once the optimizers exist (DDP: nothing; sharded strategies would shard their state here).
   virtual void setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {}
-  // Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
-  // skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
+  /// Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
+  /// skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
   virtual void backward(const Tensor& loss, bool sync_grad);
-  // Called after backward and before clipping/optimizer.step(): DDP waits for in-flight gradient buckets
-  // here, so gradients are final (and averaged) before anyone reads them.
+  /// Called after backward and before clipping/optimizer.step(): DDP waits for in-flight gradient buckets
+  /// here, so gradients are final (and averaged) before anyone reads them.
   virtual void finish_gradient_sync() {}
   virtual void teardown(TrainModule& module) {}
 
-  // Replaces a loader's sampler with this rank's distributed shard (training: shuffled with `seed` and
-  // padded; evaluation: user order, every sample exactly once). Single device: unchanged.
-  // `shuffle`: the training loader should be shuffled (the Trainer decides: the loader asked for it and
-  // overfit_batches is off).
+  /// Replaces a loader's sampler with this rank's distributed shard (training: shuffled with `seed` and
+  /// padded; evaluation: user order, every sample exactly once). Single device: unchanged.
+  /// `shuffle`: the training loader should be shuffled (the Trainer decides: the loader asked for it and
+  /// overfit_batches is off).
   virtual void process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) {}
 
   // ---- collectives (identity on one rank) ----------------------------------------------------------------
-  // In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)
+  /// In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)
   virtual void reduce_values(std::vector<double>& values, dist::ReduceOp op) {}
-  // Sums `t` (on root_device()) over every process in place (sync_batchnorm's statistics); a collective.
+  /// Sums `t` (on root_device()) over every process in place (sync_batchnorm's statistics); a collective.
   virtual void all_reduce_sum(Tensor& t) {}
   virtual void barrier(const std::string& name = "") {}
   // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged
@@ -73,7 +74,7 @@ class Strategy {
   // callbacks use it so that a value logged on some ranks only (rank_zero_only, an empty shard) is agreed.
   // (collective: two small collectives)
   std::optional<double> agreed_value(std::optional<double> local);
-  // Rank `src`'s value on every rank (rank_zero_only values that a callback monitors). (collective)
+  /// Rank `src`'s value on every rank (rank_zero_only values that a callback monitors). (collective)
   virtual double broadcast_value(double value, int src = 0) { return value; }
   virtual std::string broadcast_string(const std::string& s, int src = 0) { return s; }
   // Agreement on a boolean: all=true -> true only if every rank says true; all=false -> true if any
@@ -81,7 +82,7 @@ class Strategy {
   virtual bool reduce_decision(bool decision, bool all = false) { return decision; }
 };
 
-// One process on one device (CPU or one GPU).
+/// One process on one device (CPU or one GPU).
 class SingleDeviceStrategy : public Strategy {
  public:
   explicit SingleDeviceStrategy(Device device = kCPU) : device_(device) {}
@@ -92,18 +93,18 @@ class SingleDeviceStrategy : public Strategy {
   Device device_;
 };
 
-// Builds the strategy a TrainerOptions asks for: "auto" (one device -> single_device; several -> ddp),
-// "single_device", "ddp", "ddp_spawn". `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
-// processes).
-//
-// Where DDP plugs in: a header trainer/ddp_strategy.h declaring
-//   std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);
-// (implemented in trainer/ddp_strategy.cpp) is picked up automatically by strategy.cpp (__has_include), so
-// the function is referenced and linked from the static library. Until it exists, "ddp" throws a clear error.
+/// Builds the strategy a TrainerOptions asks for: "auto" (one device -> single_device; several -> ddp),
+/// "single_device", "ddp", "ddp_spawn". `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
+/// processes).
+///
+/// Where DDP plugs in: a header trainer/ddp_strategy.h declaring
+///   `std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);`
+/// (implemented in trainer/ddp_strategy.cpp) is picked up automatically by strategy.cpp (__has_include), so
+/// the function is referenced and linked from the static library. Until it exists, "ddp" throws a clear error.
 struct DeviceSelection;
 std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices);
 
-// Overrides the DDP factory (tests inject a fake multi-rank strategy this way). nullptr restores the default.
+/// Overrides the DDP factory (tests inject a fake multi-rank strategy this way). nullptr restores the default.
 using DDPFactory = std::unique_ptr<Strategy> (*)(const DeviceSelection& devices);
 void register_ddp_strategy(DDPFactory factory);
 

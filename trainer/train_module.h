@@ -1,17 +1,20 @@
 #pragma once
-// TrainModule: the model-plus-recipe base class the Trainer drives (the LightningModule contract).
-//
-// A subclass registers its layers like any nn::Module and overrides:
-//   training_step(batch, batch_idx) -> loss   (an undefined Tensor skips the backward/step for this batch)
-//   validation_step / test_step               (log metrics; optional: no override = no validation loop)
-//   predict_step -> Tensor                    (default: forward of nothing; override to predict)
-//   configure_optimizers() -> Optimizers      (one or more optimizers, optional LR schedulers)
-// and any hook it needs. Hooks run on every rank.
-//
-// Logging (docs/trainer_contract.md "Logging"): log(name, value, options) records a scalar in the Trainer's result
-// collection for the current stage. Defaults depend on the hook: training-step hooks log on_step, epoch-level
-// and evaluation hooks log on_epoch. on_step && on_epoch sends `name_step` and `name_epoch` to the logger;
-// callbacks see the plain name too. Tensor values stay on their device until something reads them.
+/// @file
+/// TrainModule: the model-plus-recipe base class the Trainer drives (the LightningModule contract).
+///
+/// A subclass registers its layers like any nn::Module and overrides:
+/// @code{.unparsed}
+///   training_step(batch, batch_idx) -> loss   (an undefined Tensor skips the backward/step for this batch)
+///   validation_step / test_step               (log metrics; optional: no override = no validation loop)
+///   predict_step -> Tensor                    (default: forward of nothing; override to predict)
+///   configure_optimizers() -> Optimizers      (one or more optimizers, optional LR schedulers)
+/// @endcode
+/// and any hook it needs. Hooks run on every rank.
+///
+/// Logging (docs/trainer_contract.md "Logging"): log(name, value, options) records a scalar in the Trainer's result
+/// collection for the current stage. Defaults depend on the hook: training-step hooks log on_step, epoch-level
+/// and evaluation hooks log on_epoch. on_step && on_epoch sends `name_step` and `name_epoch` to the logger;
+/// callbacks see the plain name too. Tensor values stay on their device until something reads them.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,26 +44,26 @@ class ResultCollection;
 class ManualOptimizer;
 
 struct LogOptions {
-  std::optional<bool> on_step;   // default: per hook (see above)
-  std::optional<bool> on_epoch;  // default: per hook
+  std::optional<bool> on_step;   ///< default: per hook (see above)
+  std::optional<bool> on_epoch;  ///< default: per hook
   bool prog_bar = false;
   bool logger = true;
-  std::string reduce_fx = "mean";  // epoch reduction: "mean" (batch-size weighted), "sum", "min", "max"
-  bool sync_dist = false;          // reduce across ranks (one collective per step for all such values)
-  bool rank_zero_only = false;     // value only logged on rank 0; monitoring callbacks get it broadcast
-  std::optional<int64_t> batch_size;  // default: the current batch's first dimension
+  std::string reduce_fx = "mean";  ///< epoch reduction: "mean" (batch-size weighted), "sum", "min", "max"
+  bool sync_dist = false;          ///< reduce across ranks (one collective per step for all such values)
+  bool rank_zero_only = false;     ///< value only logged on rank 0; monitoring callbacks get it broadcast
+  std::optional<int64_t> batch_size;  ///< default: the current batch's first dimension
 };
 
-// An LR scheduler and when the Trainer steps it: every `frequency` epochs (SchedulerInterval::epoch) or
-// optimizer steps (SchedulerInterval::step).
+/// An LR scheduler and when the Trainer steps it: every `frequency` epochs (SchedulerInterval::epoch) or
+/// optimizer steps (SchedulerInterval::step).
 struct SchedulerConfig {
   std::shared_ptr<optim::LRScheduler> scheduler;
   SchedulerInterval interval = SchedulerInterval::epoch;
   int64_t frequency = 1;
 };
 
-// What configure_optimizers() returns. Converts implicitly from one optimizer (by value or shared_ptr).
-// With several optimizers, automatic optimisation runs one backward per batch and steps them all in order.
+/// What configure_optimizers() returns. Converts implicitly from one optimizer (by value or shared_ptr).
+/// With several optimizers, automatic optimisation runs one backward per batch and steps them all in order.
 struct Optimizers {
   std::vector<std::shared_ptr<optim::Optimizer>> optimizers;
   std::vector<SchedulerConfig> schedulers;
@@ -103,7 +106,7 @@ class TrainModule : public nn::Module {
   virtual void on_validation_epoch_end() {}
   virtual void on_test_epoch_start() {}
   virtual void on_test_epoch_end() {}
-  // Returning false from on_train_batch_start skips the rest of this batch (no step, no logging).
+  /// Returning false from on_train_batch_start skips the rest of this batch (no step, no logging).
   virtual bool on_train_batch_start(const Batch& batch, int64_t batch_idx) { return true; }
   virtual void on_train_batch_end(const Tensor& loss, const Batch& batch, int64_t batch_idx) {}
   virtual void on_before_backward(const Tensor& loss) {}
@@ -112,11 +115,11 @@ class TrainModule : public nn::Module {
   virtual void on_before_zero_grad(optim::Optimizer& optimizer) {}
 
   // ---- logging -------------------------------------------------------------------------------------------
-  // `value` must hold one element (any float dtype, any device); it is detached.
+  /// `value` must hold one element (any float dtype, any device); it is detached.
   void log(const std::string& name, const Tensor& value, LogOptions options = {});
   void log(const std::string& name, double value, LogOptions options = {});
-  // A metric object: compute() at epoch end (synced across ranks by the metric's sync hook), then reset().
-  // Only on_epoch logging is supported for metric objects (on_step=true throws).
+  /// A metric object: compute() at epoch end (synced across ranks by the metric's sync hook), then reset().
+  /// Only on_epoch logging is supported for metric objects (on_step=true throws).
   void log(const std::string& name, metrics::Metric& metric, LogOptions options = {});
   void log_dict(const std::map<std::string, Tensor>& values, LogOptions options = {});
   void log_dict(const std::map<std::string, double>& values, LogOptions options = {});
@@ -130,37 +133,43 @@ class TrainModule : public nn::Module {
   int64_t current_epoch() const;
   int64_t global_step() const;
   // ---- all_gather (docs/trainer_contract.md "all_gather") -------------------------------------------------
-  // Collectives: every rank must call them, in the same order (a call made by only some ranks fails with the
-  // group's timeout, or at once naming the collective in debug mode). Results are detached and live on
-  // device(). With one process (also a DDP run of world size 1) every input comes back unchanged.
-  //   Tensor (s...) with equal shapes on every rank -> (world, s...), in rank order.
+  /// Collectives: every rank must call them, in the same order (a call made by only some ranks fails with the
+  /// group's timeout, or at once naming the collective in debug mode). Results are detached and live on
+  /// device(). With one process (also a DDP run of world size 1) every input comes back unchanged.
+  /// @code{.unparsed}
+  ///   Tensor (s...) with equal shapes on every rank -> (world, s...), in rank order.
+  /// @endcode
   Tensor all_gather(const Tensor& t) const;
-  //   A number -> (world,) f64 tensor; with one process a 0-d f64 tensor holding the value (the "unchanged"
-  //   rule applied to a scalar: no leading world dimension is added).
+  /// @code{.unparsed}
+  ///   A number -> (world,) f64 tensor; with one process a 0-d f64 tensor holding the value (the "unchanged"
+  ///   rule applied to a scalar: no leading world dimension is added).
+  /// @endcode
   Tensor all_gather(double value) const;
-  //   Containers keep their structure: each element is gathered as above. Every rank must pass the same
-  //   number of tensors / the same keys (checked: a mismatch throws volt::Error on every rank).
+  /// @code{.unparsed}
+  ///   Containers keep their structure: each element is gathered as above. Every rank must pass the same
+  ///   number of tensors / the same keys (checked: a mismatch throws volt::Error on every rank).
+  /// @endcode
   std::vector<Tensor> all_gather(const std::vector<Tensor>& tensors) const;
   std::map<std::string, Tensor> all_gather(const std::map<std::string, Tensor>& tensors) const;
-  // First dims may differ per rank (trailing dims must match): one tensor per rank, in rank order, with each
-  // rank's own first dim. One process: {t}.
+  /// First dims may differ per rank (trailing dims must match): one tensor per rank, in rank order, with each
+  /// rank's own first dim. One process: {t}.
   std::vector<Tensor> all_gather_uneven(const Tensor& t) const;
 
-  // Stored in checkpoints and written by the logger (hparams.yaml).
+  /// Stored in checkpoints and written by the logger (hparams.yaml).
   void save_hyperparameters(nlohmann::json hparams) { hparams_ = std::move(hparams); }
   const nlohmann::json& hparams() const { return hparams_; }
 
   // ---- manual optimisation (trainer/manual_optimizer.h) -----------------------------------------------
-  // Set to false (e.g. in the constructor) to drive the optimizers yourself in training_step.
+  /// Set to false (e.g. in the constructor) to drive the optimizers yourself in training_step.
   bool automatic_optimization = true;
-  // The configured optimizers, wrapped for manual use (valid during fit).
+  /// The configured optimizers, wrapped for manual use (valid during fit).
   std::vector<ManualOptimizer> optimizers();
-  // Backpropagates `loss` through the strategy (DDP: gradient buckets synced unless inside
-  // toggle_model(sync_grad=false)); the gradients are final when it returns.
+  /// Backpropagates `loss` through the strategy (DDP: gradient buckets synced unless inside
+  /// toggle_model(sync_grad=false)); the gradients are final when it returns.
   void manual_backward(const Tensor& loss);
 
-  // Sets requires_grad=false on parameters that `optimizer` does not own (and remembers the previous flags);
-  // untoggle_optimizer restores them. For multi-optimizer modules (GAN-style) that want per-optimizer grads.
+  /// Sets requires_grad=false on parameters that `optimizer` does not own (and remembers the previous flags);
+  /// untoggle_optimizer restores them. For multi-optimizer modules (GAN-style) that want per-optimizer grads.
   void toggle_optimizer(const optim::Optimizer& optimizer);
   void untoggle_optimizer();
 
@@ -170,15 +179,15 @@ class TrainModule : public nn::Module {
   Trainer* trainer_ = nullptr;
   Device device_ = kCPU;
   nlohmann::json hparams_ = nlohmann::json::object();
-  // Where log() writes and what the current hook is (set by the Trainer around every hook call).
+  /// Where log() writes and what the current hook is (set by the Trainer around every hook call).
   ResultCollection* results_ = nullptr;
   const char* hook_ = nullptr;
   int64_t batch_size_ = 0;
-  bool default_step_called_ = false;  // set by the default validation/test step: "not overridden"
+  bool default_step_called_ = false;  ///< set by the default validation/test step: "not overridden"
   std::vector<std::pair<Tensor, bool>> toggled_;
 };
 
-// RAII: points a module's log() at `results` for the duration of one hook call.
+/// RAII: points a module's log() at `results` for the duration of one hook call.
 class LogScope {
  public:
   LogScope(TrainModule& m, ResultCollection* results, const char* hook, int64_t batch_size = 0);
@@ -191,7 +200,7 @@ class LogScope {
   ResultCollection* prev_results_;
   const char* prev_hook_;
   int64_t prev_batch_size_;
-  trace::Range range_;  // "[TrainModule]<hook>" in the trainer layer (runtime/trace.h)
+  trace::Range range_;  ///< `"[TrainModule]<hook>"` in the trainer layer (runtime/trace.h)
 };
 
 }  // namespace volt

@@ -1,3 +1,4 @@
 #pragma once
-// Data loading in volt::data: datasets, batches and collation, transforms, samplers, DataLoader, DataModule.
+/// @file
+/// Data loading in volt::data: datasets, batches and collation, transforms, samplers, DataLoader, DataModule.
 #include <volt/data/data.h>

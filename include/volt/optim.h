@@ -1,5 +1,6 @@
 #pragma once
-// Optimizers (volt::optim: SGD, Adam, AdamW), learning-rate schedulers and gradient clipping.
+/// @file
+/// Optimizers (volt::optim: SGD, Adam, AdamW), learning-rate schedulers and gradient clipping.
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/lr_scheduler.h>
 #include <volt/nn/optim.h>

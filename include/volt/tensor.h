@@ -1,7 +1,8 @@
 #pragma once
-// Tensors and their differentiable operations: volt::Tensor, dtypes, devices, autograd, random generators,
-// autocast, and every op in <volt/kernels/ops.h> (factories, elementwise, reductions, views, indexing, linear
-// algebra, convolution, normalisation, losses, attention).
+/// @file
+/// Tensors and their differentiable operations: volt::Tensor, dtypes, devices, autograd, random generators,
+/// autocast, and every op in `<volt/kernels/ops.h>` (factories, elementwise, reductions, views, indexing, linear
+/// algebra, convolution, normalisation, losses, attention).
 #include <volt/config.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/allocator.h>

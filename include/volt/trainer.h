@@ -1,7 +1,8 @@
 #pragma once
-// The Trainer (volt::Trainer, volt::TrainModule) and everything a training script configures around it:
-// options, callbacks (checkpointing, early stopping, progress bar, throughput), loggers, profiler, strategies,
-// precision plugins and checkpoint files.
+/// @file
+/// The Trainer (volt::Trainer, volt::TrainModule) and everything a training script configures around it:
+/// options, callbacks (checkpointing, early stopping, progress bar, throughput), loggers, profiler, strategies,
+/// precision plugins and checkpoint files.
 #include <volt/trainer/callback.h>
 #include <volt/trainer/checkpoint.h>
 #include <volt/trainer/checkpoint_files.h>

@@ -1,5 +1,6 @@
 #pragma once
-// Parameter-free layers: activations, Flatten, Dropout.
+/// @file
+/// Parameter-free layers: activations, Flatten, Dropout.
 #include <string_view>
 
 #include <volt/nn/module.h>
@@ -12,7 +13,7 @@ class ReLU : public UnaryModule {
   std::string type_name() const override { return "ReLU"; }
 };
 
-// GELU: the exact (erf) form by default; GeluApproximate::Tanh (or "tanh") for the tanh approximation.
+/// GELU: the exact (erf) form by default; GeluApproximate::Tanh (or "tanh") for the tanh approximation.
 class GELU : public UnaryModule {
  public:
   explicit GELU(GeluApproximate approximate = GeluApproximate::None) : approximate(approximate) {}
@@ -23,7 +24,7 @@ class GELU : public UnaryModule {
   GeluApproximate approximate;
 };
 
-// x * sigmoid(x) (also called swish).
+/// x * sigmoid(x) (also called swish).
 class SiLU : public UnaryModule {
  public:
   Tensor forward(const Tensor& x) override { return silu(x); }
@@ -56,7 +57,7 @@ class Identity : public UnaryModule {
   std::string type_name() const override { return "Identity"; }
 };
 
-// Flattens dims [start_dim, end_dim] into one (a view when strides allow).
+/// Flattens dims [start_dim, end_dim] into one (a view when strides allow).
 class Flatten : public UnaryModule {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
@@ -66,8 +67,8 @@ class Flatten : public UnaryModule {
   int64_t start_dim, end_dim;
 };
 
-// Zeroes elements with probability p in training (scaling the rest by 1/(1-p)); identity in eval.
-// Masks come from the global Philox generator, so manual_seed makes them reproducible.
+/// Zeroes elements with probability p in training (scaling the rest by 1/(1-p)); identity in eval.
+/// Masks come from the global Philox generator, so manual_seed makes them reproducible.
 class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5);

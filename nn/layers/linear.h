@@ -3,8 +3,8 @@
 
 namespace volt::nn {
 
-// y = x @ weight^T + bias, for x (..., in_features) -> (..., out_features).
-// Init (PyTorch's): weight ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform with a = sqrt(5)), bias the same.
+/// y = x @ weight^T + bias, for x (..., in_features) -> (..., out_features).
+/// Init (PyTorch's): weight ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform with a = sqrt(5)), bias the same.
 class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
@@ -14,8 +14,8 @@ class Linear : public UnaryModule {
   std::string extra_repr() const override;
 
   int64_t in_features, out_features;
-  Tensor weight;  // (out_features, in_features)
-  Tensor bias;    // (out_features), undefined without bias
+  Tensor weight;  ///< (out_features, in_features)
+  Tensor bias;    ///< (out_features), undefined without bias
 };
 
 }  // namespace volt::nn

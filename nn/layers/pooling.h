@@ -3,7 +3,7 @@
 
 namespace volt::nn {
 
-// Square-window pooling over NCHW input; stride 0 means stride = kernel_size.
+/// Square-window pooling over NCHW input; stride 0 means stride = kernel_size.
 class MaxPool2d : public UnaryModule {
  public:
   explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);

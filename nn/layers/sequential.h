@@ -7,7 +7,7 @@
 
 namespace volt::nn {
 
-// Applies its children in order. Children are owned and named "0", "1", ... in push order.
+/// Applies its children in order. Children are owned and named "0", "1", ... in push order.
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;

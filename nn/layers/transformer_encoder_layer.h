@@ -8,17 +8,19 @@ namespace volt::nn {
 
 enum class TransformerActivation { ReLU, GELU };
 
-// One transformer encoder block (PyTorch's nn.TransformerEncoderLayer): self-attention and a feed-forward block
-// (linear1 -> activation -> dropout -> linear2), each with dropout, a residual connection and a LayerNorm:
-//   norm_first = false (post-norm): x = norm1(x + sa(x)); x = norm2(x + ff(x))
-//   norm_first = true  (pre-norm):  x = x + sa(norm1(x)); x = x + ff(norm2(x))
-// src (L, N, d_model), or (N, L, d_model) with batch_first, or unbatched (L, d_model) -> the same shape.
-// Masks as in MultiheadAttention (PyTorch's convention: bool true = masked out): src_mask (L, S) or
-// (N * nhead, L, S), src_key_padding_mask (N, S); is_causal applies the causal mask (query i sees keys <= i).
-// Submodules and parameters carry PyTorch's names (self_attn.in_proj_weight, self_attn.out_proj.weight,
-// linear1.weight, linear2.weight, norm1.weight, norm2.bias, ...) in PyTorch's order, so a state_dict loads into
-// torch.nn.TransformerEncoderLayer with the same arguments.
-// As a UnaryModule, layer(x) runs without masks.
+/// One transformer encoder block (PyTorch's nn.TransformerEncoderLayer): self-attention and a feed-forward block
+/// (linear1 -> activation -> dropout -> linear2), each with dropout, a residual connection and a LayerNorm:
+/// @code{.unparsed}
+///   norm_first = false (post-norm): x = norm1(x + sa(x)); x = norm2(x + ff(x))
+///   norm_first = true  (pre-norm):  x = x + sa(norm1(x)); x = x + ff(norm2(x))
+/// @endcode
+/// src (L, N, d_model), or (N, L, d_model) with batch_first, or unbatched (L, d_model) -> the same shape.
+/// Masks as in MultiheadAttention (PyTorch's convention: bool true = masked out): src_mask (L, S) or
+/// (N * nhead, L, S), src_key_padding_mask (N, S); is_causal applies the causal mask (query i sees keys <= i).
+/// Submodules and parameters carry PyTorch's names (self_attn.in_proj_weight, self_attn.out_proj.weight,
+/// linear1.weight, linear2.weight, norm1.weight, norm2.bias, ...) in PyTorch's order, so a state_dict loads into
+/// torch.nn.TransformerEncoderLayer with the same arguments.
+/// As a UnaryModule, layer(x) runs without masks.
 class TransformerEncoderLayer : public UnaryModule {
  public:
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
@@ -36,9 +38,9 @@ class TransformerEncoderLayer : public UnaryModule {
   std::string extra_repr() const override;
 
   MultiheadAttention self_attn;
-  Linear linear1;  // d_model -> dim_feedforward
+  Linear linear1;  ///< d_model -> dim_feedforward
   Dropout dropout;
-  Linear linear2;  // dim_feedforward -> d_model
+  Linear linear2;  ///< dim_feedforward -> d_model
   LayerNorm norm1, norm2;
   Dropout dropout1, dropout2;
   TransformerActivation activation;
