@@ -101,6 +101,17 @@ class Trainer {
   // ---- state ---------------------------------------------------------------------------------------------
   const TrainerOptions& options() const { return opt_; }
   Strategy& strategy() { return *strategy_; }
+  // Where this process is in the job (upstream's properties of the same names): world_size processes over
+  // num_nodes machines; node_rank = global_rank / devices per node; local_rank is the launcher's rank of this
+  // process on its host (= global_rank % devices when ranks are placed node by node; trainer/node_layout.h).
+  int num_nodes() const { return strategy_->num_nodes(); }
+  int node_rank() const { return strategy_->node_rank(); }
+  int local_rank() const { return strategy_->local_rank(); }
+  int global_rank() const { return strategy_->global_rank(); }
+  int world_size() const { return strategy_->world_size(); }
+  // Samples per optimizer step over all processes for a loader batch of `batch_size`:
+  // batch_size x accumulate_grad_batches x world_size.
+  int64_t effective_batch_size(int64_t batch_size) const;
   int64_t current_epoch() const { return epoch_; }
   int64_t global_step() const { return global_step_; }
   bool sanity_checking() const { return sanity_checking_; }
@@ -109,7 +120,8 @@ class Trainer {
   Stage stage() const { return stage_; }
   int64_t num_training_batches() const { return num_train_batches_; }
   // The optimizer steps fit takes at most (for schedulers such as OneCycleLR, from configure_optimizers on):
-  // max_epochs epochs of this rank's training batches (after limit_train_batches, ceil-divided by
+  // max_epochs epochs of this rank's training batches (its shard of the loader over world_size() processes, after
+  // limit_train_batches, ceil-divided by
   // accumulate_grad_batches), capped by max_steps; max_steps alone when only it limits the run. Throws
   // outside fit.
   int64_t estimated_stepping_batches() const;
@@ -287,6 +299,7 @@ class Trainer {
   std::pair<uint64_t, uint64_t> window_rng_{0, 0};  // default generator (seed, offset) at that batch
   std::vector<nn::BatchNormBase*> synced_bns_;    // sync_batchnorm: the layers given the strategy's all-reduce
   void release_sync_batchnorm() noexcept;
+  void apply_benchmark_option();  // TrainerOptions::benchmark (and deterministic) -> set_cudnn_benchmark
   data::DataModule* fit_dm_ = nullptr;            // fit(module, dm): for reload_dataloaders_every_n_epochs
   std::shared_ptr<data::DataLoader> fit_train_;   // during fit: the training loader (estimated_stepping_batches)
   std::string profile_dir_;
