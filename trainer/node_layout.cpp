@@ -6,6 +6,10 @@
 
 namespace volt {
 
+namespace {
+std::string processes(int64_t n) { return std::to_string(n) + (n == 1 ? " process" : " processes"); }
+}  // namespace
+
 NodeLayout node_layout(int world_size, int global_rank, int num_nodes, int devices_per_node) {
   VOLT_CHECK(num_nodes >= 1, "Trainer: num_nodes=", num_nodes, " must be >= 1");
   VOLT_CHECK(devices_per_node >= 0, "Trainer: ", devices_per_node, " devices per node; expected >= 1 (or \"auto\")");
@@ -14,17 +18,17 @@ NodeLayout node_layout(int world_size, int global_rank, int num_nodes, int devic
   NodeLayout l;
   l.num_nodes = num_nodes;
   if (devices_per_node == 0) {
-    VOLT_CHECK(world_size % num_nodes == 0, "Trainer: the launcher started ", world_size,
-               " processes, which do not split evenly over num_nodes=", num_nodes, " (devices=\"auto\" takes ",
+    VOLT_CHECK(world_size % num_nodes == 0, "Trainer: the launcher started ", processes(world_size),
+               ", which do not split evenly over num_nodes=", num_nodes, " (devices=\"auto\" takes ",
                "world_size / num_nodes per node); start a multiple of ", num_nodes, " processes (e.g. mpirun -np ",
                num_nodes * ((world_size + num_nodes - 1) / num_nodes), ") or set num_nodes to a divisor of ",
                world_size);
     l.devices_per_node = world_size / num_nodes;
   } else {
     const int64_t want = static_cast<int64_t>(num_nodes) * devices_per_node;
-    VOLT_CHECK(want == world_size, "Trainer: num_nodes=", num_nodes, " x devices=", devices_per_node, " = ", want,
-               " processes, but the launcher started ", world_size, " (world size ", world_size, "); start ", want,
-               " processes (mpirun -np ", want, ", ", devices_per_node, " per node), or set num_nodes and devices ",
+    VOLT_CHECK(want == world_size, "Trainer: num_nodes=", num_nodes, " x devices=", devices_per_node, " = ",
+               processes(want), ", but the launcher started ", world_size, " (world size ", world_size, "); start ",
+               processes(want), " (mpirun -np ", want, ", ", devices_per_node, " per node), or set num_nodes and devices ",
                "so that num_nodes x devices = ", world_size, " (e.g. num_nodes=", num_nodes == 1 ? 1 : world_size,
                ", devices=", num_nodes == 1 ? world_size : 1, ", or devices=\"auto\")");
     l.devices_per_node = devices_per_node;

@@ -56,7 +56,7 @@ TEST(NodeLayout, MismatchesNameTheNumbersAndTheFix) {
   VOLT_EXPECT_ERROR(node_layout(3, 1, 2, 1), "num_nodes=2 x devices=1 = 2 processes", "the launcher started 3",
                     "mpirun -np 2", "num_nodes x devices = 3", "num_nodes=3, devices=1");
   // The old habit of devices=1 under mpirun -np 2 on one machine.
-  VOLT_EXPECT_ERROR(node_layout(2, 0, 1, 1), "num_nodes=1 x devices=1 = 1 processes", "started 2",
+  VOLT_EXPECT_ERROR(node_layout(2, 0, 1, 1), "num_nodes=1 x devices=1 = 1 process,", "started 2",
                     "num_nodes=1, devices=2", "devices=\"auto\"");
   VOLT_EXPECT_ERROR(node_layout(2, 0, 2, 2), "= 4 processes", "started 2", "mpirun -np 4, 2 per node");
   VOLT_EXPECT_ERROR(node_layout(3, 0, 2, 0), "started 3 processes", "do not split evenly over num_nodes=2",
