@@ -179,9 +179,9 @@ constexpr size_t kBenchmarkWorkspaceCap = size_t{256} << 20;
 // support the configuration report an error and are skipped).
 size_t benchmark_workspace_bytes(ConvKind kind, cudnnHandle_t h, const ConvPlan& plan) {
   size_t most = 0;
-  const int count = kind == ConvKind::Forward        ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
-                    : kind == ConvKind::BackwardData ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
-                                                     : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  const int count = kind == ConvKind::Forward        ? static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+                    : kind == ConvKind::BackwardData ? static_cast<int>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
+                                                     : static_cast<int>(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
   for (int a = 0; a < count; ++a) {
     size_t bytes = 0;
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
