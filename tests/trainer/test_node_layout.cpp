@@ -107,13 +107,14 @@ TEST(NodeLayout, TrainerRefusesBadNumNodes) {
   if (dist::detect_launch_env().source != "none") GTEST_SKIP() << "started by a launcher";
   // Without a launcher a multi-node job cannot start (its workers would all land on this machine); "auto"
   // picks ddp when num_nodes > 1, as upstream does.
-  for (const char* strategy : {"ddp", "auto"}) {
-    SCOPED_TRACE(strategy);
-    o.strategy = strategy;
-    o.devices = "2";
-    VOLT_EXPECT_ERROR(Trainer{o}, "num_nodes=2 needs a launcher", "mpirun -np 4 -H node1:2,node2:2",
-                      "srun -N 2 --ntasks-per-node 2");
-  }
+  o.strategy = "ddp";
+  o.devices = "2";
+  VOLT_EXPECT_ERROR(Trainer{o}, "num_nodes=2 needs a launcher", "mpirun -np 4 -H node1:2,node2:2",
+                    "srun -N 2 --ntasks-per-node 2");
+  o.strategy = "auto";  // one device per node, but two nodes: DDP
+  o.devices = "1";
+  VOLT_EXPECT_ERROR(Trainer{o}, "num_nodes=2 needs a launcher", "mpirun -np 2 -H node1:1,node2:1",
+                    "srun -N 2 --ntasks-per-node 1");
 }
 
 TEST(CudnnBenchmarkOption, TrainerSetsTheSwitchAtConstruction) {
