@@ -110,8 +110,7 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
                "Trainer: auto_select_gpus needs devices to be a GPU count (e.g. \"2\"), got \"", opt_.devices, "\"");
     sel = parse_devices("gpu", pick_free_gpus(k), cuda_device_count());
   }
-  VOLT_CHECK(opt_.num_nodes >= 1, "Trainer: num_nodes=", opt_.num_nodes, " must be >= 1 (the number of machines)");
-  sel.num_nodes = opt_.num_nodes;
+  sel.num_nodes = opt_.num_nodes;  // checked by make_strategy
   strategy_ = make_strategy(opt_.strategy, sel);
   apply_benchmark_option();
   if (strategy_->is_global_zero()) {
