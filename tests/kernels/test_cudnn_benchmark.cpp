@@ -6,6 +6,8 @@
 
 #include <volt/kernels/common/conv_plan_key.h>
 #include <volt/kernels/cudnn_benchmark.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/tensor.h>
 
 using namespace volt;
 
@@ -77,4 +79,22 @@ TEST(CudnnBenchmark, SwitchingPlansAgainAndSwitchingBackReusesThePlan) {
   EXPECT_EQ(made, 2);
   EXPECT_EQ(plans.hits(), 2);
   EXPECT_EQ(plans.misses(), 2);
+}
+
+TEST(CudnnBenchmark, NoEffectOnTheCpu) {
+  // The CPU has one convolution algorithm: forward and both gradients are bit-identical either way.
+  BenchmarkRestore restore;
+  std::vector<std::vector<float>> results[2];
+  for (int on = 0; on < 2; ++on) {
+    set_cudnn_benchmark(on == 1);
+    Tensor x = randn_with_seed({2, 3, 9, 9}, 5, 0).set_requires_grad();
+    Tensor w = randn_with_seed({4, 3, 3, 3}, 6, 0).set_requires_grad();
+    Tensor y = conv2d(x, w, Tensor(), {2, 2}, {1, 1});
+    (y * y).sum().backward();
+    results[on] = {y.detach().contiguous().to_vector<float>(), x.grad().to_vector<float>(),
+                   w.grad().to_vector<float>()};
+  }
+  ASSERT_EQ(results[0].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(results[0][i], results[1][i]) << "result " << i;
+  EXPECT_EQ(results[0][0].size(), 2u * 4 * 5 * 5);
 }
