@@ -25,6 +25,7 @@
 #include <fstream>
 #include <istream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -138,6 +139,28 @@ inline CLI::Option* add_bool_flag(CLI::App& app, const std::string& names, bool&
   return app.add_flag(names, target, help)->default_str(target ? "true" : "false");
 }
 
+// A boolean flag for a std::optional<bool>: absent leaves it unset (--print-config writes null, which reads back
+// as unset); "--x", "--x=true" or a config value true sets true, "--no-x" or false sets false.
+inline CLI::Option* add_optional_bool_flag(CLI::App& app, const std::string& names, std::optional<bool>& target,
+                                           const std::string& help) {
+  // The check runs before the callback and turns a value that is no boolean into a parse error (the flag
+  // callback's own conversion would throw std::invalid_argument out of parse).
+  const CLI::Validator boolean(
+      [](std::string& s) -> std::string {
+        try {
+          CLI::detail::to_flag_value(s);
+        } catch (const std::exception&) {
+          return "expected true or false, got '" + s + "'";
+        }
+        return "";
+      },
+      "BOOL");
+  return app.add_flag_function(names, [&target](int64_t count) { target = count > 0; }, help)
+      ->check(boolean)
+      ->default_str(target ? (*target ? "true" : "false") : "")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
 // Registers a flag for every TrainerOptions field that has a command-line form (not callbacks or loggers, which
 // are objects; not the fields `skip` names, which the program has its own flags for, e.g. {"max_epochs",
 // "default_root_dir"}). Values are validated as they are parsed, with messages naming the flag.
@@ -158,6 +181,9 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
   if (want("strategy"))
     group(app.add_option("--strategy", o.strategy, "auto | single_device | ddp | ddp_spawn")
               ->check(choice({"auto", "single_device", "ddp", "ddp_spawn"})));
+  if (want("num_nodes"))
+    group(app.add_option("--num-nodes", o.num_nodes, "machines in a ddp job: world size = num_nodes x devices")
+              ->check(at_least(1)));
   if (want("precision"))
     group(app.add_option("--precision", o.precision, "32-true | 16-mixed | bf16-mixed | 16-true | bf16-true | 64-true")
               ->check(checked_by([](const std::string& s) { parse_precision(s); }, "PRECISION")));
@@ -204,6 +230,10 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
             ->check(choice({"norm", "value"}))
             ->default_str(std::string(name(o.gradient_clip_algorithm))));
   group(add_bool_flag(app, "--deterministic", o.deterministic, "deterministic algorithms (no TF32)"));
+  if (want("benchmark"))
+    group(add_optional_bool_flag(app, "--benchmark,!--no-benchmark", o.benchmark,
+                                 "cuDNN convolution algorithms by timed trials (true) or heuristics (false); unset: "
+                                 "as the process has it (false under --deterministic)"));
   group(add_bool_flag(app, "--detect-anomaly", o.detect_anomaly, "find the first op producing NaN/Inf (slow)"));
   group(app.add_option_function<std::string>(
                 "--on-nonfinite-loss",

@@ -45,6 +45,14 @@ void spawn_if_needed(int nprocs) {
 
 DDPStrategy::DDPStrategy(const DeviceSelection& devices, bool find_unused_parameters)
     : find_unused_(find_unused_parameters) {
+  if (devices.num_nodes > 1) {
+    // Starting workers here would put every process on this machine: a multi-node job needs a launcher.
+    const int per_node = devices.devices_auto ? 1 : devices.num_processes;
+    VOLT_CHECK(dist::detect_launch_env().source != "none", "DDP: num_nodes=",
+               devices.num_nodes, " needs a launcher that starts the processes on every node (e.g. mpirun -np ",
+               devices.num_nodes * per_node, " -H node1:", per_node, ",node2:", per_node, ",... or srun -N ",
+               devices.num_nodes, " --ntasks-per-node ", per_node, "); this process was started without one");
+  }
   spawn_if_needed(devices.num_processes);
   const bool gpu = devices.accelerator == "gpu";
   if (!dist::is_initialized()) {
@@ -56,6 +64,12 @@ DDPStrategy::DDPStrategy(const DeviceSelection& devices, bool find_unused_parame
     });
   }
   group_ = &dist::default_group();
+  // Every rank computes the same layout from the world size, so a mismatch fails on all of them before any
+  // collective.
+  layout_ = node_layout(group_->world_size(), group_->rank(), devices.num_nodes,
+                        devices.devices_auto ? 0 : devices.num_processes);
+  layout_warning_ = local_rank_disagreement(layout_, group_->rank(), group_->local_rank());
+  if (!layout_warning_.empty()) std::cerr << layout_warning_ << "\n";
   if (gpu) {
     VOLT_CHECK(!devices.device_ids.empty(), "DDP: no GPU ids were selected");
     const auto& ids = devices.device_ids;

@@ -9,6 +9,9 @@
 ///
 /// - Process group: MPI for CPU tensors, NCCL for GPUs (bootstrapped over MPI). Rank, world size and local rank
 ///   come from the launcher's environment; the local rank picks the GPU among the selected ids.
+/// - Nodes: the world size must be num_nodes x devices (devices="auto": the processes split evenly over the
+///   nodes), else every rank throws at construction naming the numbers; node_rank = global_rank / devices. A
+///   launcher local rank other than global_rank % devices is reported on stderr (trainer/node_layout.h).
 /// - Started without a launcher and asked for N > 1 devices ("ddp" or "ddp_spawn"), the process re-executes
 ///   itself under `mpirun -np N` (dist::spawn_workers_if_needed), waits, and exits with the job's status.
 /// - setup(): the module moves to this rank's device, rank 0's parameters and buffers are broadcast, and a
@@ -19,10 +22,12 @@
 /// - Logged values and metric states are reduced with real collectives, so logged epoch values and metric
 ///   objects are global (docs/trainer_contract.md "Distributed runs").
 #include <memory>
+#include <string>
 
 #include <volt/distributed/grad_reducer.h>
 #include <volt/distributed/process_group.h>
 #include <volt/trainer/device_parser.h>
+#include <volt/trainer/node_layout.h>
 #include <volt/trainer/strategy.h>
 
 namespace volt {
@@ -40,8 +45,16 @@ class DDPStrategy : public Strategy {
   std::string name() const override { return "ddp"; }
   Device root_device() const override { return device_; }
   int global_rank() const override { return group_->rank(); }
+  /// The launcher's local rank (this process's rank among those on its host): it picks the GPU. Under
+  /// node-by-node placement it equals global_rank % devices; otherwise layout_warning() says so.
   int local_rank() const override { return group_->local_rank(); }
   int world_size() const override { return group_->world_size(); }
+  int num_nodes() const override { return layout_.num_nodes; }
+  int node_rank() const override { return layout_.node_rank; }
+  /// num_nodes x devices as the options describe the job (checked against the world size at construction).
+  const NodeLayout& layout() const { return layout_; }
+  /// Non-empty when the launcher's local rank differs from layout().local_rank (printed to stderr as well).
+  const std::string& layout_warning() const { return layout_warning_; }
   dist::ProcessGroup& group() { return *group_; }
 
   void setup(TrainModule& module) override;
@@ -64,6 +77,8 @@ class DDPStrategy : public Strategy {
 
  private:
   dist::ProcessGroup* group_ = nullptr;
+  NodeLayout layout_;
+  std::string layout_warning_;
   Device device_ = kCPU;
   bool find_unused_ = false;
   std::unique_ptr<dist::GradReducer> reducer_;

@@ -71,6 +71,7 @@ DeviceSelection parse_devices(const std::string& accelerator, const std::string&
   // "[0]" / "[1, 3]": a list of ids, even with a single element.
   const bool bracketed = devices.size() >= 2 && devices.front() == '[' && devices.back() == ']';
   if (bracketed) devices = trim(devices.substr(1, devices.size() - 2));
+  const bool is_auto = devices == "auto";
   DeviceSelection sel;
   sel.accelerator = acc;
   if (acc == "cpu") {
@@ -81,11 +82,16 @@ DeviceSelection parse_devices(const std::string& accelerator, const std::string&
                  "of processes (e.g. '2') or 'auto'");
     }
     sel.num_processes = n;
+    sel.devices_auto = is_auto;
     for (int i = 0; i < n; ++i) sel.device_ids.push_back(i);
     return sel;
   }
   check_gpus_present(available_gpus);
-  if (devices == "auto") devices = "-1";
+  if (is_auto) {
+    DeviceSelection all = parse_devices("gpu", "-1", available_gpus);
+    all.devices_auto = true;
+    return all;
+  }
   if (bracketed && devices.empty()) return parse_devices("gpu", std::vector<int>{}, available_gpus);
   if (bracketed || devices.find(',') != std::string::npos) {
     std::vector<int> ids;

@@ -17,6 +17,8 @@ struct DeviceSelection {
   std::string accelerator;      ///< "cpu" or "gpu"
   std::vector<int> device_ids;  ///< GPU ordinals (root first); {0..n-1} placeholders for CPU processes
   int num_processes = 1;        ///< processes (one per device) the strategy will run
+  bool devices_auto = false;    ///< devices was "auto": under a launcher, the processes per node come from it
+  int num_nodes = 1;            ///< machines in the job (TrainerOptions::num_nodes; the parser leaves it at 1)
 };
 
 DeviceSelection parse_devices(const std::string& accelerator, const std::string& devices);

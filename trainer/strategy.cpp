@@ -26,8 +26,11 @@ void register_ddp_strategy(DDPFactory factory) { g_ddp_factory = factory; }
 std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices) {
   Device root = devices.accelerator == "gpu" && !devices.device_ids.empty() ? cuda_device(devices.device_ids[0])
                                                                               : kCPU;
-  bool several = devices.num_processes > 1;
+  VOLT_CHECK(devices.num_nodes >= 1, "Trainer: num_nodes=", devices.num_nodes, " must be >= 1 (the number of machines)");
+  bool several = devices.num_processes > 1 || devices.num_nodes > 1;
   if (strategy == "single_device" || (strategy == "auto" && !several)) {
+    VOLT_CHECK(devices.num_nodes == 1, "Trainer: num_nodes=", devices.num_nodes, " needs strategy=\"ddp\" (one ",
+               "process per device on every node), not \"single_device\"");
     VOLT_CHECK(!several, "Trainer: strategy=\"single_device\" needs one device but devices selects ",
                devices.num_processes, "; use strategy=\"ddp\" or devices=\"1\"");
     return std::make_unique<SingleDeviceStrategy>(root);

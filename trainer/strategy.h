@@ -36,6 +36,9 @@ class Strategy {
   virtual int global_rank() const { return 0; }
   virtual int local_rank() const { return 0; }
   virtual int world_size() const { return 1; }
+  /// Machines in the job and this process's machine (DDP: num_nodes, global_rank / devices per node).
+  virtual int num_nodes() const { return 1; }
+  virtual int node_rank() const { return 0; }
   bool is_global_zero() const { return global_rank() == 0; }
 
   /// Moves the module to root_device() and (DDP) broadcasts rank 0's parameters and buffers so that every

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include <volt/kernels/cudnn_benchmark.h>
 #include <volt/kernels/ops.h>
 #include <volt/nn/layers/batchnorm.h>
 #include <volt/runtime/cuda_api.h>
@@ -21,6 +22,7 @@
 #include <volt/trainer/early_stopping.h>
 #include <volt/trainer/interrupt_guard.h>
 #include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/node_layout.h>
 #include <volt/trainer/progress_bar.h>
 #include <volt/trainer/model_summary.h>
 
@@ -108,7 +110,9 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
                "Trainer: auto_select_gpus needs devices to be a GPU count (e.g. \"2\"), got \"", opt_.devices, "\"");
     sel = parse_devices("gpu", pick_free_gpus(k), cuda_device_count());
   }
+  sel.num_nodes = opt_.num_nodes;  // checked by make_strategy
   strategy_ = make_strategy(opt_.strategy, sel);
+  apply_benchmark_option();
   if (strategy_->is_global_zero()) {
     // Which accelerator there is and which is used, as upstream's console says at start-up.
     const int gpus = cuda_available() ? cuda_device_count() : 0;
@@ -143,6 +147,22 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::apply_benchmark_option() {
+  if (opt_.benchmark.has_value()) {
+    if (*opt_.benchmark && opt_.deterministic && strategy_->is_global_zero())
+      std::cerr << "Trainer: warning: deterministic=true with benchmark=true: cuDNN convolution algorithms are "
+                   "chosen by timing, which can pick different algorithms (and round differently) from run to run; "
+                   "leave benchmark unset or false for repeatable runs\n";
+    set_cudnn_benchmark(*opt_.benchmark);
+  } else if (opt_.deterministic) {
+    set_cudnn_benchmark(false);  // upstream: benchmark defaults to false under deterministic
+  }
+}
+
+int64_t Trainer::effective_batch_size(int64_t batch_size) const {
+  return volt::effective_batch_size(batch_size, opt_.accumulate_grad_batches, strategy_->world_size());
+}
 
 std::string Trainer::log_dir() const {
   if (!loggers_.empty()) return loggers_.front()->log_dir();

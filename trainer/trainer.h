@@ -22,11 +22,11 @@
 /// validate/test run on their own (a test after fit), global_step, as upstream. Step rows are written when
 /// global_step % log_every_n_steps == 0 after a stepping batch.
 ///
-/// Checkpoints (trainer/checkpoint.h): `<stem>.safetensors` (module state + `"optimizer.<i>.<key>"`) and
-/// `<stem>.json` (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
+/// Checkpoints (trainer/checkpoint.h): <stem>.safetensors (module state + "optimizer.<i>.<key>") and
+/// <stem>.json (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
 /// order; fit(..., ckpt_path) verifies and restores both so that training continues exactly where it stopped,
 /// mid-epoch included. ckpt_path may be a stem (or either file), "last" (the newest complete checkpoint in
-/// the ModelCheckpoint dirpaths, `<default_root_dir>/checkpoints` and `<default_root_dir>/lightning_logs/`
+/// the ModelCheckpoint dirpaths, <default_root_dir>/checkpoints and <default_root_dir>/lightning_logs/
 /// version_*/checkpoints) or "best" (the monitoring ModelCheckpoint's best_model_path, from this trainer or the
 /// newest checkpoint's record).
 ///
@@ -104,6 +104,17 @@ class Trainer {
   // ---- state ---------------------------------------------------------------------------------------------
   const TrainerOptions& options() const { return opt_; }
   Strategy& strategy() { return *strategy_; }
+  /// Where this process is in the job (upstream's properties of the same names): world_size processes over
+  /// num_nodes machines; node_rank = global_rank / devices per node; local_rank is the launcher's rank of this
+  /// process on its host (= global_rank % devices when ranks are placed node by node; trainer/node_layout.h).
+  int num_nodes() const { return strategy_->num_nodes(); }
+  int node_rank() const { return strategy_->node_rank(); }
+  int local_rank() const { return strategy_->local_rank(); }
+  int global_rank() const { return strategy_->global_rank(); }
+  int world_size() const { return strategy_->world_size(); }
+  /// Samples per optimizer step over all processes for a loader batch of `batch_size`:
+  /// batch_size x accumulate_grad_batches x world_size.
+  int64_t effective_batch_size(int64_t batch_size) const;
   int64_t current_epoch() const { return epoch_; }
   int64_t global_step() const { return global_step_; }
   bool sanity_checking() const { return sanity_checking_; }
@@ -112,7 +123,8 @@ class Trainer {
   Stage stage() const { return stage_; }
   int64_t num_training_batches() const { return num_train_batches_; }
   /// The optimizer steps fit takes at most (for schedulers such as OneCycleLR, from configure_optimizers on):
-  /// max_epochs epochs of this rank's training batches (after limit_train_batches, ceil-divided by
+  /// max_epochs epochs of this rank's training batches (its shard of the loader over world_size() processes, after
+  /// limit_train_batches, ceil-divided by
   /// accumulate_grad_batches), capped by max_steps; max_steps alone when only it limits the run. Throws
   /// outside fit.
   int64_t estimated_stepping_batches() const;
@@ -167,7 +179,7 @@ class Trainer {
   bool manual_sync_grad() const { return manual_sync_grad_; }
   void set_manual_sync_grad(bool on) { manual_sync_grad_ = on; }
 
-  /// Writes `<stem>.safetensors` then `<stem>.json` (both atomic; see checkpoint.h). Rank 0 writes; every rank
+  /// Writes <stem>.safetensors then <stem>.json (both atomic; see checkpoint.h). Rank 0 writes; every rank
   /// must call (the decision is agreed). `stem` may be relative to the working directory.
   void save_checkpoint(const std::string& stem);
 
@@ -290,6 +302,7 @@ class Trainer {
   std::pair<uint64_t, uint64_t> window_rng_{0, 0};  ///< default generator (seed, offset) at that batch
   std::vector<nn::BatchNormBase*> synced_bns_;    ///< sync_batchnorm: the layers given the strategy's all-reduce
   void release_sync_batchnorm() noexcept;
+  void apply_benchmark_option();  ///< TrainerOptions::benchmark (and deterministic) -> set_cudnn_benchmark
   data::DataModule* fit_dm_ = nullptr;            ///< fit(module, dm): for reload_dataloaders_every_n_epochs
   std::shared_ptr<data::DataLoader> fit_train_;   ///< during fit: the training loader (estimated_stepping_batches)
   std::string profile_dir_;

@@ -6,6 +6,7 @@
 /// @endcode
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct TrainerOptions {
   std::string devices = "auto";       ///< "auto", "1", "2", "-1", "1,3", ...
   bool auto_select_gpus = false;      ///< with devices="k" on GPUs: pick k GPUs not busy with other processes
   std::string strategy = "auto";      ///< "auto", "single_device", "ddp", "ddp_spawn"
+  /// Machines in a DDP job (>= 1). Under a launcher the world size must be num_nodes x devices (with
+  /// devices="auto": the launcher's processes split evenly over the nodes); node_rank = global_rank / devices.
+  /// See docs/trainer_contract.md "Distributed runs".
+  int num_nodes = 1;
   /// "32-true" (default), "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", or a legacy spelling
   /// (32, 16, "bf16", 64): see trainer/precision.h.
   std::string precision = "32-true";
@@ -67,6 +72,10 @@ struct TrainerOptions {
   double gradient_clip_val = 0.0;              ///< 0 = no clipping
   GradClipAlgorithm gradient_clip_algorithm = GradClipAlgorithm::norm;
   bool deterministic = false;
+  /// cuDNN convolution algorithms chosen by timed trials (true) or by the heuristics (false) for the whole
+  /// process (volt::set_cudnn_benchmark, kernels/cudnn_benchmark.h), set at construction. Unset: the switch
+  /// stays as it is, except that deterministic = true turns it off (as upstream does). No effect on the CPU.
+  std::optional<bool> benchmark;
   /// Anomaly detection during fit: the first op whose forward or backward yields NaN/Inf throws volt::Error
   /// naming the op, its module and its input shapes (slow: a host read per op; see autograd.h).
   bool detect_anomaly = false;
@@ -77,7 +86,7 @@ struct TrainerOptions {
   bool enable_checkpointing = true;  ///< adds a default ModelCheckpoint (last epoch) when none is given
   std::string default_root_dir = ".";
   /// Where logged metrics go (trainer/logger.h: CSVLogger, TensorBoardLogger or your own). Empty with
-  /// logger = true: one CSVLogger under `<default_root_dir>/lightning_logs/version_N`. logger = false: no logging
+  /// logger = true: one CSVLogger under <default_root_dir>/lightning_logs/version_N. logger = false: no logging
   /// (and then `loggers` must be empty).
   bool logger = true;
   std::vector<std::shared_ptr<Logger>> loggers;
@@ -85,7 +94,7 @@ struct TrainerOptions {
   int64_t log_every_n_steps = 50;
   /// Built-in profiler (trainer/profiler.h): "" (none), "simple" (time per hook and loop stage), "ops" (per-op,
   /// per-module and per-kernel times, CSV and Chrome trace) or "advanced" (both). Reports are printed on rank 0
-  /// and written to profiler_dir, else `<log_dir>/profiler`.
+  /// and written to profiler_dir, else <log_dir>/profiler.
   std::string profiler;
   std::string profiler_dir;
   /// "A:B": profile optimizer steps A to B-1 (0-based and half-open, like a slice): cudaProfilerStart before the

@@ -2,8 +2,9 @@
 /// @file
 /// Tensors and their differentiable operations: volt::Tensor, dtypes, devices, autograd, random generators,
 /// autocast, and every op in `<volt/kernels/ops.h>` (factories, elementwise, reductions, views, indexing, linear
-/// algebra, convolution, normalisation, losses, attention).
+/// algebra, convolution, normalisation, losses, attention), and the cuDNN benchmark switch.
 #include <volt/config.h>
+#include <volt/kernels/cudnn_benchmark.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/autocast.h>

@@ -16,6 +16,7 @@
 #include <volt/trainer/manual_optimizer.h>
 #include <volt/trainer/model_checkpoint.h>
 #include <volt/trainer/model_summary.h>
+#include <volt/trainer/node_layout.h>
 #include <volt/trainer/precision.h>
 #include <volt/trainer/profiler.h>
 #include <volt/trainer/progress_bar.h>

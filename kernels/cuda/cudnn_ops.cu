@@ -1,18 +1,23 @@
 // cuDNN convolution (forward, backward data, backward filter), pooling and batch norm. A convolution's plan
-// (descriptors, the algorithm cuDNN's heuristics pick and its workspace size) is made once per configuration
-// and kept in a PlanCache: the heuristics cost milliseconds of host time per call, which dominated a small
-// CNN's step. Pooling and batch-norm descriptors are built per call (cheap) and freed by RAII wrappers;
+// (descriptors, the algorithm and its workspace size) is made once per configuration and kept in a PlanCache:
+// choosing costs milliseconds of host time per call, which dominated a small CNN's step. The algorithm is the
+// heuristics' first choice, or with set_cudnn_benchmark(true) the fastest of timed trials
+// (kernels/cudnn_benchmark.h); the mode is part of the key (kernels/common/conv_plan_key.h). Pooling and batch-norm descriptors are built per call (cheap) and freed by RAII wrappers;
 // workspaces come from Volt's caching allocator so they are reused between steps. Half types compute in f32
 // (cuDNN's rule for HALF/BFLOAT16 data).
 #include <cudnn.h>
 
+#include <algorithm>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <volt/kernels/backend.h>
+#include <volt/kernels/common/conv_plan_key.h>
 #include <volt/kernels/common/plan_cache.h>
 #include <volt/kernels/cpu/linalg.h>
 #include <volt/kernels/cuda/cublas_check.h>
+#include <volt/kernels/cudnn_benchmark.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -84,7 +89,8 @@ struct FilterDesc {
 
 struct ConvDesc {
   cudnnConvolutionDescriptor_t d = nullptr;
-  ConvDesc(const Conv2dParams& p, DType t) {
+  bool tf32 = false;  // f32 may use TF32 tensor cores (set_allow_tf32 when the plan was made)
+  ConvDesc(const Conv2dParams& p, DType t, bool allow_tf32_math) : tf32(allow_tf32_math) {
     VOLT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
     const cudnnDataType_t compute = t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     VOLT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
@@ -94,7 +100,7 @@ struct ConvDesc {
     // Tensor cores for half types; f32 uses TF32 only when set_allow_tf32(true), like matmul.
     cudnnMathType_t math = CUDNN_DEFAULT_MATH;
     if (t == DType::f16 || t == DType::bf16) math = CUDNN_TENSOR_OP_MATH;
-    else if (t == DType::f32 && !allow_tf32()) math = CUDNN_FMA_MATH;
+    else if (t == DType::f32 && !tf32) math = CUDNN_FMA_MATH;
     VOLT_CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
   }
   ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
@@ -140,15 +146,12 @@ PerfT pick_algo(GetFn get) {
 
 namespace {
 
-enum class ConvKind : int64_t { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
+using ConvKind = ConvPlanKind;
 
-// Everything a plan depends on: the pass, device, dtype, math mode (TF32), shapes and parameters.
-using ConvKey = PlanKey<18>;
-
-ConvKey conv_key(ConvKind kind, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-  return ConvKey{{static_cast<int64_t>(kind), x.device().index, static_cast<int64_t>(x.dtype()),
-                  allow_tf32() ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2),
-                  w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w}};
+ConvKey conv_key(ConvKind kind, const Tensor& x, const Tensor& w, const Conv2dParams& p, ConvPlanMode mode) {
+  return conv_plan_key(kind, x.device().index, static_cast<int64_t>(x.dtype()), mode,
+                       {x.size(0), x.size(1), x.size(2), x.size(3)}, {w.size(0), w.size(1), w.size(2), w.size(3)},
+                       {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w});
 }
 
 struct ConvPlan {
@@ -158,53 +161,168 @@ struct ConvPlan {
   TensorDesc bias;  // (1, OC, 1, 1)
   int algo = 0;     // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the plan's kind
   size_t workspace = 0;
-  ConvPlan(const Tensor& xt, const Tensor& yt, const Tensor& wt, const Conv2dParams& p)
-      : x(xt), y(yt), w(wt), conv(p, xt.dtype()), bias(xt.dtype(), 1, wt.size(0), 1, 1) {}
+  ConvPlan(const Tensor& xt, const Tensor& yt, const Tensor& wt, const Conv2dParams& p, bool tf32)
+      : x(xt), y(yt), w(wt), conv(p, xt.dtype(), tf32), bias(xt.dtype(), 1, wt.size(0), 1, 1) {}
 };
 
-using ConvPlanCache = PlanCache<ConvKey, ConvPlan, PlanKeyHash<18>>;
+using ConvPlanCache = PlanCache<ConvKey, ConvPlan, ConvKeyHash>;
 
 ConvPlanCache& conv_plans() {
   static ConvPlanCache cache(512);
   return cache;
 }
 
+// Benchmark mode's trial workspace: at most this much, less when the candidates need less.
+constexpr size_t kBenchmarkWorkspaceCap = size_t{256} << 20;
+
+// The largest workspace any algorithm of this kind reports for the plan, capped (algorithms that do not
+// support the configuration report an error and are skipped).
+size_t benchmark_workspace_bytes(ConvKind kind, cudnnHandle_t h, const ConvPlan& plan) {
+  size_t most = 0;
+  const int count = kind == ConvKind::Forward        ? static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+                    : kind == ConvKind::BackwardData ? static_cast<int>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
+                                                     : static_cast<int>(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  for (int a = 0; a < count; ++a) {
+    size_t bytes = 0;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    if (kind == ConvKind::Forward)
+      st = cudnnGetConvolutionForwardWorkspaceSize(h, plan.x.d, plan.w.d, plan.conv.d, plan.y.d,
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(a), &bytes);
+    else if (kind == ConvKind::BackwardData)
+      st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan.w.d, plan.y.d, plan.conv.d, plan.x.d,
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(a), &bytes);
+    else
+      st = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, plan.x.d, plan.y.d, plan.conv.d, plan.w.d,
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), &bytes);
+    if (st == CUDNN_STATUS_SUCCESS) most = std::max(most, bytes);
+  }
+  return std::min(most, kBenchmarkWorkspaceCap);
+}
+
+// A trial workspace from Volt's allocator: `bytes`, halved while the allocation fails (the trials then skip
+// the algorithms that need more). Returns the buffer and its usable size.
+std::pair<Tensor, size_t> benchmark_workspace(const Device& device, size_t bytes) {
+  for (;;) {
+    try {
+      return {workspace(device, bytes), bytes};
+    } catch (const Error&) {
+      if (bytes == 0) throw;
+      bytes /= 2;
+    }
+  }
+}
+
+// The fastest trial that ran (cuDNN sorts the results by time). With f32 and TF32 off the descriptor asks
+// for FMA math; a result in another math mode is not taken.
+template <class PerfT>
+PerfT fastest_trial(const PerfT* perf, int returned, bool fma_only) {
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (fma_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    return perf[i];
+  }
+  VOLT_FAIL("cuDNN benchmark: no convolution algorithm ran for this configuration (", returned,
+            " tried); set_cudnn_benchmark(false) uses the heuristics' choice instead");
+}
+
+// Benchmark mode: times the algorithms on the call's tensors (cudnnFind*AlgorithmEx) and records the fastest
+// and its math mode in the plan. `out` is the tensor the pass writes (y, dx or dw); the trials overwrite it
+// before the real call does.
+void choose_by_trials(ConvKind kind, cudnnHandle_t h, ConvPlan& plan, const Tensor& x, const Tensor& y,
+                      const Tensor& w, const Tensor& out) {
+  const bool fma_only = x.dtype() == DType::f32 && !plan.conv.tf32;
+  auto [ws, ws_bytes] = benchmark_workspace(x.device(), benchmark_workspace_bytes(kind, h, plan));
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  switch (kind) {
+    case ConvKind::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int returned = 0;
+      VOLT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+          h, plan.x.d, x.data_ptr(), plan.w.d, w.data_ptr(), plan.conv.d, plan.y.d, out.data_ptr(),
+          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws.data_ptr(), ws_bytes));
+      auto best = fastest_trial(perf, returned, fma_only);
+      plan.algo = static_cast<int>(best.algo);
+      math = best.mathType;
+      break;
+    }
+    case ConvKind::BackwardData: {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      int returned = 0;
+      VOLT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          h, plan.w.d, w.data_ptr(), plan.y.d, y.data_ptr(), plan.conv.d, plan.x.d, out.data_ptr(),
+          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, ws.data_ptr(), ws_bytes));
+      auto best = fastest_trial(perf, returned, fma_only);
+      plan.algo = static_cast<int>(best.algo);
+      math = best.mathType;
+      break;
+    }
+    case ConvKind::BackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      int returned = 0;
+      VOLT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          h, plan.x.d, x.data_ptr(), plan.y.d, y.data_ptr(), plan.conv.d, plan.w.d, out.data_ptr(),
+          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, ws.data_ptr(), ws_bytes));
+      auto best = fastest_trial(perf, returned, fma_only);
+      plan.algo = static_cast<int>(best.algo);
+      math = best.mathType;
+      break;
+    }
+  }
+  // The algorithm was timed in this math mode; cuDNN needs both to run the same kernel.
+  VOLT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, math));
+}
+
+// Default mode: the first algorithm cuDNN's heuristics rank as working (no trial runs).
+void choose_by_heuristics(ConvKind kind, cudnnHandle_t h, ConvPlan& plan) {
+  switch (kind) {
+    case ConvKind::Forward:
+      plan.algo = static_cast<int>(
+          pick_algo<cudnnConvolutionFwdAlgoPerf_t>([&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* pf) {
+            return cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x.d, plan.w.d, plan.conv.d, plan.y.d, n, r, pf);
+          }).algo);
+      break;
+    case ConvKind::BackwardData:
+      plan.algo = static_cast<int>(
+          pick_algo<cudnnConvolutionBwdDataAlgoPerf_t>([&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* pf) {
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.w.d, plan.y.d, plan.conv.d, plan.x.d, n, r,
+                                                               pf);
+          }).algo);
+      break;
+    case ConvKind::BackwardFilter:
+      plan.algo = static_cast<int>(
+          pick_algo<cudnnConvolutionBwdFilterAlgoPerf_t>([&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* pf) {
+            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, plan.x.d, plan.y.d, plan.conv.d, plan.w.d, n, r,
+                                                                 pf);
+          }).algo);
+      break;
+  }
+}
+
+// x, y, w: the pass's input, output (or output gradient) and filter; `out`: what the pass writes (used as
+// scratch by benchmark trials).
 std::shared_ptr<const ConvPlan> conv_plan(ConvKind kind, cudnnHandle_t h, const Tensor& x, const Tensor& y,
-                                          const Tensor& w, const Conv2dParams& p) {
-  return conv_plans().get_or_create(conv_key(kind, x, w, p), [&] {
-    auto plan = std::make_shared<ConvPlan>(x, y, w, p);
+                                          const Tensor& w, const Conv2dParams& p, const Tensor& out) {
+  const ConvPlanMode mode{allow_tf32(), cudnn_benchmark()};
+  return conv_plans().get_or_create(conv_key(kind, x, w, p, mode), [&] {
+    auto plan = std::make_shared<ConvPlan>(x, y, w, p, mode.tf32);
+    if (mode.benchmark) choose_by_trials(kind, h, *plan, x, y, w, out);
+    else choose_by_heuristics(kind, h, *plan);
     switch (kind) {
-      case ConvKind::Forward: {
-        auto perf = pick_algo<cudnnConvolutionFwdAlgoPerf_t>([&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* pf) {
-          return cudnnGetConvolutionForwardAlgorithm_v7(h, plan->x.d, plan->w.d, plan->conv.d, plan->y.d, n, r, pf);
-        });
-        plan->algo = static_cast<int>(perf.algo);
-        VOLT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, plan->x.d, plan->w.d, plan->conv.d, plan->y.d,
-                                                                 perf.algo, &plan->workspace));
+      case ConvKind::Forward:
+        VOLT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+            h, plan->x.d, plan->w.d, plan->conv.d, plan->y.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo),
+            &plan->workspace));
         break;
-      }
-      case ConvKind::BackwardData: {
-        auto perf = pick_algo<cudnnConvolutionBwdDataAlgoPerf_t>(
-            [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* pf) {
-              return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan->w.d, plan->y.d, plan->conv.d, plan->x.d, n,
-                                                                 r, pf);
-            });
-        plan->algo = static_cast<int>(perf.algo);
-        VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan->w.d, plan->y.d, plan->conv.d,
-                                                                      plan->x.d, perf.algo, &plan->workspace));
+      case ConvKind::BackwardData:
+        VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+            h, plan->w.d, plan->y.d, plan->conv.d, plan->x.d, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo),
+            &plan->workspace));
         break;
-      }
-      case ConvKind::BackwardFilter: {
-        auto perf = pick_algo<cudnnConvolutionBwdFilterAlgoPerf_t>(
-            [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* pf) {
-              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, plan->x.d, plan->y.d, plan->conv.d, plan->w.d,
-                                                                   n, r, pf);
-            });
-        plan->algo = static_cast<int>(perf.algo);
-        VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, plan->x.d, plan->y.d, plan->conv.d,
-                                                                        plan->w.d, perf.algo, &plan->workspace));
+      case ConvKind::BackwardFilter:
+        VOLT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            h, plan->x.d, plan->y.d, plan->conv.d, plan->w.d,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo), &plan->workspace));
         break;
-      }
     }
     return std::shared_ptr<const ConvPlan>(std::move(plan));
   });
@@ -216,7 +334,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
                     const Conv2dParams& p) {
   DeviceScope scope(x.device());
   cudnnHandle_t h = handle_for(x.device());
-  auto plan = conv_plan(ConvKind::Forward, h, x, out, weight, p);
+  auto plan = conv_plan(ConvKind::Forward, h, x, out, weight, p, out);
   Scalars s(x.dtype());
   Tensor ws = workspace(x.device(), plan->workspace);
   VOLT_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), plan->x.d, x.data_ptr(), plan->w.d, weight.data_ptr(),
@@ -233,7 +351,7 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
   cudnnHandle_t h = handle_for(x.device());
   Scalars s(x.dtype());
   if (grad_x.defined()) {
-    auto plan = conv_plan(ConvKind::BackwardData, h, x, grad_out, weight, p);
+    auto plan = conv_plan(ConvKind::BackwardData, h, x, grad_out, weight, p, grad_x);
     Tensor ws = workspace(x.device(), plan->workspace);
     VOLT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), plan->w.d, weight.data_ptr(), plan->y.d,
                                                   grad_out.data_ptr(), plan->conv.d,
@@ -241,7 +359,7 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
                                                   plan->workspace, s.zero(), plan->x.d, grad_x.data_ptr()));
   }
   if (grad_weight.defined()) {
-    auto plan = conv_plan(ConvKind::BackwardFilter, h, x, grad_out, weight, p);
+    auto plan = conv_plan(ConvKind::BackwardFilter, h, x, grad_out, weight, p, grad_weight);
     Tensor ws = workspace(x.device(), plan->workspace);
     VOLT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), plan->x.d, x.data_ptr(), plan->y.d, grad_out.data_ptr(),
                                                     plan->conv.d,

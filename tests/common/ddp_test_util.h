@@ -12,11 +12,12 @@
 
 namespace volt::test {
 
-// Quiet DDP on CPU ranks; the world size comes from the launcher (devices > 1 would re-exec under mpirun).
+// Quiet DDP on CPU ranks; the world size comes from the launcher (devices="auto": world_size / num_nodes per
+// node; an explicit count must equal it, and without a launcher a count > 1 would re-exec under mpirun).
 inline TrainerOptions ddp_options() {
   TrainerOptions o;
   o.accelerator = "cpu";
-  o.devices = "1";
+  o.devices = "auto";  // the launcher's processes, all on this machine (num_nodes = 1)
   o.strategy = "ddp";
   o.enable_progress_bar = false;
   o.enable_model_summary = false;

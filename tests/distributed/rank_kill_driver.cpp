@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     Regressor m;
     auto ckpt = std::make_shared<ModelCheckpoint>(
         ModelCheckpointOptions{.dirpath = dir + "/ckpt", .save_top_k = -1, .save_last = true});
-    Trainer trainer({.accelerator = "cpu", .devices = "1", .strategy = "ddp", .max_epochs = std::atoll(argv[2]),
+    Trainer trainer({.accelerator = "cpu", .devices = "auto", .strategy = "ddp", .max_epochs = std::atoll(argv[2]),
                      .num_sanity_val_steps = 0, .enable_progress_bar = false, .enable_model_summary = false,
                      .default_root_dir = dir, .logger = false, .callbacks = {ckpt}});
     trainer.fit(m, loader(), nullptr, argc > 3 ? argv[3] : "");

@@ -558,6 +558,7 @@ TEST(DDPStrategyValues, AgreedValueComesFromTheLowestRankThatHasIt) {
   sel.accelerator = "cpu";
   sel.device_ids = {0};
   sel.num_processes = 1;
+  sel.devices_auto = true;  // the launcher's processes, whatever their number
   volt::DDPStrategy s(sel);
   const int r = s.global_rank(), w = s.world_size();
   // Rank 0 lacks the value (e.g. an empty shard): every rank gets rank 1's, never a made-up NaN.
@@ -580,6 +581,7 @@ TEST(DDPStrategyOneRank, GradientsAreUntouched) {
   sel.accelerator = "cpu";
   sel.device_ids = {0};
   sel.num_processes = 1;
+  sel.devices_auto = true;  // the launcher's processes, whatever their number
   volt::DDPStrategy s(sel);
   MlpModule m, ref;
   s.setup(m);

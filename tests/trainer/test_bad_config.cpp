@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 #include "examples/example_common.h"
 #include "trainer/trainer_test_util.h"
@@ -355,6 +357,70 @@ TEST(ExampleFlags, PrintConfigShowsEverythingAndReadsBack) {
   EXPECT_EQ(used.a.trainer.max_steps, 9);
   EXPECT_FALSE(used.a.progress_bar);
   EXPECT_DOUBLE_EQ(used.a.trainer.limit_val_batches.fraction, 0.5);
+}
+
+TEST(ExampleFlags, BenchmarkAndNumNodes) {
+  // benchmark is a std::optional<bool>: absent = unset, --benchmark / --no-benchmark / --benchmark=false set it.
+  EXPECT_FALSE(parse({}).a.trainer.benchmark.has_value());
+  EXPECT_EQ(parse({}).a.trainer.num_nodes, 1);
+  struct Row {
+    std::vector<std::string> flags;
+    std::optional<bool> benchmark;
+    int num_nodes;
+  };
+  const std::vector<Row> rows = {
+      {{"--benchmark"}, true, 1},
+      {{"--no-benchmark"}, false, 1},
+      {{"--benchmark=false"}, false, 1},
+      {{"--benchmark=true", "--num-nodes", "4"}, true, 4},
+      {{"--no-benchmark", "--benchmark"}, true, 1},  // the last one given wins
+      {{"--num-nodes", "2"}, std::nullopt, 2},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.flags[0]);
+    const Parsed p = parse(row.flags);
+    ASSERT_TRUE(p.ok) << p.err;
+    EXPECT_EQ(p.a.trainer.benchmark, row.benchmark);
+    EXPECT_EQ(p.a.trainer.num_nodes, row.num_nodes);
+  }
+  for (const auto& [flags, words] :
+       std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{"--num-nodes", "0"}, {"--num-nodes", ">= 1", "0"}},
+           {{"--num-nodes", "two"}, {"--num-nodes", "'two'"}},
+           {{"--benchmark=maybe"}, {"--benchmark", "maybe"}}}) {
+    SCOPED_TRACE(flags[0]);
+    const Parsed b = parse(flags);
+    EXPECT_FALSE(b.ok);
+    EXPECT_NE(b.code, 0);
+    for (const auto& w : words) EXPECT_NE(b.err.find(w), std::string::npos) << "'" << b.err << "' lacks '" << w << "'";
+  }
+
+  // Config keys, at the top level or under trainer:, and --print-config reading back (unset stays unset).
+  ScratchDir dir("example_benchmark_config");
+  Parsed p = parse({"--config", write_file(dir, "a.yaml", "trainer:\n  benchmark: true\n  num_nodes: 3\n")});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_EQ(p.a.trainer.benchmark, std::optional<bool>(true));
+  EXPECT_EQ(p.a.trainer.num_nodes, 3);
+  p = parse({"--config", write_file(dir, "b.yaml", "benchmark: false\nnum-nodes: 2\n"), "--num-nodes", "5"});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_EQ(p.a.trainer.benchmark, std::optional<bool>(false));
+  EXPECT_EQ(p.a.trainer.num_nodes, 5) << "the command line overrides the file";
+  p = parse({"--config", write_file(dir, "c.json", R"({"benchmark": null})")});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_FALSE(p.a.trainer.benchmark.has_value());
+  for (const auto& [flags, line, want] : std::vector<std::tuple<std::vector<std::string>, std::string, std::optional<bool>>>{
+           {{"--print-config"}, "benchmark: ~", std::nullopt},
+           {{"--no-benchmark", "--num-nodes", "2", "--print-config"}, "benchmark: false", false},
+           {{"--benchmark", "--print-config"}, "benchmark: true", true}}) {
+    SCOPED_TRACE(line);
+    const Parsed printed = parse(flags);
+    EXPECT_EQ(printed.code, 0) << printed.err;
+    EXPECT_NE(printed.out.find("\n" + line + "\n"), std::string::npos) << printed.out;
+    const Parsed back = parse({"--config", write_file(dir, "printed.yaml", printed.out)});
+    ASSERT_TRUE(back.ok) << back.err;
+    EXPECT_EQ(back.a.trainer.benchmark, want);
+    EXPECT_EQ(back.a.trainer.num_nodes, flags.size() > 2 ? 2 : 1);
+  }
 }
 
 TEST(TrainerEnums, SpellingsParseOnceAndBadOnesAreNamed) {

@@ -103,3 +103,17 @@ TEST(DeviceParser, TrainerAutoSelectGpusFlag) {
                              .enable_model_summary = false, .logger = false}),
                     "GPU");
 }
+
+TEST(DeviceParser, AutoIsRememberedForTheNodeLayout) {
+  // devices="auto" lets a launcher's world size decide the processes per node (trainer/node_layout.h); an
+  // explicit count or list must match it.
+  EXPECT_TRUE(parse_devices("cpu", "auto", 0).devices_auto);
+  EXPECT_TRUE(parse_devices("cpu", " auto ", 0).devices_auto);
+  EXPECT_TRUE(parse_devices("gpu", "auto", 2).devices_auto);
+  EXPECT_EQ(parse_devices("gpu", "auto", 2).num_processes, 2);
+  EXPECT_TRUE(parse_devices("auto", "auto", 0).devices_auto);
+  EXPECT_FALSE(parse_devices("cpu", "1", 0).devices_auto);
+  EXPECT_FALSE(parse_devices("gpu", "-1", 2).devices_auto);
+  EXPECT_FALSE(parse_devices("gpu", "0,1", 2).devices_auto);
+  EXPECT_EQ(parse_devices("cpu", "auto", 0).num_nodes, 1);  // the Trainer fills in num_nodes
+}
