@@ -22,11 +22,11 @@
 /// validate/test run on their own (a test after fit), global_step, as upstream. Step rows are written when
 /// global_step % log_every_n_steps == 0 after a stepping batch.
 ///
-/// Checkpoints (trainer/checkpoint.h): <stem>.safetensors (module state + "optimizer.<i>.<key>") and
-/// <stem>.json (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
+/// Checkpoints (trainer/checkpoint.h): `<stem>.safetensors` (module state + `"optimizer.<i>.<key>"`) and
+/// `<stem>.json` (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
 /// order; fit(..., ckpt_path) verifies and restores both so that training continues exactly where it stopped,
 /// mid-epoch included. ckpt_path may be a stem (or either file), "last" (the newest complete checkpoint in
-/// the ModelCheckpoint dirpaths, <default_root_dir>/checkpoints and <default_root_dir>/lightning_logs/
+/// the ModelCheckpoint dirpaths, `<default_root_dir>/checkpoints` and `<default_root_dir>/lightning_logs/`
 /// version_*/checkpoints) or "best" (the monitoring ModelCheckpoint's best_model_path, from this trainer or the
 /// newest checkpoint's record).
 ///
@@ -179,7 +179,7 @@ class Trainer {
   bool manual_sync_grad() const { return manual_sync_grad_; }
   void set_manual_sync_grad(bool on) { manual_sync_grad_ = on; }
 
-  /// Writes <stem>.safetensors then <stem>.json (both atomic; see checkpoint.h). Rank 0 writes; every rank
+  /// Writes `<stem>.safetensors` then `<stem>.json` (both atomic; see checkpoint.h). Rank 0 writes; every rank
   /// must call (the decision is agreed). `stem` may be relative to the working directory.
   void save_checkpoint(const std::string& stem);
 

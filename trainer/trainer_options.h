@@ -86,7 +86,7 @@ struct TrainerOptions {
   bool enable_checkpointing = true;  ///< adds a default ModelCheckpoint (last epoch) when none is given
   std::string default_root_dir = ".";
   /// Where logged metrics go (trainer/logger.h: CSVLogger, TensorBoardLogger or your own). Empty with
-  /// logger = true: one CSVLogger under <default_root_dir>/lightning_logs/version_N. logger = false: no logging
+  /// logger = true: one CSVLogger under `<default_root_dir>/lightning_logs/version_N`. logger = false: no logging
   /// (and then `loggers` must be empty).
   bool logger = true;
   std::vector<std::shared_ptr<Logger>> loggers;
@@ -94,7 +94,7 @@ struct TrainerOptions {
   int64_t log_every_n_steps = 50;
   /// Built-in profiler (trainer/profiler.h): "" (none), "simple" (time per hook and loop stage), "ops" (per-op,
   /// per-module and per-kernel times, CSV and Chrome trace) or "advanced" (both). Reports are printed on rank 0
-  /// and written to profiler_dir, else <log_dir>/profiler.
+  /// and written to profiler_dir, else `<log_dir>/profiler`.
   std::string profiler;
   std::string profiler_dir;
   /// "A:B": profile optimizer steps A to B-1 (0-based and half-open, like a slice): cudaProfilerStart before the
