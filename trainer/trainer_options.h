@@ -40,7 +40,7 @@ struct TrainerOptions {
   std::string accelerator = "auto";   // "cpu", "gpu" ("cuda"), "auto"
   std::string devices = "auto";       // "auto", "1", "2", "-1", "1,3", ...
   bool auto_select_gpus = false;      // with devices="k" on GPUs: pick k GPUs not busy with other processes
-  std::string strategy = "auto";      // "auto", "single_device", "ddp", "ddp_spawn"
+  std::string strategy = "auto";      // "auto", "single_device", "ddp", "ddp_spawn", "zero1", "zero2" (make_strategy)
   // "32-true" (default), "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", or a legacy spelling
   // (32, 16, "bf16", 64): see trainer/precision.h.
   std::string precision = "32-true";
