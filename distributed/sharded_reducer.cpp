@@ -1,5 +1,6 @@
 #include <volt/distributed/sharded_reducer.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include <volt/kernels/ops.h>
@@ -44,11 +45,10 @@ ShardedReducer::ShardedReducer(ProcessGroup& group, std::vector<Param> params, S
     Bucket& b = buckets_[k];
     b.chunk = (b.numel + world_ - 1) / world_;
     const Tensor& first = slots_[b.slots.front()].param;
-    Tensor flat = zeros({b.chunk * world_}, first.dtype(), first.device());
-    for (int i : b.slots) flat.narrow(0, slots_[i].offset, slots_[i].param.numel()).view(slots_[i].param.shape()).copy_(slots_[i].param);
-    b.shard = flat.narrow(0, static_cast<int64_t>(rank_) * b.chunk, b.chunk).clone();
+    b.shard = zeros({b.chunk}, first.dtype(), first.device());
     b.shard.set_requires_grad(true);
   }
+  refresh_shards();
   for (size_t i = 0; i < slots_.size(); ++i)
     slots_[i].hook = slots_[i].param.register_grad_ready_hook([this, i](const Tensor&) { on_grad_ready(static_cast<int>(i)); });
   reset_step();
@@ -134,6 +134,19 @@ void ShardedReducer::finalize() {
     b.shard.set_grad(g);
   }
   reset_step();
+}
+
+void ShardedReducer::refresh_shards() {
+  NoGradGuard ng;
+  for (auto& b : buckets_) {
+    const int64_t lo = static_cast<int64_t>(rank_) * b.chunk, hi = lo + b.chunk;
+    for (int i : b.slots) {
+      const Slot& s = slots_[i];
+      const int64_t a = std::max(lo, s.offset), z = std::min(hi, s.offset + s.param.numel());
+      if (a >= z) continue;
+      b.shard.narrow(0, a - lo, z - a).copy_(s.param.detach().reshape({-1}).narrow(0, a - s.offset, z - a));
+    }
+  }
 }
 
 void ShardedReducer::gather_parameters(int bucket) {

@@ -8,8 +8,8 @@
 // [r * chunk, (r + 1) * chunk) of every bucket. A model below the bucket cap (one owner key, one dtype) is one
 // bucket, so each rank owns one contiguous 1/world of all its parameters.
 //
-// Each bucket has a `shard` (chunk,): this rank's slice of the parameter values, the tensor an optimizer
-// updates in place of the parameters. After finalize() its .grad holds this rank's slice of the gradient
+// Each bucket has a `shard` (chunk,): this rank's slice of the parameter values (padding: zeros), the tensor an
+// optimizer updates in place of the parameters. After finalize() its .grad holds this rank's slice of the gradient
 // averaged over ranks; gather_parameters() then all-gathers the updated shards into the full parameters.
 //
 // Reduction, overlapped with backward: a grad-ready hook copies each parameter's gradient into its bucket's
@@ -86,6 +86,10 @@ class ShardedReducer {
   // Waits for every bucket and sets each shard's .grad to its slice of the averaged gradient. A parameter that
   // received no gradient in a synced step is an error naming it. A no-op when sync is off. (collective)
   void finalize();
+  // Copies this rank's slices of the current parameter values into the shards (local, no communication): the
+  // parameters are the source of truth between steps (a checkpoint load, a callback that edits weights), so
+  // the owner of a strategy calls this before each optimizer step.
+  void refresh_shards();
   // All-gathers bucket b's shard into its parameters. (collective)
   void gather_parameters(int bucket);
   // Drops every gradient: the parameters' accumulated .grad and the shards' .grad (a lost accumulation window).

@@ -132,7 +132,11 @@ void ZeroStrategy::backward(const Tensor& loss, bool sync_grad) {
 }
 
 void ZeroStrategy::finish_gradient_sync() {
-  if (reducer_ && reducer_->sync()) reducer_->finalize();
+  if (!reducer_ || !reducer_->sync()) return;
+  reducer_->finalize();
+  // The parameters may have changed since the last gather (a resumed checkpoint, a callback): the optimizer
+  // steps from their current values.
+  reducer_->refresh_shards();
 }
 
 void ZeroStrategy::after_optimizer_step(optim::Optimizer& optimizer) {

@@ -161,7 +161,7 @@ TEST(Zero, ShardedLayoutPadsAndRoundTrips) {
   {
     NoGradGuard ng;
     Tensor s = bucket.shard;
-    s.mul_(10.0);
+    mul_(s, 10.0);
   }
   red.gather_parameters(0);
   EXPECT_EQ(a.to_vector<double>(), (std::vector<double>{10, 20, 30, 40, 50}));
@@ -240,8 +240,10 @@ void fit_with(const std::string& strategy, TrainModule& m, int64_t steps, const 
   o.callbacks.push_back(std::make_shared<SaveAtEnd>(save));
   if (capture) o.callbacks.push_back(std::shared_ptr<Callback>(capture, [](Callback*) {}));
   Trainer trainer(o);
+  // A global batch of 12 at any world size: 2 batches per epoch everywhere, so a checkpoint resumes at any.
+  const int64_t batch = 12 / trainer.strategy().world_size();
   auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24),
-                                                   data::DataLoaderOptions{.batch_size = 2, .shuffle = true, .seed = 5});
+                                                   data::DataLoaderOptions{.batch_size = batch, .shuffle = true, .seed = 5});
   trainer.fit(m, loader, nullptr, resume);
 }
 
@@ -249,7 +251,6 @@ TEST(Zero, CheckpointHasTheFullLayoutAndResumesUnderEveryStrategy) {
   const std::string dir = shared_dir("ckpt");
   {
     test::ZeroMlp a, b;
-    // 12 steps end an epoch at every world size (12 / world batches per epoch), so any world size can resume.
     fit_with("zero2", a, 12, dir + "/zero2", "", nullptr);
     fit_with("ddp", b, 12, dir + "/ddp", "", nullptr);
     // The same keys, shapes and (to rounding) values as DDP's checkpoint.
@@ -263,7 +264,8 @@ TEST(Zero, CheckpointHasTheFullLayoutAndResumesUnderEveryStrategy) {
     }
   }
   const auto saved = optimizer_tensors_in(dir + "/zero2");
-  for (const std::string s : {"zero2", "zero1", "ddp", "single_device"}) {
+  std::map<std::string, std::vector<std::vector<double>>> resumed;
+  for (const std::string s : {"ddp", "zero2", "zero1", "single_device"}) {
     SCOPED_TRACE(s);
     test::ZeroMlp m;
     CaptureAtStart cap;
@@ -272,6 +274,10 @@ TEST(Zero, CheckpointHasTheFullLayoutAndResumesUnderEveryStrategy) {
     EXPECT_EQ(as_values(cap.opt_state), saved);  // exactly: gathering and slicing only move values
     EXPECT_EQ(cap.hyper.count("state.0.0.step"), 1u);
     EXPECT_EQ(cap.hyper["state.0.0.step"], 12.0);
+    // Training on from the loaded state: the same two steps under every strategy (the same global batches).
+    resumed[s] = test::parameter_values(m);
+    EXPECT_LE(max_abs_diff(resumed[s], resumed["ddp"]), 1e-12);
+    EXPECT_GT(max_abs_diff(resumed[s], cap.params), 1e-6);  // it did train on
   }
   pg().barrier();
   if (pg().rank() == 0) fs::remove_all(dir);
@@ -288,7 +294,9 @@ TEST(Zero, StrategyNames) {
   EXPECT_EQ(parse_zero_strategy("zero3"), std::nullopt);
   for (auto [name, expect] : std::vector<std::pair<std::string, std::string>>{
            {"deepspeed_stage_1", "zero1"}, {"deepspeed_stage_2", "zero2"}, {"ddp_sharded", "zero2"}}) {
-    Trainer t(test::zero_options(name));
+    TrainerOptions o = test::zero_options(name);
+    o.max_steps = 1;
+    Trainer t(o);
     EXPECT_EQ(t.strategy().name(), expect);
     EXPECT_EQ(t.strategy().world_size(), world());
   }
