@@ -5,6 +5,8 @@
 //  - memory: each rank's optimizer state (summed over the optimizer's state tensors) is its shards' size, i.e.
 //    DDP's / world plus at most the padding; after a synced backward the parameters hold no gradient and the
 //    optimizer's shard gradients hold chunk values;
+//  - overlap: every bucket's reduction is launched while backward runs;
+//  - manual optimisation (manual_backward, ManualOptimizer::step) matches DDP too;
 //  - the sharded layout: padding, contiguous slices, gather/slice round trip;
 //  - a checkpoint written under zero2 holds the same full-layout optimizer state as one written under DDP, and
 //    loads back under zero1, DDP and (every rank alone) a single device;
@@ -41,6 +43,11 @@ struct ProbeMlp : test::ZeroMlp {
   int64_t state_bytes = -1;         // optimizer state tensors, step counts excluded
   int64_t optimizer_grad_numel = 0;  // the optimizer's parameters' gradients, before the step
   int64_t module_grads_defined = 0;  // module parameters that still hold a .grad before the step
+  uint64_t seq_before = 0, max_backward_collectives = 0;  // collectives launched while backward ran
+  void on_before_backward(const Tensor&) override { seq_before = pg().sequence_number(); }
+  void on_after_backward() override {
+    max_backward_collectives = std::max<uint64_t>(max_backward_collectives, pg().sequence_number() - seq_before);
+  }
   Optimizers configure_optimizers() override {
     Optimizers o = ZeroMlp::configure_optimizers();
     opt = o.optimizers[0];
@@ -65,6 +72,7 @@ struct RunResult {
   std::vector<std::vector<double>> params;
   int64_t state_bytes = 0, optimizer_grad_numel = 0, module_grads_defined = 0;
   std::string strategy;
+  uint64_t max_backward_collectives = 0;
 };
 
 RunResult run(const std::string& strategy, const RunConfig& c) {
@@ -80,7 +88,7 @@ RunResult run(const std::string& strategy, const RunConfig& c) {
                                                    data::DataLoaderOptions{.batch_size = 2, .shuffle = true, .seed = 5});
   trainer.fit(m, loader);
   return {test::parameter_values(m), m.state_bytes, m.optimizer_grad_numel, m.module_grads_defined,
-          trainer.strategy().name()};
+          trainer.strategy().name(), m.max_backward_collectives};
 }
 
 double max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
@@ -115,6 +123,8 @@ void check_parity(const RunConfig& c) {
     // The optimizer steps shard gradients; the parameters' full gradients were released after the reduction.
     EXPECT_EQ(z.optimizer_grad_numel, shard_values);
     EXPECT_EQ(z.module_grads_defined, 0);
+    // Overlap: both buckets' reductions were launched while backward still ran, not after it.
+    EXPECT_EQ(z.max_backward_collectives, 2u);
   }
 }
 
@@ -127,6 +137,36 @@ TEST(Zero, MatchesDdpWithClipping) {
   check_parity({.clip = 0.05});
 }
 TEST(Zero, MatchesDdpWithAdamWClippingAndAccumulation) { check_parity({.accumulate = 2, .clip = 0.05, .adamw = true}); }
+
+// Manual optimisation: manual_backward reduces, ManualOptimizer::step updates the shards and gathers them.
+struct ManualMlp : test::ZeroMlp {
+  ManualMlp() { automatic_optimization = false; }
+  Tensor training_step(const Batch& b, int64_t) override {
+    auto opts = optimizers();
+    Tensor loss = mse_loss(forward_batch(b.input), b.target);
+    manual_backward(loss);
+    opts[0].step();
+    opts[0].zero_grad();
+    return loss.detach();
+  }
+};
+
+TEST(Zero, ManualOptimizationMatchesDdp) {
+  std::map<std::string, std::vector<std::vector<double>>> out;
+  for (const std::string s : {"ddp", "zero1", "zero2"}) {
+    TrainerOptions o = test::zero_options(s);
+    o.max_epochs = 2;
+    Trainer trainer(o);
+    ManualMlp m;
+    auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24), data::DataLoaderOptions{.batch_size = 2});
+    trainer.fit(m, loader);
+    EXPECT_EQ(trainer.global_step(), 2 * 24 / (2 * world()));
+    out[s] = test::parameter_values(m);
+  }
+  EXPECT_LE(max_abs_diff(out["zero1"], out["ddp"]), 1e-12);
+  EXPECT_LE(max_abs_diff(out["zero2"], out["ddp"]), 1e-12);
+  EXPECT_GT(max_abs_diff(out["zero2"], test::parameter_values(*std::make_unique<test::ZeroMlp>())), 1e-3);
+}
 
 TEST(Zero, ShardedLayoutPadsAndRoundTrips) {
   // 7 values in one bucket: chunk = ceil(7 / world), rank r owns [r * chunk, (r + 1) * chunk), zero padded.
