@@ -90,9 +90,16 @@ void ShardedReducer::on_grad_ready(int i) {
   s.ready = true;
   if (--b.pending == 0) launch_ready_buckets();
   // MPI's non-blocking collectives advance only inside MPI calls: test the in-flight buckets so that they make
-  // progress while backward computes the rest.
-  for (size_t k = 0; k < next_launch_; ++k)
-    if (buckets_[k].work) buckets_[k].work->is_completed();
+  // progress while backward computes the rest, and release the full-size buffers of those that are done.
+  for (size_t k = 0; k < next_launch_; ++k) harvest(buckets_[k], /*wait=*/false);
+}
+
+void ShardedReducer::harvest(Bucket& b, bool wait) {
+  if (!b.work || (!wait && !b.work->is_completed())) return;
+  b.work->wait();
+  b.work.reset();
+  if (stage_ == Stage::one) b.reduced = b.flat.narrow(0, static_cast<int64_t>(rank_) * b.chunk, b.chunk).clone();
+  b.flat = Tensor();
 }
 
 void ShardedReducer::launch_ready_buckets() {
@@ -114,8 +121,7 @@ void ShardedReducer::finalize() {
     if (!s.ready) unused.push_back(s.name);
   try {
     // Every rank launched the same prefix of buckets (if its unused set matches), so waiting is safe.
-    for (auto& b : buckets_)
-      if (b.work) b.work->wait();
+    for (auto& b : buckets_) harvest(b, /*wait=*/true);
   } catch (...) {
     reset_step();
     throw;
@@ -129,10 +135,7 @@ void ShardedReducer::finalize() {
               "requires_grad(false)");
   }
   NoGradGuard ng;
-  for (auto& b : buckets_) {
-    Tensor g = stage_ == Stage::one ? b.flat.narrow(0, static_cast<int64_t>(rank_) * b.chunk, b.chunk).clone() : b.reduced;
-    b.shard.set_grad(g);
-  }
+  for (auto& b : buckets_) b.shard.set_grad(b.reduced);
   reset_step();
 }
 

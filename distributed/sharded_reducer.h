@@ -17,8 +17,9 @@
 // (buckets strictly in bucket order on every rank):
 //   Stage::one  all_reduce(Avg) of the bucket, then this rank's slice is copied into shard.grad;
 //   Stage::two  reduce_scatter(Avg) straight into shard.grad: no rank ever holds the averaged full gradient.
-// The bucket buffers live only from the first gradient of a step to finalize(); between steps a rank keeps
-// its shards, their gradients, and nothing of full size but the parameters themselves.
+// A bucket's buffer lives only from its first gradient until its reduction is seen to be done (the in-flight
+// buckets are tested as later gradients arrive, and waited for in finalize()); between steps a rank keeps its
+// shards, their gradients, and nothing of full size but the parameters themselves.
 //
 // Gradient accumulation: with sync off the hooks do nothing and gradients accumulate in the parameters' .grad
 // as usual; the next synced backward reduces the sums (and releases them).
@@ -59,8 +60,8 @@ class ShardedReducer {
     int64_t numel = 0;       // unpadded
     int64_t chunk = 0;       // this rank's share: numel rounded up to a multiple of the world size, / world
     Tensor shard;            // (chunk,) this rank's slice of the parameter values
-    Tensor flat;             // (world * chunk,) gradient buffer, only while a step is in flight
-    Tensor reduced;          // (chunk,) the reduction's output for Stage::two
+    Tensor flat;             // (world * chunk,) gradient buffer, from the bucket's first gradient to its reduction
+    Tensor reduced;          // (chunk,) this rank's slice of the averaged gradient, once reduced
     int pending = 0;
     std::shared_ptr<Work> work;
   };
@@ -104,6 +105,9 @@ class ShardedReducer {
  private:
   void on_grad_ready(int slot);
   void launch_ready_buckets();
+  // Once b's collective is done (wait: block until it is), keeps this rank's slice of the result in b.reduced
+  // and releases the full-size buffer.
+  void harvest(Bucket& b, bool wait);
   void reset_step();
 
   ProcessGroup& group_;
