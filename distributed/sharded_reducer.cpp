@@ -22,7 +22,14 @@ ShardedReducer::ShardedReducer(ProcessGroup& group, std::vector<Param> params, S
   size_t bytes = 0;
   for (int i = static_cast<int>(slots_.size()) - 1; i >= 0; --i) {
     Slot& s = slots_[i];
-    bool fresh = buckets_.empty() || bytes >= options.bucket_cap_bytes;
+    // A large parameter gets a bucket of its own (as in the DDP reducer); when the world size divides it, its
+    // gradient is reduced where backward left it, with no copy into a bucket buffer.
+    const bool alone = s.param.nbytes() >= options.in_place_bytes;
+    bool fresh = alone || buckets_.empty() || buckets_.back().in_place || bytes >= options.bucket_cap_bytes;
+    if (!fresh && !buckets_.back().slots.empty()) {
+      const Tensor& last = slots_[buckets_.back().slots.back()].param;
+      fresh = last.nbytes() >= options.in_place_bytes;
+    }
     if (!fresh) {
       const Bucket& b = buckets_.back();
       const Tensor& first = slots_[b.slots.front()].param;
@@ -31,6 +38,7 @@ ShardedReducer::ShardedReducer(ProcessGroup& group, std::vector<Param> params, S
     if (fresh) {
       buckets_.emplace_back();
       buckets_.back().owner = owners[i];
+      buckets_.back().in_place = alone && s.param.numel() % world_ == 0;
       bytes = 0;
     }
     Bucket& b = buckets_.back();
@@ -77,7 +85,12 @@ void ShardedReducer::on_grad_ready(int i) {
   Tensor g = s.param.grad();
   VOLT_ASSERT(g.defined(), "grad-ready hook without a gradient for ", s.name);
   Bucket& b = buckets_[s.bucket];
-  {
+  if (b.in_place) {
+    // The bucket is this gradient: reduce it where it is (the engine hands leaves dense gradients nothing else
+    // shares, and the parameter lets go of it below).
+    NoGradGuard ng;
+    b.flat = g.contiguous().view({g.numel()});
+  } else {
     NoGradGuard ng;
     if (!b.flat.defined()) {
       b.flat = empty({b.chunk * world_}, s.param.dtype(), s.param.device());

@@ -3,7 +3,7 @@
 //
 // Layout. Parameters (those that require grad) are cut into buckets of about `bucket_cap_bytes` in REVERSE
 // registration order, as the DDP reducer does, never mixing two owner keys (an optimizer's parameter group),
-// dtypes or devices in one bucket. A bucket is the flat concatenation of its parameters, (numel,), padded with
+// dtypes or devices in one bucket; a parameter of at least `in_place_bytes` has a bucket of its own. A bucket is the flat concatenation of its parameters, (numel,), padded with
 // zeros to (world * chunk,) with chunk = ceil(numel / world); rank r owns the contiguous slice
 // [r * chunk, (r + 1) * chunk) of every bucket. A model below the bucket cap (one owner key, one dtype) is one
 // bucket, so each rank owns one contiguous 1/world of all its parameters.
@@ -40,6 +40,9 @@ class ShardedReducer {
   enum class Stage { one, two };
   struct Options {
     size_t bucket_cap_bytes = 25u << 20;
+    // A parameter at least this large gets a bucket of its own; when the world size divides its size, its
+    // gradient is reduced in place (no copy into a bucket buffer, no padding).
+    size_t in_place_bytes = 256u << 10;
   };
   struct Param {
     std::string name;
@@ -63,6 +66,7 @@ class ShardedReducer {
     Tensor flat;             // (world * chunk,) gradient buffer, from the bucket's first gradient to its reduction
     Tensor reduced;          // (chunk,) this rank's slice of the averaged gradient, once reduced
     int pending = 0;
+    bool in_place = false;   // one parameter whose gradient is the buffer itself
     std::shared_ptr<Work> work;
   };
 

@@ -7,7 +7,7 @@
 //    optimizer's shard gradients hold chunk values;
 //  - overlap: every bucket's reduction is launched while backward runs;
 //  - manual optimisation (manual_backward, ManualOptimizer::step) matches DDP too;
-//  - the sharded layout: padding, contiguous slices, gather/slice round trip;
+//  - the sharded layout: padding, contiguous slices, gather/slice round trip, in-place large parameters;
 //  - a checkpoint written under zero2 holds the same full-layout optimizer state as one written under DDP, and
 //    loads back under zero1, DDP and (every rank alone) a single device;
 //  - strategy names: the aliases, and an unknown name listing every accepted one.
@@ -206,6 +206,33 @@ TEST(Zero, ShardedLayoutPadsAndRoundTrips) {
   red.gather_parameters(0);
   EXPECT_EQ(a.to_vector<double>(), (std::vector<double>{10, 20, 30, 40, 50}));
   EXPECT_EQ(b.to_vector<double>(), (std::vector<double>{60, 70}));
+}
+
+TEST(Zero, LargeParametersAreReducedInPlace) {
+  // 6 values divide by 1, 2 and 3 ranks: reduced in the gradient itself; 7 values alone, padded (except on 1).
+  for (auto stage : {dist::ShardedReducer::Stage::one, dist::ShardedReducer::Stage::two}) {
+  Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6}).set_requires_grad(true);
+  Tensor b = from_vector<double>({1, 2, 3, 4, 5, 6, 7}).set_requires_grad(true);
+  Tensor c = from_vector<double>({1}).set_requires_grad(true);
+  dist::ShardedReducer red(pg(), {{"a", a, 0}, {"b", b, 0}, {"c", c, 0}}, stage, {.in_place_bytes = 48});
+  ASSERT_EQ(red.buckets().size(), 3u);  // c (small) | b | a, in reverse registration order
+  EXPECT_FALSE(red.buckets()[0].in_place);
+  EXPECT_EQ(red.buckets()[1].in_place, world() == 1);
+  EXPECT_TRUE(red.buckets()[2].in_place);
+  Tensor loss = ((a * a).sum() + (b * b).sum() + c.sum()) * static_cast<double>(pg().rank() + 1);
+  loss.backward();
+  red.finalize();
+  const double avg = (world() + 1) / 2.0;
+  for (int k : {1, 2}) {
+    const auto& bk = red.buckets()[static_cast<size_t>(k)];
+    std::vector<double> g = bk.shard.grad().to_vector<double>();
+    for (int64_t j = 0; j < bk.chunk; ++j) {
+      const int64_t at = pg().rank() * bk.chunk + j;  // d/dx of x^2 * (rank + 1), averaged: 2 x avg
+      EXPECT_DOUBLE_EQ(g[j], at < bk.numel ? 2.0 * (at + 1) * avg : 0.0) << "bucket " << k << " element " << at;
+    }
+  }
+  EXPECT_FALSE(a.grad().defined());
+  }
 }
 
 TEST(Zero, UnusedParameterIsAnErrorNamingIt) {
