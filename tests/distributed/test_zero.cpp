@@ -35,6 +35,7 @@ struct RunConfig {
   int64_t accumulate = 1;
   double clip = 0;
   bool adamw = false;
+  std::string precision = "32-true";
 };
 
 // Records what the optimizer sees: state bytes after each step, gradients before it.
@@ -81,12 +82,14 @@ RunResult run(const std::string& strategy, const RunConfig& c) {
   o.accumulate_grad_batches = c.accumulate;
   o.gradient_clip_val = c.clip;
   o.seed = 77;
+  o.precision = c.precision;
   Trainer trainer(o);
   ProbeMlp m;
   m.adamw = c.adamw;
   auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24),
                                                    data::DataLoaderOptions{.batch_size = 2, .shuffle = true, .seed = 5});
   trainer.fit(m, loader);
+  EXPECT_EQ(trainer.grad_scaler() != nullptr, c.precision == "16-mixed");
   return {test::parameter_values(m), m.state_bytes, m.optimizer_grad_numel, m.module_grads_defined,
           trainer.strategy().name(), m.max_backward_collectives};
 }
@@ -136,6 +139,9 @@ TEST(Zero, MatchesDdpWithClipping) {
   ASSERT_GT(max_abs_diff(clipped.params, free.params), 1e-4);
   check_parity({.clip = 0.05});
 }
+// 16-mixed: the grad scaler unscales and checks the optimizer's shard gradients (the inf check agreed by all
+// ranks) and steps the shards.
+TEST(Zero, MatchesDdpUnderTheGradScaler) { check_parity({.clip = 0.05, .precision = "16-mixed"}); }
 TEST(Zero, MatchesDdpWithAdamWClippingAndAccumulation) { check_parity({.accumulate = 2, .clip = 0.05, .adamw = true}); }
 
 // Manual optimisation: manual_backward reduces, ManualOptimizer::step updates the shards and gathers them.
