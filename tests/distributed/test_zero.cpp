@@ -356,6 +356,26 @@ TEST(Zero, CheckpointHasTheFullLayoutAndResumesUnderEveryStrategy) {
   if (pg().rank() == 0) fs::remove_all(dir);
 }
 
+// A trainable parameter that no optimizer holds would have no rank to keep its gradient: refused, named.
+struct PartialOptimizerMlp : test::ZeroMlp {
+  Optimizers configure_optimizers() override { return optim::Adam({w1, b1, w2, b2}); }
+};
+
+TEST(Zero, ParameterOutsideEveryOptimizerIsAnError) {
+  TrainerOptions o = test::zero_options("zero2");
+  o.max_steps = 1;
+  Trainer trainer(o);
+  PartialOptimizerMlp m;
+  auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24), data::DataLoaderOptions{.batch_size = 2});
+  try {
+    trainer.fit(m, loader);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("zero2: parameter 'skip' requires grad but no optimizer holds it"), std::string::npos) << msg;
+  }
+}
+
 // ---- names ---------------------------------------------------------------------------------------------------
 
 TEST(Zero, StrategyNames) {
