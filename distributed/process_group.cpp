@@ -416,18 +416,35 @@ Tensor ProcessGroup::all_gather_cat(const Tensor& t, std::vector<int64_t>* sizes
 
 Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op) {
   trace::Range range(trace::Layer::comm, "reduce_scatter", {t.device(), t.nbytes()});
+  Shape s = t.defined() ? t.shape() : Shape{};
+  if (!s.empty()) s[0] /= world_size_;
+  Tensor out = t.defined() ? empty(s, t.dtype(), t.device()) : Tensor();
+  start_reduce_scatter(t, out, op)->wait();
+  return out;
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& t, Tensor& out, ReduceOp op) {
+  trace::Range range(trace::Layer::comm, "reduce_scatter_async", {t.device(), t.nbytes()});
+  return start_reduce_scatter(t, out, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::start_reduce_scatter(const Tensor& t, Tensor& out, ReduceOp op) {
   check_usable("reduce_scatter", t);
   VOLT_CHECK(t.dim() >= 1 && t.size(0) % world_size_ == 0, "ProcessGroup::reduce_scatter: input shape ",
              t.shape_str(), " must have a first dim divisible by the world size ", world_size_);
   VOLT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "ProcessGroup::reduce_scatter: ReduceOp avg needs a ",
              "floating tensor, got dtype ", dtype_name(t.dtype()));
-  CollectiveInfo info = begin("reduce_scatter", &t);
   Shape s = t.shape();
   s[0] /= world_size_;
-  Tensor out = empty(s, t.dtype(), t.device());
+  VOLT_CHECK(out.defined() && out.shape() == s && out.dtype() == t.dtype() && out.device() == t.device() &&
+                 out.is_contiguous(),
+             "ProcessGroup::reduce_scatter_async: the output must be a contiguous ", dtype_name(t.dtype()),
+             " tensor with first dim ", s[0], " and the input's trailing dims on ", t.device().str(), ", got ",
+             out.defined() ? out.shape_str() + " " + dtype_name(out.dtype()) + " on " + out.device().str()
+                           : std::string("an undefined tensor"));
+  CollectiveInfo info = begin("reduce_scatter", &t);
   Tensor in = t.contiguous();
-  reduce_scatter_impl(in, out, op, info)->wait();
-  return out;
+  return reduce_scatter_impl(in, out, op, info);
 }
 
 void ProcessGroup::barrier() {

@@ -113,6 +113,9 @@ class ProcessGroup {
   Tensor all_gather_cat(const Tensor& t, std::vector<int64_t>* sizes = nullptr);
   /// `t` of shape (world * n, s...) -> this rank's block (n, s...) of the reduction over ranks.
   Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum);
+  /// Launches reduce_scatter and returns at once: `out` (n, s...), contiguous and preallocated on `t`'s device
+  /// and dtype, holds this rank's block after wait(). `t` and `out` must stay alive and untouched until then.
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& t, Tensor& out, ReduceOp op = ReduceOp::Sum);
   void barrier();
   /// Barrier among the processes of this node only (used by SharedTensor).
   virtual void local_barrier() = 0;
@@ -150,6 +153,7 @@ class ProcessGroup {
   CollectiveInfo begin(const char* op, const Tensor* t, int root = -1, bool uneven = false);
   /// all_reduce and all_reduce_async without a trace range (each caller opens its own, so one call is one row).
   std::shared_ptr<Work> start_all_reduce(Tensor& t, ReduceOp op);
+  std::shared_ptr<Work> start_reduce_scatter(const Tensor& t, Tensor& out, ReduceOp op);
   /// Host-side exchange of every rank's dtype and shape; throws on every rank, naming each rank's shape, when
   /// they differ (trailing_only: only dims after the first must match). Returns every rank's first dim.
   std::vector<int64_t> exchange_shapes(const char* op, const Tensor& t, bool trailing_only, const CollectiveInfo& info);

@@ -21,6 +21,11 @@ std::vector<Tensor> collect_grads(const std::vector<Tensor>& params, double max_
 }  // namespace
 
 Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  return clip_grad_norm_no_sync_(params, max_norm, norm_type, nullptr);
+}
+
+Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                               const NormPartialReduce& reduce) {
   NoGradGuard ng;
   std::vector<Tensor> grads = collect_grads(params, max_norm, norm_type);
   Device dev = kCPU;
@@ -29,12 +34,20 @@ Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_nor
       dev = p.device();
       break;
     }
-  if (grads.empty()) return zeros({}, DType::f64, dev);
-  dev = grads[0].device();
+  if (grads.empty() && !reduce) return zeros({}, DType::f64, dev);
+  if (!grads.empty()) dev = grads[0].device();
   for (const auto& g : grads)
     VOLT_CHECK(g.device() == dev, "clip_grad_norm_: gradients on different devices (", dev.str(), " and ",
                g.device().str(), ")");
-  Tensor total = multi_tensor_norm(grads, norm_type);
+  Tensor total = grads.empty() ? zeros({}, DType::f64, dev) : multi_tensor_norm(grads, norm_type);
+  if (reduce) {
+    // The ranks' partial norms combine as sums of |g|^p (max for the infinity norm).
+    const bool is_max = std::isinf(norm_type);
+    Tensor partial = is_max ? total : norm_type == 2.0 ? mul(total, total) : pow(total, norm_type);
+    reduce(partial, is_max);
+    total = is_max ? partial : norm_type == 2.0 ? sqrt(partial) : pow(partial, 1.0 / norm_type);
+  }
+  if (grads.empty()) return total;
   // coef = min(max_norm / (total + 1e-6), 1); NaN stays NaN (clamp passes it through). Scaling by exactly 1
   // leaves every value (NaN, inf, -0 included) unchanged, so no host-side "coef < 1" test is needed.
   Tensor coef = clamp(rdiv(add(total, 1e-6), max_norm), std::nullopt, 1.0);

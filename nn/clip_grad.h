@@ -2,6 +2,7 @@
 /// @file
 /// Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_). Parameters without a gradient are
 /// ignored. Both modify the gradients in place.
+#include <functional>
 #include <vector>
 
 #include <volt/kernels/ops.h>
@@ -21,6 +22,15 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 /// Gradients scaled by a coefficient of exactly 1 are unchanged. The reductions run in a different order from
 /// clip_grad_norm_'s CPU loop, so on the CPU the two agree to rounding, not bit for bit.
 Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+
+/// Sharded gradients (each rank holds a slice of one gradient vector, as under ZeRO): `reduce` combines every
+/// rank's partial in place into the total over ranks, a 0-dim f64 tensor on the gradients' device holding this
+/// rank's sum of |g|^norm_type (for INFINITY: its max |g|, and is_max is true), so total_norm and the clip
+/// coefficient are those of all ranks' gradients together. Every rank must call it (one collective), also a rank
+/// without gradients (its partial is 0).
+using NormPartialReduce = std::function<void(Tensor& partial, bool is_max)>;
+Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                               const NormPartialReduce& reduce);
 
 /// Clamps every gradient element into [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);

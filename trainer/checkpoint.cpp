@@ -29,12 +29,15 @@ void Trainer::save_checkpoint(const std::string& path) {
   trace::Range range(trace::Layer::trainer, "[Trainer]save_checkpoint");
   VOLT_CHECK(module_ != nullptr, "Trainer::save_checkpoint: no module is attached (call it during fit)");
   std::string stem = checkpoint_stem(path);
+  // Every rank: the optimizer state in its full layout (a sharded strategy gathers it here).
+  std::vector<Strategy::OptimizerState> opt_states;
+  for (auto& o : optimizers_) opt_states.push_back(strategy_->optimizer_state(*o));
   if (strategy_->is_global_zero()) {
     nn::StateDict sd = module_->state_dict();
     nlohmann::json opts = nlohmann::json::array();
     for (size_t i = 0; i < optimizers_.size(); ++i) {
-      for (auto& [k, t] : optimizers_[i]->state_dict()) sd.emplace_back("optimizer." + std::to_string(i) + "." + k, t);
-      opts.push_back({{"type", optimizers_[i]->type_name()}, {"hyper", optimizers_[i]->hyper_state()}});
+      for (auto& [k, t] : opt_states[i].tensors) sd.emplace_back("optimizer." + std::to_string(i) + "." + k, t);
+      opts.push_back({{"type", optimizers_[i]->type_name()}, {"hyper", opt_states[i].hyper}});
     }
     nlohmann::json scheds = nlohmann::json::array();
     for (auto& s : schedulers_)
@@ -119,7 +122,7 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   for (size_t i = 0; i < optimizers_.size(); ++i) {
     VOLT_CHECK(rec.optimizers[i].type == optimizers_[i]->type_name(), "Trainer: checkpoint ", js, ": optimizer ", i,
                " is ", rec.optimizers[i].type, " but the module configures ", optimizers_[i]->type_name());
-    optimizers_[i]->load_state_dict(opt_sd[i]);
+    strategy_->load_optimizer_state(*optimizers_[i], opt_sd[i]);
   }
   VOLT_CHECK(rec.schedulers.size() == schedulers_.size(), "Trainer: checkpoint ", js, " holds ",
              rec.schedulers.size(), " LR schedulers but configure_optimizers returned ", schedulers_.size());
@@ -131,7 +134,7 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   }
   // Schedulers re-apply their own lr when loaded; with several on one optimizer the saved group values (what
   // the last scheduler step actually left there) must win, so the hyper-state is restored last.
-  for (size_t i = 0; i < optimizers_.size(); ++i) optimizers_[i]->load_hyper_state(rec.optimizers[i].hyper);
+  for (size_t i = 0; i < optimizers_.size(); ++i) strategy_->load_optimizer_hyper_state(*optimizers_[i], rec.optimizers[i].hyper);
   // 16-mixed resumes with the saved scale; a checkpoint of another precision (no scaler state) starts the
   // scaler afresh, as a new run would.
   if (scaler_ && rec.grad_scaler) scaler_->load_state_dict(*rec.grad_scaler);

@@ -1,15 +1,34 @@
 #include <volt/trainer/strategy.h>
 
 #include <volt/kernels/ops.h>
+#include <volt/nn/clip_grad.h>
+#include <volt/nn/optim.h>
 #include <volt/trainer/ddp_strategy.h>
 #include <volt/trainer/device_parser.h>
 #include <volt/trainer/train_module.h>
+#include <volt/trainer/zero_strategy.h>
 
 namespace volt {
 
 void Strategy::setup(TrainModule& module) { module.to(root_device()); }
 
 void Strategy::backward(const Tensor& loss, bool sync_grad) { loss.backward(); }
+
+Tensor Strategy::clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  return nn::clip_grad_norm_no_sync_(params, max_norm);
+}
+
+Strategy::OptimizerState Strategy::optimizer_state(const optim::Optimizer& optimizer) {
+  return {optimizer.state_dict(), optimizer.hyper_state()};
+}
+
+void Strategy::load_optimizer_state(optim::Optimizer& optimizer, const nn::StateDict& sd) {
+  optimizer.load_state_dict(sd);
+}
+
+void Strategy::load_optimizer_hyper_state(optim::Optimizer& optimizer, const std::map<std::string, double>& hs) {
+  optimizer.load_hyper_state(hs);
+}
 
 std::optional<double> Strategy::agreed_value(std::optional<double> local) {
   const int world = world_size();
@@ -18,6 +37,13 @@ std::optional<double> Strategy::agreed_value(std::optional<double> local) {
   const int root = static_cast<int>(owner[0]);
   if (root >= world) return std::nullopt;
   return broadcast_value(local.value_or(0.0), root);
+}
+
+const std::vector<std::string>& strategy_names() {
+  static const std::vector<std::string> names = {"auto",  "single_device", "ddp",         "ddp_spawn",
+                                                 "zero1", "zero2",         "ddp_sharded", "deepspeed_stage_1",
+                                                 "deepspeed_stage_2"};
+  return names;
 }
 
 static DDPFactory g_ddp_factory = make_ddp_strategy;
@@ -38,8 +64,10 @@ std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const Devic
   if (strategy == "ddp" || strategy == "ddp_spawn" || strategy == "auto") {
     return g_ddp_factory ? g_ddp_factory(devices) : make_ddp_strategy(devices);
   }
-  VOLT_FAIL("Trainer: strategy=\"", strategy, "\" is not supported; expected \"auto\", \"single_device\", ",
-            "\"ddp\" or \"ddp_spawn\"");
+  if (std::optional<ZeroStage> stage = parse_zero_strategy(strategy)) return make_zero_strategy(devices, *stage);
+  std::string names;
+  for (const auto& n : strategy_names()) names += (names.empty() ? "\"" : ", \"") + n + "\"";
+  VOLT_FAIL("Trainer: strategy=\"", strategy, "\" is not supported; expected one of ", names);
 }
 
 }  // namespace volt

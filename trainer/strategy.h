@@ -8,6 +8,7 @@
 /// Collective contract: every method marked (collective) must be called by every rank, in the same order.
 /// The Trainer guarantees that: all decisions that could differ per rank (stop, save, skip) are agreed
 /// through reduce_decision / broadcast_* before anyone acts on them.
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include <volt/data/data_loader.h>
 #include <volt/distributed/process_group.h>
 #include <volt/kernels/tensor.h>
+#include <volt/nn/module.h>
 
 namespace volt {
 
@@ -44,8 +46,28 @@ class Strategy {
   /// Moves the module to root_device() and (DDP) broadcasts rank 0's parameters and buffers so that every
   /// replica starts identical, then installs gradient hooks. (collective)
   virtual void setup(TrainModule& module);
-  /// Called once the optimizers exist (DDP: nothing; sharded strategies would shard their state here).
+  /// Called once the optimizers exist (DDP: nothing; the ZeRO strategies move each optimizer onto this rank's
+  /// shards of the parameters here: its groups then hold flat shard tensors, see trainer/zero_strategy.h).
   virtual void setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {}
+  /// Called after every optimizer step (automatic or manual, taken or skipped by the grad scaler). ZeRO:
+  /// all-gathers the updated shards into the full parameters. (collective for sharded strategies)
+  virtual void after_optimizer_step(optim::Optimizer& optimizer) {}
+  /// Gradient clipping by norm over `params` (an optimizer's parameters) without a host read; returns the total
+  /// norm (0-dim f64). Sharded strategies take the norm over every rank's shard. (collective for them)
+  virtual Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+  /// Drops gradients accumulated outside the optimizers' reach (ZeRO: the parameters' full .grad of an
+  /// accumulation window that a non-finite loss discarded).
+  virtual void discard_gradients() {}
+  /// Checkpoints: an optimizer's tensors and hyper-state (Optimizer::state_dict / hyper_state) in the full,
+  /// unsharded layout that every strategy writes and reads, so a checkpoint resumes under any strategy and
+  /// world size. (collective: sharded strategies gather the state)
+  struct OptimizerState {
+    nn::StateDict tensors;
+    std::map<std::string, double> hyper;
+  };
+  virtual OptimizerState optimizer_state(const optim::Optimizer& optimizer);
+  virtual void load_optimizer_state(optim::Optimizer& optimizer, const nn::StateDict& sd);
+  virtual void load_optimizer_hyper_state(optim::Optimizer& optimizer, const std::map<std::string, double>& hs);
   /// Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
   /// skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
   virtual void backward(const Tensor& loss, bool sync_grad);
@@ -97,14 +119,18 @@ class SingleDeviceStrategy : public Strategy {
 };
 
 /// Builds the strategy a TrainerOptions asks for: "auto" (one device -> single_device; several -> ddp),
-/// "single_device", "ddp", "ddp_spawn". `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
+/// "single_device", "ddp", "ddp_spawn", and the sharded data-parallel strategies "zero1" (ZeRO stage 1: sharded
+/// optimizer state), "zero2" (stage 2: sharded gradients too), with the aliases "deepspeed_stage_1",
+/// "deepspeed_stage_2" and "ddp_sharded" (= zero2). An unknown name is a volt::Error listing these. `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
 /// processes).
 ///
 /// Where DDP plugs in: a header trainer/ddp_strategy.h declaring
-///   `std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);`
+///   std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);
 /// (implemented in trainer/ddp_strategy.cpp) is picked up automatically by strategy.cpp (__has_include), so
 /// the function is referenced and linked from the static library. Until it exists, "ddp" throws a clear error.
 struct DeviceSelection;
+/// Every name make_strategy accepts, in the order its error message lists them.
+const std::vector<std::string>& strategy_names();
 std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices);
 
 /// Overrides the DDP factory (tests inject a fake multi-rank strategy this way). nullptr restores the default.

@@ -44,7 +44,7 @@ struct TrainerOptions {
   std::string accelerator = "auto";   ///< "cpu", "gpu" ("cuda"), "auto"
   std::string devices = "auto";       ///< "auto", "1", "2", "-1", "1,3", ...
   bool auto_select_gpus = false;      ///< with devices="k" on GPUs: pick k GPUs not busy with other processes
-  std::string strategy = "auto";      ///< "auto", "single_device", "ddp", "ddp_spawn"
+  std::string strategy = "auto";      ///< "auto", "single_device", "ddp", "ddp_spawn", "zero1", "zero2" (make_strategy)
   /// Machines in a DDP job (>= 1). Under a launcher the world size must be num_nodes x devices (with
   /// devices="auto": the launcher's processes split evenly over the nodes); node_rank = global_rank / devices.
   /// See docs/trainer_contract.md "Distributed runs".

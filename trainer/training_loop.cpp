@@ -86,6 +86,7 @@ bool Trainer::skip_nonfinite_loss(const Tensor& loss) {
   // The accumulation window is lost with this batch: a partial window's gradients would otherwise be stepped
   // with the wrong scale.
   for (auto& o : optimizers_) o->zero_grad();
+  strategy_->discard_gradients();
   if (opt_.on_nonfinite_loss == NonFiniteLoss::stop) nonfinite_stop_ = should_stop_ = stop_agreed_ = true;
   return true;
 }
@@ -114,12 +115,14 @@ void Trainer::optimizer_step() {
       std::vector<Tensor> params;
       for (auto& g : o.param_groups())
         for (auto& p : g.params) params.push_back(p);
-      // No host read: the total norm and the clip coefficient stay on the device.
-      if (opt_.gradient_clip_algorithm == GradClipAlgorithm::norm) nn::clip_grad_norm_no_sync_(params, opt_.gradient_clip_val);
+      // No host read: the total norm and the clip coefficient stay on the device (the strategy's norm: over
+      // every rank's shard under ZeRO).
+      if (opt_.gradient_clip_algorithm == GradClipAlgorithm::norm) strategy_->clip_grad_norm(params, opt_.gradient_clip_val);
       else nn::clip_grad_value_(params, opt_.gradient_clip_val);
     }
     if (scaler_) scaler_->step(o, *strategy_);  // already unscaled: steps unless inf/NaN, counts a skip
     else o.step();
+    strategy_->after_optimizer_step(o);
     {
       LogScope s(m, &results_train_, "on_before_zero_grad", m.batch_size_);
       m.on_before_zero_grad(o);
@@ -163,6 +166,7 @@ void Trainer::manual_optimizer_step(optim::Optimizer& o, int index) {
   } else {
     o.step();
   }
+  strategy_->after_optimizer_step(o);
   ++global_step_;
 }
 

@@ -4,5 +4,6 @@
 /// gradient reducer, tensors shared between processes, and process spawning.
 #include <volt/distributed/grad_reducer.h>
 #include <volt/distributed/process_group.h>
+#include <volt/distributed/sharded_reducer.h>
 #include <volt/distributed/shared_tensor.h>
 #include <volt/distributed/spawn.h>

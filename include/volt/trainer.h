@@ -27,6 +27,7 @@
 #include <volt/trainer/train_module.h>
 #include <volt/trainer/trainer.h>
 #include <volt/trainer/trainer_options.h>
+#include <volt/trainer/zero_strategy.h>
 #include <volt/data.h>
 #include <volt/distributed.h>
 #include <volt/nn.h>
