@@ -492,6 +492,8 @@ ProcessGroup& init_process_group(const std::string& backend, double timeout_s) {
   else VOLT_FAIL("init_process_group: backend '", backend, "' is not one of auto, mpi, nccl, single");
   if (timeout_s > 0) g_default->set_timeout(timeout_s);
   logging::set_rank(g_default->rank(), g_default->world_size());
+  logging::debug("init_process_group: backend " + g_default->backend_name() + ", rank " +
+                 std::to_string(g_default->rank()) + " of " + std::to_string(g_default->world_size()));
   return *g_default;
 }
 

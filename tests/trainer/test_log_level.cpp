@@ -5,6 +5,7 @@
 #include "common/gradcheck.h"
 #include "examples/example_common.h"
 #include "trainer/trainer_test_util.h"
+#include <volt/distributed/process_group.h>
 #include <volt/runtime/log.h>
 
 using namespace volt;
@@ -86,4 +87,19 @@ TEST(LogLevel, TrainerWarningsFollowTheLevel) {
   { Trainer t(TrainerOptions{.accelerator = "cpu", .enable_progress_bar = false, .log_level = "error"}); }
   err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(err.find("1000 epochs"), std::string::npos) << err;
+}
+
+TEST(LogLevel, ProcessGroupStartIsADebugNote) {
+  LevelGuard guard;
+  ASSERT_FALSE(dist::is_initialized());
+  logging::set_level(logging::Level::debug);
+  ::testing::internal::CaptureStderr();
+  dist::init_process_group("single");
+  dist::finalize_process_group();
+  logging::set_level(logging::Level::info);
+  dist::init_process_group("single");
+  dist::finalize_process_group();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "volt: debug: init_process_group: backend single, rank 0 of 1\n");  // once: hidden at info
+  EXPECT_EQ(logging::rank_prefix(), "");  // a world of one
 }
