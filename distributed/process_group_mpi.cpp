@@ -136,8 +136,8 @@ ProcessGroupMPI::~ProcessGroupMPI() {
 
 void ProcessGroupMPI::abort_if_broken(bool is_broken) {
   if (!is_broken && !broken()) return;
-  logging::error("volt.distributed: rank " + std::to_string(rank()) +
-             ": process group broken by a collective timeout; calling MPI_Abort so that every rank of the job stops");
+  logging::error("rank " + std::to_string(rank()) + ": process group broken by a collective timeout; calling " +
+                 "MPI_Abort so that every rank of the job stops");
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

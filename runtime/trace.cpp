@@ -210,7 +210,8 @@ bool profiler_call(bool start, Device device) {
     DeviceScope scope(device);
     const cudaError_t e = start ? cudaProfilerStart() : cudaProfilerStop();
     if (e == cudaSuccess) return true;
-    logging::warn(fmt::format("{} failed on {}: {} (profiling window ignored)", what, device.str(), cudaGetErrorString(e)));
+    logging::warn(
+        fmt::format("{} failed on {}: {} (profiling window ignored)", what, device.str(), cudaGetErrorString(e)));
   } catch (const std::exception& e) {
     logging::warn(fmt::format("{} on {}: {} (profiling window ignored)", what, device.str(), e.what()));
   }

@@ -401,15 +401,15 @@ std::string Profiler::chrome_trace_json(int pid) const {
   auto out_it = std::back_inserter(out);
   out += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"stage\":" + nlohmann::json(stage_).dump() +
          ",\"dropped_events\":" + std::to_string(dropped_) + "},\"traceEvents\":[\n";
-  fmt::format_to(out_it, R"({{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":"volt rank {}"}}}})", pid,
-                 pid);
+  fmt::format_to(out_it, R"({{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":"volt rank {}"}}}})",
+                 pid, pid);
   std::map<uint32_t, bool> tids;
   for (const Event& e : events_) tids[e.tid] = true;
   for (const auto& [tid, _] : tids) {
     std::string label = tid >= kGpuTidBase ? "cuda:" + std::to_string(tid - kGpuTidBase) + " kernels"
                                            : (tid == 0 ? std::string("main thread") : "thread " + std::to_string(tid));
-    fmt::format_to(out_it, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}",
-                   pid, tid, label);
+    fmt::format_to(out_it, ",\n" R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid,
+                   tid, label);
   }
   for (size_t i : order) {
     const Event& e = events_[i];

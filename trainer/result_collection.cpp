@@ -147,9 +147,9 @@ void ResultCollection::log(const std::string& hook, const std::string& name, con
   if (!is_floating(t.dtype())) {
     // As upstream: reductions need floating values; say so once per name and hook, then convert.
     if (warned_integer_.insert(hook + "/" + name).second)
-      logging::warn(fmt::format("log(\"{}\") in {}: the value is an integer tensor ({}); it is converted to f32 to be "
-                            "reduced (convert it yourself to silence this warning)",
-                            name, hook, dtype_name(t.dtype())));
+      logging::warn(fmt::format("log(\"{}\") in {}: the value is an integer tensor ({}); it is converted to f32 to "
+                                "be reduced (convert it yourself to silence this warning)",
+                                name, hook, dtype_name(t.dtype())));
     t = t.to(DType::f32);
   }
   accumulate(e, &t, 0.0, b);
@@ -252,9 +252,9 @@ void ResultCollection::compute_epoch(Strategy& strategy) {
     }
     if (distributed && !e.opt.rank_zero_only && strategy.is_global_zero())
       logging::warn_once("on_epoch without sync_dist",
-                     fmt::format("\"{}\" is logged on_epoch without sync_dist in a distributed run; each rank keeps its "
-                                 "local value (pass LogOptions{{.sync_dist = true}} to reduce it)",
-                                 e.name));
+                         fmt::format("\"{}\" is logged on_epoch without sync_dist in a distributed run; each rank "
+                                     "keeps its local value (pass LogOptions{{.sync_dist = true}} to reduce it)",
+                                     e.name));
     if (!e.has_acc) continue;
     e.epoch_value = e.opt.reduce == ReduceFx::Mean ? num / e.weight : num;
     e.has_epoch = true;

@@ -120,7 +120,8 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
     std::cout << "GPU available: " << (gpus > 0 ? "True (cuda)" : "False") << ", used: " << (used ? "True" : "False")
               << "\n";
     if (gpus > 0 && !used)
-      logging::warn("Trainer: a GPU is available but not used; pass accelerator=\"gpu\" (--accelerator gpu) to use it");
+      logging::warn("Trainer: a GPU is available but not used; pass accelerator=\"gpu\" (--accelerator gpu) to use "
+                    "it");
   }
   check_precision_supported(precision_, strategy_->root_device());
   if (precision_ == Precision::f16_mixed) scaler_ = std::make_unique<GradScaler>(opt_.grad_scaler);
@@ -135,8 +136,8 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
       std::cout << "Trainer: fast_dev_run=" << opt_.fast_dev_run << ": " << opt_.fast_dev_run
                 << " batch(es) of training, validation, test and predict; logging and checkpointing are off\n";
   } else if (opt_.max_epochs == -1 && opt_.max_steps == -1 && strategy_->is_global_zero()) {
-    logging::warn("Trainer: neither max_epochs nor max_steps is set; training stops after 1000 epochs (set max_epochs "
-              "or max_steps)");
+    logging::warn("Trainer: neither max_epochs nor max_steps is set; training stops after 1000 epochs (set "
+                  "max_epochs or max_steps)");
   }
   bool has_ckpt = false;
   for (auto& c : callbacks_) has_ckpt |= dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
@@ -484,7 +485,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
   }
   if (nonfinite_losses_ > 0 && strategy_->is_global_zero())
     logging::warn(fmt::format("Trainer: {} training step(s) had a NaN/Inf loss and were skipped{}", nonfinite_losses_,
-                          nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : ""));
+                              nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : ""));
   stage_ = Stage::train;
   if (interrupt_signal_ != 0) {
     for_each_callback(callbacks_, "on_interrupt", [&](Callback& c) { c.on_interrupt(*this, m); });

@@ -77,8 +77,8 @@ TEST(Log, DebugIsHiddenAtInfoAndShownAtDebug) {
 }
 
 TEST(Log, LevelNamesParseBack) {
-  for (logging::Level l : {logging::Level::trace, logging::Level::debug, logging::Level::info, logging::Level::warn, logging::Level::error,
-                       logging::Level::off})
+  using logging::Level;
+  for (Level l : {Level::trace, Level::debug, Level::info, Level::warn, Level::error, Level::off})
     EXPECT_EQ(logging::parse_level(logging::level_name(l)), l) << logging::level_name(l);
   EXPECT_STREQ(logging::level_name(logging::Level::warn), "warn");
   EXPECT_EQ(logging::parse_level("WARNING"), logging::Level::warn);
