@@ -9,6 +9,7 @@
 #include <set>
 
 #include <volt/runtime/error.h>
+#include <volt/runtime/text.h>
 
 namespace volt::data {
 
@@ -93,12 +94,6 @@ std::vector<Row> split_rows(std::string_view text, char delim, const std::string
   return rows;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 class Table {
  public:
   Table(std::vector<Row> rows, const CsvOptions& o, const std::string& name) : rows_(std::move(rows)), name_(name) {
@@ -109,7 +104,8 @@ class Table {
                  " fields but the ", o.header ? "header" : "first row", " (line ", rows_[0].line, ") has ", width_,
                  "; every row needs the same number (delimiter '", printable(std::string(1, o.delimiter)), "')");
     for (size_t c = 0; c < width_; ++c)
-      columns_.push_back(o.header ? std::string(trim(rows_[0].fields[c])) : "column " + std::to_string(c + 1));
+      columns_.push_back(o.header ? std::string(volt::detail::trim(rows_[0].fields[c]))
+                                  : "column " + std::to_string(c + 1));
     first_data_ = o.header ? 1 : 0;
   }
 
@@ -133,7 +129,7 @@ class Table {
 
   // The field of sample `s`, column `c`, with spaces and a leading '+' removed.
   std::string_view cell(size_t s, size_t c) const {
-    std::string_view v = trim(rows_[first_data_ + s].fields[c]);
+    std::string_view v = volt::detail::trim(rows_[first_data_ + s].fields[c]);
     if (v.size() > 1 && v[0] == '+' && v[1] != '-') v.remove_prefix(1);
     return v;
   }

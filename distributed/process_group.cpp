@@ -11,6 +11,7 @@
 #include <volt/distributed/work_util.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
+#include <volt/runtime/log.h>
 #include <volt/runtime/process.h>
 #include <volt/runtime/trace.h>
 
@@ -507,6 +508,9 @@ ProcessGroup& init_process_group(const std::string& backend, double timeout_s) {
   else if (b == "nccl") g_default = make_nccl_group();
   else VOLT_FAIL("init_process_group: backend '", backend, "' is not one of auto, mpi, nccl, single");
   if (timeout_s > 0) g_default->set_timeout(timeout_s);
+  logging::set_rank(g_default->rank(), g_default->world_size());
+  logging::debug("init_process_group: backend " + g_default->backend_name() + ", rank " +
+                 std::to_string(g_default->rank()) + " of " + std::to_string(g_default->world_size()));
   return *g_default;
 }
 
@@ -520,6 +524,7 @@ ProcessGroup& default_group() {
 void finalize_process_group() {
   if (g_default) g_default->shutdown();
   g_default.reset();
+  logging::set_rank(0, 1);
   detail::finalize_mpi_if_owned();
 }
 

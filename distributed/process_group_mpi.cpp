@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include <volt/kernels/ops.h>
+#include <volt/runtime/log.h>
 
 namespace volt::dist {
 namespace {
@@ -135,9 +136,8 @@ ProcessGroupMPI::~ProcessGroupMPI() {
 
 void ProcessGroupMPI::abort_if_broken(bool is_broken) {
   if (!is_broken && !broken()) return;
-  std::fprintf(stderr, "volt.distributed: rank %d: process group broken by a collective timeout; calling "
-               "MPI_Abort so that every rank of the job stops\n", rank());
-  std::fflush(stderr);
+  logging::error("rank " + std::to_string(rank()) + ": process group broken by a collective timeout; calling " +
+                 "MPI_Abort so that every rank of the job stops");
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <volt/runtime/error.h>
+#include <volt/runtime/log.h>
 #include <volt/trainer/profiler.h>
 #include <volt/trainer/strategy.h>
 #include <volt/trainer/trainer_options.h>
@@ -258,6 +259,9 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
     group(app.add_option("--default-root-dir", o.default_root_dir, "where logs and checkpoints go"));
   group(app.add_option("--log-every-n-steps", o.log_every_n_steps, "step rows to the loggers every N steps")
             ->check(at_least(1)));
+  group(app.add_option("--log-level", o.log_level, "trace | debug | info | warn | error | off: Volt's messages on "
+                       "stderr (default: VOLT_LOG_LEVEL, else info)")
+            ->check(checked_by([](const std::string& s) { logging::parse_level(s); }, "LEVEL")));
   if (want("profiler"))
     group(app.add_option("--profiler", o.profiler, "simple | ops | advanced")
               ->check(checked_by([](const std::string& s) { parse_profiler(s); }, "PROFILER")));

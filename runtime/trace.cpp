@@ -1,5 +1,7 @@
 #include <volt/runtime/trace.h>
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -8,6 +10,7 @@
 
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/error.h>
+#include <volt/runtime/log.h>
 #include <volt/config.h>
 
 #if VOLT_WITH_CUDA
@@ -207,11 +210,10 @@ bool profiler_call(bool start, Device device) {
     DeviceScope scope(device);
     const cudaError_t e = start ? cudaProfilerStart() : cudaProfilerStop();
     if (e == cudaSuccess) return true;
-    std::fprintf(stderr, "volt: warning: %s failed on %s: %s (profiling window ignored)\n", what,
-                 device.str().c_str(), cudaGetErrorString(e));
+    logging::warn(
+        fmt::format("{} failed on {}: {} (profiling window ignored)", what, device.str(), cudaGetErrorString(e)));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "volt: warning: %s on %s: %s (profiling window ignored)\n", what, device.str().c_str(),
-                 e.what());
+    logging::warn(fmt::format("{} on {}: {} (profiling window ignored)", what, device.str(), e.what()));
   }
   return false;
 #else

@@ -8,17 +8,13 @@
 
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/error.h>
+#include <volt/runtime/text.h>
 
 namespace volt {
 
 namespace {
 
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t");
-  if (a == std::string::npos) return "";
-  size_t b = s.find_last_not_of(" \t");
-  return s.substr(a, b - a + 1);
-}
+std::string trim(const std::string& s) { return std::string(detail::trim(s)); }
 
 bool parse_int(const std::string& s, int& out) {
   std::string t = trim(s);

@@ -1,9 +1,9 @@
 #include <volt/trainer/early_stopping.h>
 
 #include <cmath>
-#include <iostream>
 #include <sstream>
 
+#include <volt/runtime/log.h>
 #include <volt/trainer/trainer.h>
 
 namespace volt {
@@ -71,7 +71,7 @@ void EarlyStopping::check(Trainer& trainer) {
     stopped_epoch_ = trainer.current_epoch();
     reason_ = why;
     trainer.request_stop();
-    if (opt_.verbose && trainer.strategy().is_global_zero()) std::cerr << "EarlyStopping: " << why << "\n";
+    if (opt_.verbose && trainer.strategy().is_global_zero()) logging::info("EarlyStopping: " + why);
   }
 }
 

@@ -1,9 +1,10 @@
 #include <volt/trainer/model_summary.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 #include <vector>
+
+#include <fmt/format.h>
 
 namespace volt {
 
@@ -15,11 +16,9 @@ std::string human_count(int64_t n) {
     v /= 1000.0;
     ++u;
   }
-  char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
-  else if (v >= 100) std::snprintf(buf, sizeof buf, "%lld%s", static_cast<long long>(v), units[u]);  // truncated
-  else std::snprintf(buf, sizeof buf, "%.1f%s", v, units[u]);
-  return buf;
+  if (u == 0) return std::to_string(n);
+  if (v >= 100) return fmt::format("{}{}", static_cast<int64_t>(v), units[u]);  // truncated
+  return fmt::format("{:.1f}{}", v, units[u]);
 }
 
 std::string model_summary(const nn::Module& module, const std::string& precision) {
@@ -39,26 +38,24 @@ std::string model_summary(const nn::Module& module, const std::string& precision
     w_params = std::max(w_params, r.params.size());
     w_mode = std::max(w_mode, r.mode.size());
   }
-  auto pad = [](const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); };
+  auto row = [&](const Row& r) {
+    return fmt::format("{:<{}} | {:<{}} | {:<{}} | {:<{}} | {:<{}}", r.idx, w_idx, r.name, w_name, r.type, w_type,
+                       r.params, w_params, r.mode, w_mode);
+  };
   std::ostringstream os;
-  std::string header = std::string(w_idx, ' ') + " | " + pad("Name", w_name) + " | " + pad("Type", w_type) + " | " +
-                       pad("Params", w_params) + " | " + pad("Mode", w_mode);
-  std::string rule(header.size(), '-');
+  const std::string header = row({"", "Name", "Type", "Params", "Mode"});
+  const std::string rule(header.size(), '-');
   os << header << "\n" << rule << "\n";
-  for (const auto& r : rows)
-    os << pad(r.idx, w_idx) << " | " << pad(r.name, w_name) << " | " << pad(r.type, w_type) << " | "
-       << pad(r.params, w_params) << " | " << pad(r.mode, w_mode) << "\n";
+  for (const auto& r : rows) os << row(r) << "\n";
   os << rule << "\n";
   int64_t total = module.num_parameters(false), trainable = module.num_parameters(true);
   double bytes = 0;
   for (const auto& [name, p] : module.named_parameters()) bytes += static_cast<double>(p.nbytes());
-  char mb[32];
-  std::snprintf(mb, sizeof mb, "%.3f", bytes / 1e6);
-  auto line = [&](const std::string& v, const char* what) { os << pad(v, 9) << " " << what << "\n"; };
+  auto line = [&](const std::string& v, const char* what) { os << fmt::format("{:<9} {}\n", v, what); };
   line(human_count(trainable), "Trainable params");
   line(human_count(total - trainable), "Non-trainable params");
   line(human_count(total), "Total params");
-  line(mb, "Total estimated model params size (MB)");
+  line(fmt::format("{:.3f}", bytes / 1e6), "Total estimated model params size (MB)");
   if (!precision.empty()) line(precision, "Precision");
   return os.str();
 }

@@ -1,11 +1,11 @@
 #include <volt/trainer/profiler.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <volt/runtime/allocator.h>
@@ -55,12 +55,6 @@ std::string csv_field(const std::string& s) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 }  // namespace
 
@@ -326,26 +320,21 @@ std::string Profiler::simple_table() const {
   const double wall = wall_seconds();
   size_t w = 6;
   for (const auto& r : rows) w = std::max(w, std::min<size_t>(r.name.size(), 70));
-  std::ostringstream os;
   const std::string rule(w + 52, '-');
-  os << "Profiler report: " << stage_ << " (" << fmt("%.3f", wall) << " s)\n" << rule << "\n";
-  char line[512];
-  std::snprintf(line, sizeof line, "%-*s %14s %9s %12s %9s\n", static_cast<int>(w), "Action", "Mean (ms)", "Calls",
-                "Total (s)", "Share %");
-  os << line << rule << "\n";
-  std::snprintf(line, sizeof line, "%-*s %14s %9s %12.4f %9.1f\n", static_cast<int>(w), "Total", "-", "-", wall, 100.0);
-  os << line;
+  std::string out = fmt::format("Profiler report: {} ({:.3f} s)\n{}\n", stage_, wall, rule);
+  auto out_it = std::back_inserter(out);
+  fmt::format_to(out_it, "{:<{}} {:>14} {:>9} {:>12} {:>9}\n{}\n", "Action", w, "Mean (ms)", "Calls", "Total (s)",
+                 "Share %", rule);
+  fmt::format_to(out_it, "{:<{}} {:>14} {:>9} {:12.4f} {:9.1f}\n", "Total", w, "-", "-", wall, 100.0);
   for (const auto& r : rows) {
     std::string name = r.name.size() > w ? r.name.substr(0, w - 3) + "..." : r.name;
-    std::snprintf(line, sizeof line, "%-*s %14.4f %9" PRId64 " %12.4f %9.1f\n", static_cast<int>(w), name.c_str(),
-                  r.mean_s() * 1e3, r.calls, r.total_s, wall > 0 ? 100.0 * r.total_s / wall : 0.0);
-    os << line;
+    fmt::format_to(out_it, "{:<{}} {:14.4f} {:9} {:12.4f} {:9.1f}\n", name, w, r.mean_s() * 1e3, r.calls, r.total_s,
+                   wall > 0 ? 100.0 * r.total_s / wall : 0.0);
   }
   const double un = unaccounted_seconds();
-  std::snprintf(line, sizeof line, "%-*s %14s %9s %12.4f %9.1f\n", static_cast<int>(w), "(outside any action)", "-",
-                "-", un, wall > 0 ? 100.0 * un / wall : 0.0);
-  os << line << rule << "\n";
-  return os.str();
+  fmt::format_to(out_it, "{:<{}} {:>14} {:>9} {:12.4f} {:9.1f}\n{}\n", "(outside any action)", w, "-", "-", un,
+                 wall > 0 ? 100.0 * un / wall : 0.0, rule);
+  return out;
 }
 
 std::string Profiler::ops_table(int top) const {
@@ -361,17 +350,15 @@ std::string Profiler::ops_table(int top) const {
     if (sel.empty()) continue;
     size_t w = 10;
     for (const auto* r : sel) w = std::max(w, std::min<size_t>(r->name.size(), 60));
-    char line[512];
-    std::snprintf(line, sizeof line, "%-*s %9s %12s %12s %13s\n", static_cast<int>(w), layer, "Calls", "Total (ms)",
-                  "Mean (us)", "GPU total (ms)");
-    os << "\n" << line << std::string(w + 50, '-') << "\n";
+    os << fmt::format("\n{:<{}} {:>9} {:>12} {:>12} {:>13}\n", layer, w, "Calls", "Total (ms)", "Mean (us)",
+                      "GPU total (ms)")
+       << std::string(w + 50, '-') << "\n";
     for (size_t i = 0; i < sel.size() && static_cast<int>(i) < top; ++i) {
       const ProfileStat& r = *sel[i];
       std::string name = r.name.size() > w ? r.name.substr(0, w - 3) + "..." : r.name;
-      std::string gpu = r.gpu_total_s >= 0 ? fmt("%.3f", r.gpu_total_s * 1e3) : "-";
-      std::snprintf(line, sizeof line, "%-*s %9" PRId64 " %12.3f %12.2f %13s\n", static_cast<int>(w), name.c_str(),
-                    r.calls, r.total_s * 1e3, r.mean_s() * 1e6, gpu.c_str());
-      os << line;
+      std::string gpu = r.gpu_total_s >= 0 ? fmt::format("{:.3f}", r.gpu_total_s * 1e3) : "-";
+      os << fmt::format("{:<{}} {:9} {:12.3f} {:12.2f} {:>13}\n", name, w, r.calls, r.total_s * 1e3, r.mean_s() * 1e6,
+                        gpu);
     }
     if (sel.size() > static_cast<size_t>(top)) os << "(" << sel.size() - top << " more in the CSV)\n";
   }
@@ -383,14 +370,12 @@ std::string Profiler::ops_csv() const {
   os << "layer,name,calls,total_ms,mean_us,min_us,max_us,gpu_total_ms,gpu_mean_us\n";
   auto emit = [&](const std::vector<ProfileStat>& rows) {
     for (const auto& r : rows) {
-      os << r.layer << "," << csv_field(r.name) << "," << r.calls << "," << fmt("%.6f", r.total_s * 1e3) << ","
-         << fmt("%.3f", r.mean_s() * 1e6) << "," << fmt("%.3f", r.min_s * 1e6) << "," << fmt("%.3f", r.max_s * 1e6)
-         << ",";
+      os << fmt::format("{},{},{},{:.6f},{:.3f},{:.3f},{:.3f},", r.layer, csv_field(r.name), r.calls,
+                        r.total_s * 1e3, r.mean_s() * 1e6, r.min_s * 1e6, r.max_s * 1e6);
       if (r.gpu_total_s >= 0)
-        os << fmt("%.6f", r.gpu_total_s * 1e3) << "," << fmt("%.3f", r.gpu_mean_s() * 1e6);
+        os << fmt::format("{:.6f},{:.3f}\n", r.gpu_total_s * 1e3, r.gpu_mean_s() * 1e6);
       else
-        os << ",";
-      os << "\n";
+        os << ",\n";
     }
   };
   emit(action_stats());
@@ -413,39 +398,31 @@ std::string Profiler::chrome_trace_json(int pid) const {
   for (size_t i = 0; i < names_.size(); ++i) escaped[i] = nlohmann::json(names_[i]).dump();
   std::string out;
   out.reserve(events_.size() * 120 + 1024);
-  char buf[256];
+  auto out_it = std::back_inserter(out);
   out += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"stage\":" + nlohmann::json(stage_).dump() +
          ",\"dropped_events\":" + std::to_string(dropped_) + "},\"traceEvents\":[\n";
-  std::snprintf(buf, sizeof buf, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"volt rank %d\"}}",
-                pid, pid);
-  out += buf;
+  fmt::format_to(out_it, R"({{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":"volt rank {}"}}}})",
+                 pid, pid);
   std::map<uint32_t, bool> tids;
   for (const Event& e : events_) tids[e.tid] = true;
   for (const auto& [tid, _] : tids) {
     std::string label = tid >= kGpuTidBase ? "cuda:" + std::to_string(tid - kGpuTidBase) + " kernels"
                                            : (tid == 0 ? std::string("main thread") : "thread " + std::to_string(tid));
-    std::snprintf(buf, sizeof buf, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"%s\"}}",
-                  pid, tid, label.c_str());
-    out += buf;
+    fmt::format_to(out_it, ",\n" R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", pid,
+                   tid, label);
   }
   for (size_t i : order) {
     const Event& e = events_[i];
     out += ",\n{\"name\":";
     out += escaped[e.name];
-    std::snprintf(buf, sizeof buf, ",\"cat\":\"%s\",\"ph\":\"%c\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f",
-                  trace::layer_name(static_cast<trace::Layer>(e.layer)), static_cast<char>(e.ph), pid, e.tid,
-                  e.ts_ns * 1e-3);
-    out += buf;
-    if (e.ph == 'X') {
-      std::snprintf(buf, sizeof buf, ",\"dur\":%.3f", e.dur_ns * 1e-3);
-      out += buf;
-    } else {
+    fmt::format_to(out_it, ",\"cat\":\"{}\",\"ph\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f}",
+                   trace::layer_name(static_cast<trace::Layer>(e.layer)), static_cast<char>(e.ph), pid, e.tid,
+                   e.ts_ns * 1e-3);
+    if (e.ph == 'X')
+      fmt::format_to(out_it, ",\"dur\":{:.3f}", e.dur_ns * 1e-3);
+    else
       out += ",\"s\":\"t\"";
-    }
-    if (e.bytes) {
-      std::snprintf(buf, sizeof buf, ",\"args\":{\"bytes\":%" PRIu64 "}", e.bytes);
-      out += buf;
-    }
+    if (e.bytes) fmt::format_to(out_it, ",\"args\":{{\"bytes\":{}}}", e.bytes);
     out += "}";
   }
   out += "\n]}\n";
@@ -475,13 +452,13 @@ std::string memory_report(const std::vector<Device>& devices) {
   std::vector<Device> all{kCPU};
   for (const Device& d : devices)
     if (std::find(all.begin(), all.end(), d) == all.end()) all.push_back(d);
-  auto mb = [](int64_t b) { return fmt("%.1f MB", static_cast<double>(b) / (1024.0 * 1024.0)); };
+  auto mb = [](int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
   std::string out;
   for (const Device& d : all) {
     const MemoryStats s = memory_stats(d);
     if (!out.empty()) out += "; ";
-    out += d.str() + ": " + mb(s.allocated) + " allocated, " + mb(s.reserved) + " reserved, " +
-           mb(s.peak_allocated) + " peak";
+    fmt::format_to(std::back_inserter(out), "{}: {:.1f} MB allocated, {:.1f} MB reserved, {:.1f} MB peak", d.str(),
+                   mb(s.allocated), mb(s.reserved), mb(s.peak_allocated));
   }
   return out;
 }

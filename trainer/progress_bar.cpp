@@ -2,32 +2,28 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <iomanip>
 #include <iostream>
-#include <sstream>
+#include <iterator>
+
+#include <fmt/format.h>
 
 namespace volt {
 
 namespace {
 std::string clock_str(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
-  int64_t t = static_cast<int64_t>(s + 0.5);
-  std::ostringstream os;
-  os << std::setfill('0');
-  if (t >= 3600) os << t / 3600 << ":";
-  os << std::setw(2) << (t / 60) % 60 << ":" << std::setw(2) << t % 60;
-  return os.str();
+  const int64_t t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60);
+  return fmt::format("{:02}:{:02}", t / 60, t % 60);
 }
 
 std::string metric_str(double v) {
-  std::ostringstream os;
-  double a = std::fabs(v);
-  if (v == std::floor(v) && a < 1e9) os << static_cast<int64_t>(v);
-  else if (a != 0 && (a < 1e-3 || a >= 1e5)) os << std::scientific << std::setprecision(3) << v;
-  else os << std::fixed << std::setprecision(3) << v;
-  return os.str();
+  const double a = std::fabs(v);
+  if (v == std::floor(v) && a < 1e9) return std::to_string(static_cast<int64_t>(v));
+  if (a != 0 && (a < 1e-3 || a >= 1e5)) return fmt::format("{:.3e}", v);
+  return fmt::format("{:.3f}", v);
 }
 }  // namespace
 
@@ -37,26 +33,25 @@ ProgressBar::ProgressBar(std::ostream* out, int interactive) : out_(out ? out : 
 
 std::string ProgressBar::format_line(const std::string& stage, int64_t done, int64_t total, double elapsed_s,
                                      const std::map<std::string, double>& metrics, int bar_width) {
-  std::ostringstream os;
-  os << stage << ": ";
+  std::string out = stage + ": ";
+  auto os = std::back_inserter(out);
   double rate = elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0.0;
   if (total > 0) {
     double frac = std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
     int filled = static_cast<int>(frac * bar_width);
-    os << std::setw(3) << static_cast<int>(frac * 100) << "%|" << std::string(filled, '#')
-       << std::string(bar_width - filled, ' ') << "| " << done << "/" << total;
     double eta = rate > 0 ? static_cast<double>(total - done) / rate : NAN;
-    os << " [" << clock_str(elapsed_s) << "<" << clock_str(eta);
+    fmt::format_to(os, "{:3}%|{}{}| {}/{} [{}<{}", static_cast<int>(frac * 100), std::string(filled, '#'),
+                   std::string(bar_width - filled, ' '), done, total, clock_str(elapsed_s), clock_str(eta));
   } else {
-    os << done << " [" << clock_str(elapsed_s);
+    fmt::format_to(os, "{} [{}", done, clock_str(elapsed_s));
   }
-  os << ", " << std::fixed << std::setprecision(rate >= 100 ? 1 : 2) << rate << "it/s";
+  fmt::format_to(os, ", {:.{}f}it/s", rate, rate >= 100 ? 1 : 2);
   // "v_num" (the logger's version) first, then the metrics by name.
-  if (auto it = metrics.find("v_num"); it != metrics.end()) os << ", v_num=" << metric_str(it->second);
+  if (auto it = metrics.find("v_num"); it != metrics.end()) out += ", v_num=" + metric_str(it->second);
   for (const auto& [k, v] : metrics)
-    if (k != "v_num") os << ", " << k << "=" << metric_str(v);
-  os << "]";
-  return os.str();
+    if (k != "v_num") out += ", " + k + "=" + metric_str(v);
+  out += "]";
+  return out;
 }
 
 void ProgressBar::start(const std::string& stage, int64_t total_batches, int64_t epoch) {

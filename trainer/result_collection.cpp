@@ -2,11 +2,13 @@
 
 #include <cctype>
 #include <cmath>
-#include <iostream>
 #include <limits>
+
+#include <fmt/format.h>
 
 #include <volt/kernels/ops.h>
 #include <volt/nn/metrics.h>
+#include <volt/runtime/log.h>
 #include <volt/trainer/strategy.h>
 
 namespace volt {
@@ -145,9 +147,9 @@ void ResultCollection::log(const std::string& hook, const std::string& name, con
   if (!is_floating(t.dtype())) {
     // As upstream: reductions need floating values; say so once per name and hook, then convert.
     if (warned_integer_.insert(hook + "/" + name).second)
-      std::cerr << "log(\"" << name << "\") in " << hook << ": the value is an integer tensor ("
-                << dtype_name(t.dtype()) << "); it is converted to f32 to be reduced (convert it yourself to "
-                << "silence this warning)\n";
+      logging::warn(fmt::format("log(\"{}\") in {}: the value is an integer tensor ({}); it is converted to f32 to "
+                                "be reduced (convert it yourself to silence this warning)",
+                                name, hook, dtype_name(t.dtype())));
     t = t.to(DType::f32);
   }
   accumulate(e, &t, 0.0, b);
@@ -224,7 +226,6 @@ void ResultCollection::compute_epoch(Strategy& strategy) {
   std::vector<double> sums, mins, maxs;
   struct Slot { Entry* e; size_t num; size_t den; };
   std::vector<Slot> sum_slots, min_slots, max_slots;
-  static bool warned = false;
   for (auto& ep : entries_) {
     Entry& e = *ep;
     e.has_epoch = false;
@@ -249,11 +250,11 @@ void ResultCollection::compute_epoch(Strategy& strategy) {
       }
       continue;
     }
-    if (distributed && !e.opt.rank_zero_only && !warned && strategy.is_global_zero()) {
-      warned = true;
-      std::cerr << "volt: warning: \"" << e.name << "\" is logged on_epoch without sync_dist in a distributed "
-                << "run; each rank keeps its local value (pass LogOptions{.sync_dist = true} to reduce it)\n";
-    }
+    if (distributed && !e.opt.rank_zero_only && strategy.is_global_zero())
+      logging::warn_once("on_epoch without sync_dist",
+                         fmt::format("\"{}\" is logged on_epoch without sync_dist in a distributed run; each rank "
+                                     "keeps its local value (pass LogOptions{{.sync_dist = true}} to reduce it)",
+                                     e.name));
     if (!e.has_acc) continue;
     e.epoch_value = e.opt.reduce == ReduceFx::Mean ? num / e.weight : num;
     e.has_epoch = true;

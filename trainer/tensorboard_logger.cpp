@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 
 #include <volt/runtime/atomic_file.h>
 #include <volt/runtime/error.h>
+#include <volt/runtime/log.h>
 #include <volt/trainer/tfevents.h>
 
 namespace volt {
@@ -40,7 +40,7 @@ TensorBoardLogger::~TensorBoardLogger() {
     save();
     close_file(/*sync=*/false);
   } catch (const std::exception& e) {
-    std::cerr << e.what() << " (while closing " << dir_.path() << ")\n";
+    logging::error(std::string(e.what()) + " (while closing " + dir_.path() + ")");
   }
   if (fd_ >= 0) ::close(fd_);
 }

@@ -5,6 +5,8 @@
 #include <volt/runtime/trace.h>
 #include <volt/trainer/callback_calls.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include <volt/nn/layers/batchnorm.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/generator.h>
+#include <volt/runtime/log.h>
 #include <volt/trainer/checkpoint_files.h>
 #include <volt/trainer/device_parser.h>
 #include <volt/trainer/early_stopping.h>
@@ -40,6 +43,7 @@ int64_t global_seed() { return g_seed; }
 
 Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
   try {
+    if (!opt_.log_level.empty()) logging::set_level(logging::parse_level(opt_.log_level));
     precision_ = parse_precision(opt_.precision);
   } catch (const Error& e) {
     VOLT_FAIL("Trainer: ", e.what());
@@ -120,8 +124,8 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
     std::cout << "GPU available: " << (gpus > 0 ? "True (cuda)" : "False") << ", used: " << (used ? "True" : "False")
               << "\n";
     if (gpus > 0 && !used)
-      std::cerr << "Trainer: a GPU is available but not used; pass accelerator=\"gpu\" (--accelerator gpu) to use "
-                   "it\n";
+      logging::warn("Trainer: a GPU is available but not used; pass accelerator=\"gpu\" (--accelerator gpu) to use "
+                    "it");
   }
   check_precision_supported(precision_, strategy_->root_device());
   if (precision_ == Precision::f16_mixed) scaler_ = std::make_unique<GradScaler>(opt_.grad_scaler);
@@ -136,8 +140,8 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
       std::cout << "Trainer: fast_dev_run=" << opt_.fast_dev_run << ": " << opt_.fast_dev_run
                 << " batch(es) of training, validation, test and predict; logging and checkpointing are off\n";
   } else if (opt_.max_epochs == -1 && opt_.max_steps == -1 && strategy_->is_global_zero()) {
-    std::cerr << "Trainer: neither max_epochs nor max_steps is set; training stops after 1000 epochs (set "
-                 "max_epochs or max_steps)\n";
+    logging::warn("Trainer: neither max_epochs nor max_steps is set; training stops after 1000 epochs (set "
+                  "max_epochs or max_steps)");
   }
   bool has_ckpt = false;
   for (auto& c : callbacks_) has_ckpt |= dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
@@ -252,7 +256,7 @@ void Trainer::profile_finish() {
   try {
     profiler_->write(profile_dir_, world > 1 ? "rank" + std::to_string(rank) : "", rank);
   } catch (const std::exception& e) {
-    std::cerr << "volt: warning: the profiler reports were not written: " << e.what() << "\n";
+    logging::warn(std::string("the profiler reports were not written: ") + e.what());
     return;
   }
   if (!strategy_->is_global_zero()) return;
@@ -268,7 +272,7 @@ void Trainer::prepare_loader(data::DataLoader& loader, bool training) {
   if (shuffle && overfit_) {
     // Overfitting means the same batches every epoch.
     if (strategy_->is_global_zero())
-      std::cerr << "Trainer: overfit_batches is set but the training loader shuffles; shuffling is turned off\n";
+      logging::warn("Trainer: overfit_batches is set but the training loader shuffles; shuffling is turned off");
     shuffle = false;
     if (strategy_->world_size() == 1)
       loader.set_sampler(std::make_shared<data::SequentialSampler>(loader.dataset()->size()));
@@ -500,8 +504,8 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     if (interrupt_signal_ != 0) break;
   }
   if (nonfinite_losses_ > 0 && strategy_->is_global_zero())
-    std::cerr << "Trainer: " << nonfinite_losses_ << " training step(s) had a NaN/Inf loss and were skipped"
-              << (nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : "") << "\n";
+    logging::warn(fmt::format("Trainer: {} training step(s) had a NaN/Inf loss and were skipped{}", nonfinite_losses_,
+                              nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : ""));
   stage_ = Stage::train;
   if (interrupt_signal_ != 0) {
     for_each_callback(callbacks_, "on_interrupt", [&](Callback& c) { c.on_interrupt(*this, m); });

@@ -1,7 +1,7 @@
 // The Trainer's side of the loggers (trainer/logger.h): which loggers run, and what they receive when.
 #include <algorithm>
-#include <iostream>
 
+#include <volt/runtime/log.h>
 #include <volt/trainer/trainer.h>
 
 namespace volt {
@@ -68,7 +68,7 @@ void Trainer::finalize_loggers(RunStatus status) {
       l->finalize(status);
     } catch (const std::exception& e) {
       if (status == RunStatus::failed)
-        std::cerr << "Trainer: finalizing logger '" << l->name() << "' failed: " << e.what() << "\n";
+        logging::error("Trainer: finalizing logger '" + l->name() + "' failed: " + e.what());
       else if (!first)
         first = std::current_exception();
     } catch (...) {

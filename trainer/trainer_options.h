@@ -92,6 +92,9 @@ struct TrainerOptions {
   std::vector<std::shared_ptr<Logger>> loggers;
   std::vector<std::shared_ptr<Callback>> callbacks;
   int64_t log_every_n_steps = 50;
+  /// Non-empty: logging::set_level(parse_level(log_level)) at construction ("trace", "debug", "info", "warn",
+  /// "error" or "off"; runtime/log.h), a process-wide setting. "" keeps the level in effect (VOLT_LOG_LEVEL or info).
+  std::string log_level;
   /// Built-in profiler (trainer/profiler.h): "" (none), "simple" (time per hook and loop stage), "ops" (per-op,
   /// per-module and per-kernel times, CSV and Chrome trace) or "advanced" (both). Reports are printed on rank 0
   /// and written to profiler_dir, else `<log_dir>/profiler`.
