@@ -3,6 +3,7 @@
 // autocast, and every op in <volt/kernels/ops.h> (factories, elementwise, reductions, views, indexing, linear
 // algebra, convolution, normalisation, losses, attention).
 #include <volt/config.h>
+#include <volt/kernels/kernel_support.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/autocast.h>

@@ -9,9 +9,12 @@
 #include <mutex>
 #include <vector>
 
-#include <volt/kernels/backend.h>
+#include <volt/kernels/backend/batch_norm.h>
+#include <volt/kernels/backend/conv.h>
+#include <volt/kernels/backend/elementwise.h>
+#include <volt/kernels/backend/pool.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/plan_cache.h>
-#include <volt/kernels/cpu/linalg.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
@@ -210,7 +213,6 @@ std::shared_ptr<const ConvPlan> conv_plan(ConvKind kind, cudnnHandle_t h, const 
   });
 }
 
-}  // namespace
 
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
@@ -251,6 +253,13 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
   }
 }
 
+}  // namespace
+
+constexpr backend::ConvKernels conv_kernels{
+    .conv2d_forward = {conv2d_forward, backend::kFloating},
+    .conv2d_backward = {conv2d_backward, backend::kFloating},
+};
+
 // ---- pooling ------------------------------------------------------------------------------------------------
 
 namespace {
@@ -273,7 +282,6 @@ void pool_backward(cudnnPoolingMode_t mode, const Tensor& grad_x, const Tensor& 
   VOLT_CUDNN_CHECK(cudnnPoolingBackward(h, pd.d, s.one(), yd.d, out.data_ptr(), yd.d, grad_out.data_ptr(), xd.d,
                                         x.data_ptr(), s.zero(), xd.d, grad_x.data_ptr()));
 }
-}  // namespace
 
 void max_pool2d_forward(const Tensor& out, const Tensor&, const Tensor& x, const Pool2dParams& p) {
   // The deterministic mode routes each gradient to one argmax (the first), like the CPU path.
@@ -290,6 +298,15 @@ void avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Ten
                          const Pool2dParams& p) {
   pool_backward(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, grad_x, grad_out, x, out, p);
 }
+
+}  // namespace
+
+constexpr backend::PoolKernels pool_kernels{
+    .max_pool2d_forward = {max_pool2d_forward, backend::kFloating},
+    .max_pool2d_backward = {max_pool2d_backward, backend::kFloating},
+    .avg_pool2d_forward = {avg_pool2d_forward, backend::kFloating},
+    .avg_pool2d_backward = {avg_pool2d_backward, backend::kFloating},
+};
 
 // ---- batch norm ---------------------------------------------------------------------------------------------
 // (N, C) and (N, C, S) inputs run as (N, C, S, 1) in SPATIAL mode: statistics per channel over N and S.
@@ -311,7 +328,6 @@ double bn_eps(double eps) {
              CUDNN_BN_MIN_EPSILON);
   return eps;
 }
-}  // namespace
 
 void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                               const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -333,7 +349,7 @@ void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const 
       memset_zero(rv.data_ptr(), rv.device(), rv.nbytes());  // Fill reads its input: keep initcheck quiet
       ElemParams one;
       one.a = 1.0;
-      unary(UnaryOp::Fill, rv, rv, one);
+      elementwise_kernels.unary.fn(UnaryOp::Fill, rv, rv, one);
     }
   }
   VOLT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
@@ -369,5 +385,13 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_weight, const 
       grad_out.data_ptr(), d.x.d, dx.data_ptr(), d.bn, weight.data_ptr(), dw.data_ptr(), db.data_ptr(), bn_eps(eps),
       save_mean.data_ptr(), save_invstd.data_ptr()));
 }
+
+}  // namespace
+
+constexpr backend::BatchNormKernels batch_norm_kernels{
+    .batch_norm_forward_train = {batch_norm_forward_train, backend::kFloating},
+    .batch_norm_forward_eval = {batch_norm_forward_eval, backend::kFloating},
+    .batch_norm_backward = {batch_norm_backward, backend::kFloating},
+};
 
 }  // namespace volt::cuda

@@ -1,7 +1,9 @@
 // conv2d, max/avg pooling and batch norm: argument checks, layout, and autograd formulas. The CPU computes
 // f16/bf16 inputs in f32 (a differentiable cast around the f32 op); CUDA runs them natively through cuDNN.
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/backend/batch_norm.h>
+#include <volt/kernels/backend/conv.h>
+#include <volt/kernels/backend/pool.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -94,14 +96,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   // Multiply-adds x2 of one pass; the backward's data and weight gradients cost one pass each.
   const uint64_t conv_flops = static_cast<uint64_t>(2 * out.numel() * weight.size(1) * weight.size(2) * weight.size(3));
   trace::count_flops(conv_flops);
-  VOLT_DISPATCH_DEVICE(x.device(), conv2d_forward, out, xc, wc, bc, p);
+  backend::call<&backend::ConvKernels::conv2d_forward>(x.device(), xc.dtype(), out, xc, wc, bc, p);
   const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   autograd::attach(out, "Conv2dBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     Tensor go = g[0].contiguous();
     Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
     Tensor dw = gw ? empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
     trace::count_flops(conv_flops * (static_cast<uint64_t>(gx) + static_cast<uint64_t>(gw)));
-    VOLT_DISPATCH_DEVICE(go.device(), conv2d_backward, dx, dw, go, xc, wc, p);
+    backend::call<&backend::ConvKernels::conv2d_backward>(go.device(), xc.dtype(), dx, dw, go, xc, wc, p);
     // The bias gradient is a plain reduction over (N, H, W), done by Volt's own sum for every device and dtype
     // (cuDNN's backward-bias kernel rejects bf16 and is slow for small channel counts). fp32 accumulation.
     Tensor db = gb ? sum(go, {0, 2, 3}).to(bc.dtype()) : Tensor();
@@ -122,12 +124,12 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   Tensor out = empty(pool_out_shape(xc, p, "max_pool2d"), xc.dtype(), xc.device());
   // The CPU records argmax positions; cuDNN's backward recomputes them from x and out instead.
   Tensor idx = x.is_cuda() ? Tensor() : empty(out.shape(), DType::i64, kCPU);
-  VOLT_DISPATCH_DEVICE(x.device(), max_pool2d_forward, out, idx, xc, p);
+  backend::call<&backend::PoolKernels::max_pool2d_forward>(x.device(), xc.dtype(), out, idx, xc, p);
   Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
   Shape xs = xc.shape();
   autograd::attach(out, "MaxPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    VOLT_DISPATCH_DEVICE(dx.device(), max_pool2d_backward, dx, g[0].contiguous(), sx, so, idx, p);
+    backend::call<&backend::PoolKernels::max_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so, idx, p);
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -141,12 +143,12 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   if (cpu_half(x)) return cast(avg_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(pool_out_shape(xc, p, "avg_pool2d"), xc.dtype(), xc.device());
-  VOLT_DISPATCH_DEVICE(x.device(), avg_pool2d_forward, out, xc, p);
+  backend::call<&backend::PoolKernels::avg_pool2d_forward>(x.device(), xc.dtype(), out, xc, p);
   Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
   Shape xs = xc.shape();
   autograd::attach(out, "AvgPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    VOLT_DISPATCH_DEVICE(dx.device(), avg_pool2d_backward, dx, g[0].contiguous(), sx, so, p);
+    backend::call<&backend::PoolKernels::avg_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so, p);
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -210,13 +212,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   const bool gx = x.requires_grad();
   if (training) {
     Tensor mean = empty({C}, wdt, x.device()), invstd = empty({C}, wdt, x.device());
-    VOLT_DISPATCH_DEVICE(x.device(), batch_norm_forward_train, out, mean, invstd, xc, w, b, running_mean, running_var,
-                         momentum, eps);
+    backend::call<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), xc.dtype(), out, mean, invstd, xc, w, b, running_mean, running_var, momentum, eps);
     autograd::attach(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
       Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
       Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
       Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
-      VOLT_DISPATCH_DEVICE(xc.device(), batch_norm_backward, dx, dw, db, g[0].contiguous(), xc, w, mean, invstd, eps);
+      backend::call<&backend::BatchNormKernels::batch_norm_backward>(xc.device(), xc.dtype(), dx, dw, db, g[0].contiguous(), xc, w, mean, invstd, eps);
       if (dw.defined() && weight_dt != wdt) dw = dw.to(weight_dt);
       if (db.defined() && bias_dt != wdt) db = db.to(bias_dt);
       return std::vector<Tensor>{dx, dw, db};
@@ -224,7 +225,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     return out;
   }
   Tensor rm = running_mean.detach(), rv = running_var.detach();
-  VOLT_DISPATCH_DEVICE(x.device(), batch_norm_forward_eval, out, xc, w, b, rm, rv, eps);
+  backend::call<&backend::BatchNormKernels::batch_norm_forward_eval>(x.device(), xc.dtype(), out, xc, w, b, rm, rv, eps);
   autograd::attach(out, "BatchNormEvalBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     // Statistics are constants here: out = x * scale + shift per channel.
     Shape bshape(static_cast<size_t>(xc.dim()), 1);

@@ -2,8 +2,8 @@
 // than copies), and their autograd formulas.
 #include <atomic>
 
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/backend/linalg.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -96,7 +96,7 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   d.beta = accumulate ? 1.0 : 0.0;
   d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
   trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch));
-  VOLT_DISPATCH_DEVICE(out.device(), gemm, d, A.t, B.t, out);
+  backend::call<&backend::LinalgKernels::gemm>(out.device(), out.dtype(), d, A.t, B.t, out);
 }
 
 // 2-D out (n, m) = op(a) @ op(b), for the linear layer's three products.

@@ -1,0 +1,29 @@
+#pragma once
+// Which backend kernels run where. Ops run backend kernels ("gemm", "softmax_fwd", "conv2d_forward", ...;
+// kernel_names() lists them all), each implemented per device type for a set of dtypes (the backend interface is
+// internal: kernels/backend/).
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <volt/runtime/device.h>
+#include <volt/runtime/dtype.h>
+
+namespace volt {
+
+// Whether `kernel` runs on `device` for `dtype`, the dtype of the tensor the kernel computes on (the op's input,
+// or its output: for "gemm" the output, for "cast" the target dtype). False for a CUDA device that is not there:
+// in a build without CUDA, on a machine without a GPU, or at an index >= cuda_device_count(). An unknown kernel
+// name throws volt::Error listing the known ones.
+//
+// An op that meets a missing kernel throws volt::Error naming the kernel, the device and the dtype. Ops that
+// compute a dtype through another do so without asking for it: f16/bf16 GEMM, convolution, pooling and batch norm
+// run in f32 on the CPU, so conv2d works in f16 there although kernel_supported("conv2d_forward", kCPU,
+// DType::f16) is false.
+bool kernel_supported(std::string_view kernel, Device device, DType dtype);
+
+// Every kernel's name, grouped by family (elementwise, factory, reduce, softmax, loss, dropout, index, attention,
+// norm, batch_norm, optim, linalg, conv, pool), in declaration order.
+std::vector<std::string> kernel_names();
+
+}  // namespace volt
