@@ -16,10 +16,10 @@ namespace volt {
 // in a build without CUDA, on a machine without a GPU, or at an index >= cuda_device_count(). An unknown kernel
 // name throws volt::Error listing the known ones.
 //
-// An op that meets a missing kernel throws volt::Error naming the kernel, the device and the dtype. Ops that
-// compute a dtype through another do so without asking for it: f16/bf16 GEMM, convolution, pooling and batch norm
-// run in f32 on the CPU, so conv2d works in f16 there although kernel_supported("conv2d_forward", kCPU,
-// DType::f16) is false.
+// An op that meets a missing kernel throws volt::Error naming the kernel, the device and the dtype. Some ops fall
+// back instead: matmul/linear, conv2d, the poolings and batch_norm compute f16/bf16 in f32 where the device has no
+// half kernel (the CPU), so conv2d works in f16 there although kernel_supported("conv2d_forward", kCPU, DType::f16)
+// is false.
 bool kernel_supported(std::string_view kernel, Device device, DType dtype);
 
 // Every kernel's name, grouped by family (elementwise, factory, reduce, softmax, loss, dropout, index, attention,

@@ -92,6 +92,13 @@ bool supported(Device device, DType dtype) {
   return k.fn != nullptr && k.dtypes.contains(dtype);
 }
 
+// Whether an op should run a half dtype (f16/bf16) through f32 because the backend has no half kernel K (the
+// CPU's GEMM, convolution, pooling and batch norm): the caller's fallback, decided by the tables.
+template <auto K>
+bool half_through_f32(Device device, DType dtype) {
+  return (dtype == DType::f16 || dtype == DType::bf16) && !supported<K>(device, dtype);
+}
+
 // Runs kernel K of `device`'s backend, the device made current for a CUDA call, inside a kernel-layer trace range
 // named after K; throws volt::Error when the backend lacks K or K does not take `dtype` (the kernel's dispatch
 // dtype, named in its family header).

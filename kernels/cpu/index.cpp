@@ -1,5 +1,5 @@
 // CPU kernels for index_select / gather / embedding / one_hot and their scatter-add backwards. The offset
-// arithmetic is shared with the CUDA kernels (kernels/cpu/index_backend.h); loops here are serial, so the
+// arithmetic is shared with the CUDA kernels (kernels/backend/index.h); loops here are serial, so the
 // accumulating kernels need no atomics.
 #include <cstring>
 #include <type_traits>

@@ -93,7 +93,8 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
                      Tensor g = grads[0].dtype() == y.dtype() ? grads[0].contiguous() : grads[0].to(y.dtype()).contiguous();
                      Tensor gs = empty(y.shape(), y.dtype(), d);
                      Tensor gb = bias_grad ? empty(y.shape(), acc_dtype(y.dtype()), d) : Tensor();
-                     if (y.numel() > 0) backend::call<&backend::AttentionKernels::attn_softmax_bwd>(d, y.dtype(), gs, gb, g, y, p);
+                     if (y.numel() > 0)
+                       backend::call<&backend::AttentionKernels::attn_softmax_bwd>(d, y.dtype(), gs, gb, g, y, p);
                      if (gb.defined()) gb = sum_to(gb, mask_shape);
                      return std::vector<Tensor>{gs, gb};
                    });

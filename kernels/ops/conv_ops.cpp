@@ -1,5 +1,6 @@
-// conv2d, max/avg pooling and batch norm: argument checks, layout, and autograd formulas. The CPU computes
-// f16/bf16 inputs in f32 (a differentiable cast around the f32 op); CUDA runs them natively through cuDNN.
+// conv2d, max/avg pooling and batch norm: argument checks, layout, and autograd formulas. Where the backend has no
+// f16/bf16 kernel (the CPU), the op computes half inputs in f32 (a differentiable cast around the f32 op); CUDA runs
+// them natively through cuDNN.
 #include <volt/kernels/backend/batch_norm.h>
 #include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/pool.h>
@@ -12,8 +13,6 @@ namespace volt {
 namespace {
 
 using Pair = std::pair<int64_t, int64_t>;
-
-bool cpu_half(const Tensor& x) { return !x.is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16); }
 
 void check_operand(const Tensor& x, const Tensor& other, const char* op, const char* name) {
   VOLT_CHECK(other.defined(), op, ": ", name, " is undefined");
@@ -82,7 +81,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
              ") must be positive");
   VOLT_CHECK(padding.first >= 0 && padding.second >= 0, "conv2d: padding (", padding.first, ", ", padding.second,
              ") must be >= 0");
-  if (cpu_half(x)) {
+  if (backend::half_through_f32<&backend::ConvKernels::conv2d_forward>(x.device(), x.dtype())) {
     AutocastGuard exact(false);  // the fp32 computation of a half conv must not be lowered again
     Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
     return cast(conv2d(cast(x, DType::f32), cast(weight, DType::f32), b32, stride, padding, dilation), x.dtype());
@@ -119,7 +118,8 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   check_input(x, "max_pool2d");
   if (x.dim() == 3) return max_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
   Pool2dParams p = pool_params(x, kernel, stride, padding, "max_pool2d");
-  if (cpu_half(x)) return cast(max_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
+  if (backend::half_through_f32<&backend::PoolKernels::max_pool2d_forward>(x.device(), x.dtype()))
+    return cast(max_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(pool_out_shape(xc, p, "max_pool2d"), xc.dtype(), xc.device());
   // The CPU records argmax positions; cuDNN's backward recomputes them from x and out instead.
@@ -129,7 +129,8 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   Shape xs = xc.shape();
   autograd::attach(out, "MaxPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    backend::call<&backend::PoolKernels::max_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so, idx, p);
+    backend::call<&backend::PoolKernels::max_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so,
+                                                              idx, p);
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -140,7 +141,8 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   check_input(x, "avg_pool2d");
   if (x.dim() == 3) return avg_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
   Pool2dParams p = pool_params(x, kernel, stride, padding, "avg_pool2d");
-  if (cpu_half(x)) return cast(avg_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
+  if (backend::half_through_f32<&backend::PoolKernels::avg_pool2d_forward>(x.device(), x.dtype()))
+    return cast(avg_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(pool_out_shape(xc, p, "avg_pool2d"), xc.dtype(), xc.device());
   backend::call<&backend::PoolKernels::avg_pool2d_forward>(x.device(), xc.dtype(), out, xc, p);
@@ -148,7 +150,8 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   Shape xs = xc.shape();
   autograd::attach(out, "AvgPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    backend::call<&backend::PoolKernels::avg_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so, p);
+    backend::call<&backend::PoolKernels::avg_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so,
+                                                              p);
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -188,7 +191,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   const int64_t per_channel = x.numel() / std::max<int64_t>(C, 1);
   VOLT_CHECK(!training || per_channel > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
              x.shape_str());
-  if (cpu_half(x)) {
+  if (backend::half_through_f32<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), x.dtype())) {
     Tensor w32 = weight.defined() ? cast(weight, DType::f32) : Tensor();
     Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
     return cast(batch_norm(cast(x, DType::f32), w32, b32, running_mean, running_var, training, momentum, eps),
@@ -212,12 +215,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   const bool gx = x.requires_grad();
   if (training) {
     Tensor mean = empty({C}, wdt, x.device()), invstd = empty({C}, wdt, x.device());
-    backend::call<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), xc.dtype(), out, mean, invstd, xc, w, b, running_mean, running_var, momentum, eps);
+    backend::call<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), xc.dtype(), out, mean, invstd, xc,
+                                                                        w, b, running_mean, running_var, momentum, eps);
     autograd::attach(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
       Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
       Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
       Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
-      backend::call<&backend::BatchNormKernels::batch_norm_backward>(xc.device(), xc.dtype(), dx, dw, db, g[0].contiguous(), xc, w, mean, invstd, eps);
+      backend::call<&backend::BatchNormKernels::batch_norm_backward>(xc.device(), xc.dtype(), dx, dw, db,
+                                                                     g[0].contiguous(), xc, w, mean, invstd, eps);
       if (dw.defined() && weight_dt != wdt) dw = dw.to(weight_dt);
       if (db.defined() && bias_dt != wdt) db = db.to(bias_dt);
       return std::vector<Tensor>{dx, dw, db};
@@ -225,7 +230,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     return out;
   }
   Tensor rm = running_mean.detach(), rv = running_var.detach();
-  backend::call<&backend::BatchNormKernels::batch_norm_forward_eval>(x.device(), xc.dtype(), out, xc, w, b, rm, rv, eps);
+  backend::call<&backend::BatchNormKernels::batch_norm_forward_eval>(x.device(), xc.dtype(), out, xc, w, b, rm, rv,
+                                                                     eps);
   autograd::attach(out, "BatchNormEvalBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     // Statistics are constants here: out = x * scale + shift per channel.
     Shape bshape(static_cast<size_t>(xc.dim()), 1);

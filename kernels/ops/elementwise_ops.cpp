@@ -406,7 +406,8 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   if (rhs.dtype() != a.dtype()) rhs = rhs.to(a.dtype());
   rhs = rhs.expand(a.shape());
   if (alpha != 1.0) rhs = mul(rhs, alpha);
-  backend::call<&backend::ElementwiseKernels::binary>(a.device(), a.dtype(), BinaryOp::Add, a, a, rhs.expand(a.shape()), ElemParams{});
+  backend::call<&backend::ElementwiseKernels::binary>(a.device(), a.dtype(), BinaryOp::Add, a, a, rhs.expand(a.shape()),
+                                                      ElemParams{});
   return a;
 }
 
@@ -423,7 +424,8 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   NoGradGuard ng;
   Tensor rhs = b.detach();
   if (rhs.dtype() != a.dtype()) rhs = rhs.to(a.dtype());
-  backend::call<&backend::ElementwiseKernels::binary>(a.device(), a.dtype(), BinaryOp::Mul, a, a, rhs.expand(a.shape()), ElemParams{});
+  backend::call<&backend::ElementwiseKernels::binary>(a.device(), a.dtype(), BinaryOp::Mul, a, a, rhs.expand(a.shape()),
+                                                      ElemParams{});
   return a;
 }
 

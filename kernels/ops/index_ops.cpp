@@ -113,7 +113,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     for (const Tensor& t : tensors) {
       const int64_t n = t.size(d);
       // The cast kernel writes through the strided slice, converting dtypes on the way.
-      if (n > 0 && out.numel() > 0) backend::call<&backend::ElementwiseKernels::cast>(out.device(), out.dtype(), out.narrow(d, off, n), t.detach());
+      if (n > 0 && out.numel() > 0)
+        backend::call<&backend::ElementwiseKernels::cast>(out.device(), out.dtype(), out.narrow(d, off, n), t.detach());
       off += n;
       sizes.push_back(n);
       dtypes.push_back(t.dtype());
@@ -168,7 +169,9 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   Shape out_shape = s;
   out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, a.dtype(), a.device());
-  if (out.numel() > 0) backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, a.detach().contiguous(), idx, outer, D, inner);
+  if (out.numel() > 0)
+    backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, a.detach().contiguous(), idx,
+                                                        outer, D, inner);
   Shape in_shape = s;
   DType dt = a.dtype();
   autograd::attach(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
@@ -194,7 +197,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
-  if (out.numel() > 0) backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, weight.detach().contiguous(), idx, 1, V, D);
+  if (out.numel() > 0)
+    backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, weight.detach().contiguous(),
+                                                        idx, 1, V, D);
   Shape w_shape = weight.shape();
   DType dt = weight.dtype();
   autograd::attach(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
@@ -226,7 +231,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   Tensor src = a.detach();
   Tensor out = empty(index.shape(), a.dtype(), a.device());
   if (out.numel() > 0)
-    backend::call<&backend::IndexKernels::gather>(out.device(), src.dtype(), out, src, idx, make_geometry(index.shape(), src.strides(), d));
+    backend::call<&backend::IndexKernels::gather>(out.device(), src.dtype(), out, src, idx,
+                                                  make_geometry(index.shape(), src.strides(), d));
   Shape in_shape = a.shape();
   DType dt = a.dtype();
   autograd::attach(out, "GatherBackward", {a}, [=](const std::vector<Tensor>& g) {
@@ -234,7 +240,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     Tensor grad = zeros(in_shape, acc, g[0].device());
     Tensor gc = g[0].to(acc).contiguous();
     if (gc.numel() > 0)
-      backend::call<&backend::IndexKernels::scatter_add>(grad.device(), grad.dtype(), grad, gc, idx, make_geometry(idx.shape(), grad.strides(), d));
+      backend::call<&backend::IndexKernels::scatter_add>(grad.device(), grad.dtype(), grad, gc, idx,
+                                                         make_geometry(idx.shape(), grad.strides(), d));
     return std::vector<Tensor>{grad.to(dt)};
   });
   return out;

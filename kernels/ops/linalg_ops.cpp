@@ -68,7 +68,7 @@ Operand operand(const Tensor& t) {
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta = false,
                bool tb = false) {
   if (out.numel() == 0) return;
-  if (!out.is_cuda() && (out.dtype() == DType::f16 || out.dtype() == DType::bf16)) {
+  if (backend::half_through_f32<&backend::LinalgKernels::gemm>(out.device(), out.dtype())) {
     // The CPU computes half-precision products in f32 and rounds once.
     Tensor o32 = accumulate ? out.to(DType::f32) : empty(out.shape(), DType::f32);
     gemm_into(o32, a.detach().to(DType::f32), b.detach().to(DType::f32), accumulate, ta, tb);

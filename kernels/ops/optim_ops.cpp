@@ -74,7 +74,8 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
   VOLT_CHECK(h.step >= 1, "adam_step_: step must be >= 1 (the step being taken), got ", h.step);
   check_state("adam_step_", param,
               {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"max_exp_avg_sq", &max_exp_avg_sq}});
-  backend::call<&backend::OptimKernels::adam_step>(param.device(), param.dtype(), param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, h);
+  backend::call<&backend::OptimKernels::adam_step>(param.device(), param.dtype(), param, grad, exp_avg, exp_avg_sq,
+                                                   max_exp_avg_sq, h);
 }
 
 namespace {

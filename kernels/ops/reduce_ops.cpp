@@ -130,7 +130,8 @@ std::pair<Tensor, Tensor> extremum_dim(const Tensor& a, int64_t dim, bool keepdi
   if (is_bool) in = in.to(DType::u8);  // bool has no arithmetic kernels; u8 orders the same way
   Tensor idx = empty(L.out_shape, DType::i64, in.device());
   Tensor vals = want_values ? empty(L.out_shape, in.dtype(), in.device()) : Tensor();
-  backend::call<&backend::ReduceKernels::arg_reduce>(in.device(), in.dtype(), vals, idx, in, L.outer, L.r, L.inner, is_max);
+  backend::call<&backend::ReduceKernels::arg_reduce>(in.device(), in.dtype(), vals, idx, in, L.outer, L.r, L.inner,
+                                                     is_max);
   if (!want_values) return {Tensor(), idx};
   if (is_bool) vals = vals.to(DType::boolean);
   Shape in_shape = a.shape();

@@ -11,6 +11,7 @@
 
 #include "common/gradcheck.h"
 #include <volt/config.h>
+#include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/linalg.h>
 #include <volt/kernels/backend/registry.h>
@@ -37,6 +38,12 @@ backend::Backend cpu_with(const backend::SoftmaxKernels& softmax) {
 void fill_seven(const Tensor& out, const Tensor&, int64_t, int64_t, int64_t, bool) {
   float* o = static_cast<float*>(out.data_ptr());
   for (int64_t i = 0; i < out.numel(); ++i) o[i] = 7.0f;
+}
+
+// Records the dtype of the x it was given (and computes nothing).
+DType g_conv_dtype = DType::boolean;
+void record_conv(const Tensor&, const Tensor& x, const Tensor&, const Tensor&, const Conv2dParams&) {
+  g_conv_dtype = x.dtype();
 }
 
 }  // namespace
@@ -115,6 +122,9 @@ TEST(Backend, SupportedAsksTheDevicesTable) {
   EXPECT_TRUE((backend::supported<&backend::LinalgKernels::gemm>(kCPU, DType::f64)));
   EXPECT_FALSE((backend::supported<&backend::LinalgKernels::gemm>(kCPU, DType::bf16)));
   EXPECT_EQ((backend::supported<&backend::LinalgKernels::gemm>(cuda_device(0), DType::f32)), VOLT_WITH_CUDA != 0);
+  EXPECT_TRUE((backend::half_through_f32<&backend::LinalgKernels::gemm>(kCPU, DType::f16)));
+  EXPECT_FALSE((backend::half_through_f32<&backend::LinalgKernels::gemm>(kCPU, DType::f32)));
+  EXPECT_FALSE((backend::half_through_f32<&backend::SoftmaxKernels::softmax_fwd>(kCPU, DType::bf16)));
   EXPECT_STREQ(backend::kernel_name<&backend::SoftmaxKernels::softmax_fwd>(), "softmax_fwd");
   EXPECT_STREQ(backend::kernel_name<&backend::ElementwiseKernels::where>(), "where");
 }
@@ -130,6 +140,22 @@ TEST(Backend, OpsCallThroughTheDevicesTable) {
   }
   const double e = 1.0 / (1.0 + std::exp(1.0));
   volt::testing::expect_close(softmax(x, 1), {e, 1 - e, e, 1 - e});  // the real table again
+}
+
+TEST(Backend, TheHalfFallbackFollowsTheTable) {
+  Tensor x = ones({1, 1, 3, 3}, DType::f16), w = ones({1, 1, 2, 2}, DType::f16);
+  backend::ConvKernels conv = backend::family<backend::ConvKernels>(*backend::table(DeviceType::CPU));
+  conv.conv2d_forward.fn = record_conv;
+  backend::Backend b = *backend::table(DeviceType::CPU);
+  std::get<const backend::ConvKernels*>(b.tables) = &conv;
+  backend::ScopedBackendOverride o(DeviceType::CPU, &b);
+  g_conv_dtype = DType::boolean;
+  conv2d(x, w);  // no f16 kernel: the op runs the f32 one
+  EXPECT_EQ(g_conv_dtype, DType::f32);
+  conv.conv2d_forward.dtypes = {DType::f32, DType::f64, DType::f16};
+  g_conv_dtype = DType::boolean;
+  conv2d(x, w);  // a table with an f16 kernel gets f16
+  EXPECT_EQ(g_conv_dtype, DType::f16);
 }
 
 TEST(Backend, AMissingKernelIsAnErrorNamingKernelDeviceAndDType) {
