@@ -19,6 +19,7 @@
 #include <volt/kernels/kernel_support.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
+#include <volt/runtime/trace.h>
 
 using namespace volt;
 
@@ -39,6 +40,17 @@ void fill_seven(const Tensor& out, const Tensor&, int64_t, int64_t, int64_t, boo
   float* o = static_cast<float*>(out.data_ptr());
   for (int64_t i = 0; i < out.numel(); ++i) o[i] = 7.0f;
 }
+
+// Kernel-layer ranges seen: (name, device).
+struct KernelRanges : trace::Recorder {
+  std::vector<std::pair<std::string, std::string>> seen;
+  int open = 0;
+  void begin(trace::Layer layer, std::string_view name, const trace::RangeInfo& info) override {
+    if (layer == trace::Layer::kernel) seen.emplace_back(std::string(name), info.device.str());
+    ++open;
+  }
+  void end(trace::Layer) override { --open; }
+};
 
 // Records the dtype of the x it was given (and computes nothing).
 DType g_conv_dtype = DType::boolean;
@@ -140,6 +152,29 @@ TEST(Backend, OpsCallThroughTheDevicesTable) {
   }
   const double e = 1.0 / (1.0 + std::exp(1.0));
   volt::testing::expect_close(softmax(x, 1), {e, 1 - e, e, 1 - e});  // the real table again
+}
+
+TEST(Backend, EachCallIsAKernelRangeNamedAfterTheKernel) {
+  KernelRanges r;
+  trace::set_recorder(&r, trace::layer_mask({trace::Layer::kernel}));
+  Tensor y = softmax(ones({2, 3}), 1);
+  Tensor z = matmul(ones({2, 3}), ones({3, 2}));
+  trace::set_recorder(nullptr);
+  EXPECT_EQ(r.open, 0);
+  const std::vector<std::pair<std::string, std::string>> want = {{"softmax_fwd", "cpu"}, {"gemm", "cpu"}};
+  for (const auto& w : want) EXPECT_NE(std::find(r.seen.begin(), r.seen.end(), w), r.seen.end()) << w.first;
+  // A kernel that is missing still opens (and closes) its range before the error.
+  backend::SoftmaxKernels none;
+  const backend::Backend b = cpu_with(none);
+  backend::ScopedBackendOverride o(DeviceType::CPU, &b);
+  Tensor x = ones({2});
+  r.seen.clear();
+  trace::set_recorder(&r, trace::layer_mask({trace::Layer::kernel}));
+  EXPECT_THROW(softmax(x, 0), Error);
+  trace::set_recorder(nullptr);
+  EXPECT_EQ(r.open, 0);
+  ASSERT_EQ(r.seen.size(), 1u);
+  EXPECT_EQ(r.seen[0].first, "softmax_fwd");
 }
 
 TEST(Backend, TheHalfFallbackFollowsTheTable) {
