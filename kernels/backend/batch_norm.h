@@ -1,5 +1,5 @@
 #pragma once
-// batch_norm (kernels/ops/conv_ops.cpp; kernels/cpu/batch_norm.cpp, cuDNN in kernels/cuda/cudnn_ops.cu).
+// batch_norm (kernels/ops/conv_ops.cpp; kernels/cpu/batch_norm.cpp, cuDNN in kernels/cuda/batch_norm.cu).
 // x and out are contiguous (N, C, S) (S = H * W, 1 for 2-D input); weight and bias (C) are always defined and in
 // the parameter dtype (x's, f32 for half x on CUDA). Statistics accumulate in double on the CPU.
 #include <volt/kernels/backend/kernel.h>

@@ -1,5 +1,5 @@
 #pragma once
-// 2-D convolution (kernels/ops/conv_ops.cpp; kernels/cpu/conv.cpp: im2col + GEMM; kernels/cuda/cudnn_ops.cu:
+// 2-D convolution (kernels/ops/conv_ops.cpp; kernels/cpu/conv.cpp: im2col + GEMM; kernels/cuda/conv.cu:
 // cuDNN). NCHW, every tensor contiguous and of one dtype. The CPU takes f32/f64 (the op computes f16/bf16 in
 // f32); CUDA every floating dtype.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// 2-D max and average pooling (kernels/ops/conv_ops.cpp; kernels/cpu/pool.cpp; kernels/cuda/cudnn_ops.cu:
+// 2-D max and average pooling (kernels/ops/conv_ops.cpp; kernels/cpu/pool.cpp; kernels/cuda/pool.cu:
 // cuDNN). NCHW, every tensor contiguous. The CPU takes f32/f64 (the op computes f16/bf16 in f32); CUDA every
 // floating dtype.
 #include <cstdint>

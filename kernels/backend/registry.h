@@ -152,10 +152,10 @@ extern const backend::DropoutKernels dropout_kernels;          // kernels/cuda/d
 extern const backend::IndexKernels index_kernels;              // kernels/cuda/index.cu
 extern const backend::AttentionKernels attention_kernels;      // kernels/cuda/attention.cu
 extern const backend::NormKernels norm_kernels;                // kernels/cuda/norm.cu
-extern const backend::BatchNormKernels batch_norm_kernels;     // kernels/cuda/cudnn_ops.cu
+extern const backend::BatchNormKernels batch_norm_kernels;     // kernels/cuda/batch_norm.cu
 extern const backend::OptimKernels optim_kernels;              // kernels/cuda/optim.cu
 extern const backend::LinalgKernels linalg_kernels;            // kernels/cuda/gemm.cu
-extern const backend::ConvKernels conv_kernels;                // kernels/cuda/cudnn_ops.cu
-extern const backend::PoolKernels pool_kernels;                // kernels/cuda/cudnn_ops.cu
+extern const backend::ConvKernels conv_kernels;                // kernels/cuda/conv.cu
+extern const backend::PoolKernels pool_kernels;                // kernels/cuda/pool.cu
 }  // namespace volt::cuda
 #endif
