@@ -3,7 +3,7 @@
 # BUILD_SHARED_LIBS=ON. Sources are globbed so adding a file needs no CMake edit; .cu files join only when the
 # CUDA backend is built.
 # Headers (*.h) are public and installed under include/volt/<layer>/ unless INTERNAL_HEADERS names them:
-# paths relative to the layer folder, a file ("backend.h") or a folder ending in "/" ("cuda/"). A public header
+# paths relative to the layer folder, a file ("process.h") or a folder ending in "/" ("cuda/"). A public header
 # must include only public ones (the CTest consumer_headers compiles each installed header on its own).
 # Each installed header is appended (absolute path) to the global property VOLT_PUBLIC_HEADERS, the input of
 # the API docs (docs/CMakeLists.txt).

@@ -36,6 +36,14 @@ void dispatch_floating(DType t, const char* op, F&& f) {
   }
 }
 
+// f32 and f64 only: the CPU kernels that compute half types through f32 (GEMM, convolution, pooling, batch norm).
+template <class F>
+void dispatch_f32_f64(DType t, const char* op, F&& f) {
+  if (t == DType::f32) return f(float{});
+  if (t == DType::f64) return f(double{});
+  VOLT_FAIL(op, " (CPU): dtype ", dtype_name(t), " is not supported; expected float32 or float64");
+}
+
 // Numeric types (no bool) for arithmetic.
 template <class F>
 void dispatch_numeric(DType t, const char* op, F&& f) {

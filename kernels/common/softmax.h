@@ -1,6 +1,6 @@
 #pragma once
 // Per-element math of softmax, the fused cross-entropy / NLL losses, arg-reductions and dropout, shared by the
-// CPU loops (kernels/cpu/softmax.cpp, kernels/cpu/reduce.cpp) and the CUDA kernels (kernels/cuda/*.cu).
+// CPU loops (kernels/cpu/softmax.cpp, loss.cpp, dropout.cpp, reduce.cpp) and the CUDA kernels (kernels/cuda/*.cu).
 // Everything computes in the accumulation type A (float for f32/f16/bf16, double for f64).
 #include <cstdint>
 

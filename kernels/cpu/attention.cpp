@@ -1,9 +1,10 @@
 // CPU fused masked, scaled softmax of scaled_dot_product_attention, a row of keys at a time. The math is
-// kernels/common/attention.h; contracts are in kernels/cpu/attention_backend.h.
+// kernels/common/attention.h; contracts are in kernels/backend/attention.h.
 #include <vector>
 
+#include <volt/kernels/backend/attention.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/attention_backend.h>
 
 namespace volt::cpu {
 
@@ -15,8 +16,6 @@ const void* mask_row(const Tensor& mask, const AttnParams& p, int64_t r) {
   const char* base = static_cast<const char*>(mask.data_ptr());
   return base + p.geom.row_offset(r) * static_cast<int64_t>(itemsize(mask.dtype()));
 }
-
-}  // namespace
 
 void attn_softmax_fwd(const Tensor& out, const Tensor& scores, const Tensor& mask, const AttnParams& p) {
   dispatch_floating(scores.dtype(), "scaled_dot_product_attention", [&](auto tag) {
@@ -76,5 +75,12 @@ void attn_softmax_bwd(const Tensor& grad_scores, const Tensor& grad_bias, const 
     }
   });
 }
+
+}  // namespace
+
+constexpr backend::AttentionKernels attention_kernels{
+    .attn_softmax_fwd = {attn_softmax_fwd, backend::kFloating},
+    .attn_softmax_bwd = {attn_softmax_bwd, backend::kFloating},
+};
 
 }  // namespace volt::cpu

@@ -1,6 +1,8 @@
-#include <volt/kernels/backend.h>
+// CPU elementwise kernels: the functors and the dtype dispatch are kernels/common/elementwise_impl.h, the strided
+// loops kernels/cpu/loops.h.
+#include <volt/kernels/backend/elementwise.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/elementwise_impl.h>
-#include <volt/kernels/common/philox.h>
 #include <volt/kernels/cpu/loops.h>
 
 namespace volt::cpu {
@@ -15,7 +17,6 @@ struct Cpu {
     cpu::map3<O, A, B, C>(o, a, b, c, f);
   }
 };
-}  // namespace
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ElemParams& p) { elementwise_impl::unary<Cpu>(op, out, in, p); }
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, const ElemParams& p) {
@@ -25,36 +26,14 @@ void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) 
 void where(const Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b) { elementwise_impl::where<Cpu>(out, c, a, b); }
 void cast(const Tensor& out, const Tensor& in) { elementwise_impl::cast<Cpu>(out, in); }
 
-// Random fills write contiguous `out`; element i depends only on (seed, offset, i).
-void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
-  const int64_t n = out.numel();
-  dispatch_floating(out.dtype(), "rand", [&](auto tag) {
-    using T = decltype(tag);
-    using A = acc_t<T>;
-    T* o = static_cast<T*>(out.data_ptr());
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = T(philox::mad(A(hi - lo), A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))), A(lo)));
-  });
-}
+}  // namespace
 
-void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
-  const int64_t n = out.numel();
-  dispatch_floating(out.dtype(), "randn", [&](auto tag) {
-    using T = decltype(tag);
-    using A = acc_t<T>;
-    T* o = static_cast<T*>(out.data_ptr());
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = T(philox::mad(A(std), A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))), A(mean)));
-  });
-}
-
-void arange(const Tensor& out, double start, double step) {
-  const int64_t n = out.numel();
-  dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
-    using T = decltype(tag);
-    T* o = static_cast<T*>(out.data_ptr());
-    for (int64_t i = 0; i < n; ++i) o[i] = T(static_cast<acc_t<T>>(start + step * static_cast<double>(i)));
-  });
-}
+constexpr backend::ElementwiseKernels elementwise_kernels{
+    .unary = {unary, backend::kAllDTypes},
+    .binary = {binary, backend::kNumeric},
+    .compare = {compare, backend::kAllDTypes},
+    .where = {where, backend::kAllDTypes},
+    .cast = {cast, backend::kAllDTypes},
+};
 
 }  // namespace volt::cpu

@@ -13,7 +13,8 @@
 #include <mutex>
 #include <vector>
 
-#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/backend/registry.h>
+#include <volt/kernels/cpu/gemm.h>
 
 #if VOLT_HAVE_OPENBLAS
 #include <cblas.h>
@@ -230,8 +231,12 @@ void gemm_ptr(const GemmDesc& d, DType dtype, const void* a, const void* b, void
   }
 }
 
+namespace {
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
   gemm_ptr(d, c.dtype(), a.data_ptr(), b.data_ptr(), c.data_ptr());
 }
+}  // namespace
+
+constexpr backend::LinalgKernels linalg_kernels{.gemm = {gemm, backend::kF32F64}};
 
 }  // namespace volt::cpu

@@ -1,13 +1,16 @@
 // CPU kernels for index_select / gather / embedding / one_hot and their scatter-add backwards. The offset
-// arithmetic is shared with the CUDA kernels (kernels/cpu/index_backend.h); loops here are serial, so the
+// arithmetic is shared with the CUDA kernels (kernels/backend/index.h); loops here are serial, so the
 // accumulating kernels need no atomics.
 #include <cstring>
 #include <type_traits>
 
+#include <volt/kernels/backend/index.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/index_backend.h>
 
 namespace volt::cpu {
+
+namespace {
 
 void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D,
                   int64_t inner) {
@@ -72,5 +75,15 @@ void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes) {
   std::memset(o, 0, static_cast<size_t>(n * num_classes) * sizeof(int64_t));
   for (int64_t i = 0; i < n; ++i) o[i * num_classes + idx[i]] = 1;
 }
+
+}  // namespace
+
+constexpr backend::IndexKernels index_kernels{
+    .index_select = {index_select, backend::kAllDTypes},
+    .index_add = {index_add, backend::kF32F64},
+    .gather = {gather, backend::kAllDTypes},
+    .scatter_add = {scatter_add, backend::kF32F64},
+    .one_hot = {one_hot, backend::DTypeSet{DType::i64}},
+};
 
 }  // namespace volt::cpu

@@ -2,8 +2,9 @@
 #include <algorithm>
 #include <vector>
 
+#include <volt/kernels/backend/norm.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/norm_backend.h>
 
 namespace volt::cpu {
 
@@ -11,8 +12,6 @@ namespace {
 
 template <class A>
 const A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const A*>(t.data_ptr()) : nullptr; }
-
-}  // namespace
 
 void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
               const Tensor& bias, const NormGeom& g, double eps) {
@@ -95,5 +94,12 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     if (!db.empty()) std::copy(db.begin(), db.end(), static_cast<A*>(grad_bias.data_ptr()));
   });
 }
+
+}  // namespace
+
+constexpr backend::NormKernels norm_kernels{
+    .norm_fwd = {norm_fwd, backend::kFloating},
+    .norm_bwd = {norm_bwd, backend::kFloating},
+};
 
 }  // namespace volt::cpu

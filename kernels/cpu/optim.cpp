@@ -4,8 +4,9 @@
 // GCC does not vectorise sqrt while it may have to set errno (the default, and not switchable per function),
 // so float Adam runs the same optim_math functions on an 8-lane AVX value type (F8) for the bulk of each
 // tensor, and the scalar path for the tail.
+#include <volt/kernels/backend/optim.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/optim_dispatch.h>
-#include <volt/kernels/cpu/optim_backend.h>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -90,8 +91,6 @@ void sgd_loop(T* __restrict p, const T* __restrict g, M* __restrict buf, int64_t
   }
 }
 
-}  // namespace
-
 struct CpuLauncher {
   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
   void adam(T* p, const T* g, M* m, M* v, M* vmax, int64_t n, const om::AdamScalars<S>& s) const {
@@ -128,5 +127,13 @@ void unscale_check(const Tensor& grad, double inv_scale, const Tensor& found) {
     if (bad) *static_cast<float*>(found.data_ptr()) = 1.0f;
   });
 }
+
+}  // namespace
+
+constexpr backend::OptimKernels optim_kernels{
+    .adam_step = {adam_step, backend::kFloating},
+    .sgd_step = {sgd_step, backend::kFloating},
+    .unscale_check = {unscale_check, backend::kFloating},
+};
 
 }  // namespace volt::cpu

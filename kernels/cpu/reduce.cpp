@@ -1,15 +1,16 @@
+// CPU reductions: row and column sums, arg-reductions over the middle dim of (outer, r, inner).
 #include <vector>
 
-#include <volt/kernels/backend.h>
+#include <volt/kernels/backend/reduce.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/nn_backend.h>
+#include <volt/kernels/common/softmax.h>
 
 namespace volt::cpu {
 
 namespace {
 template <class T> struct sum_acc { using type = acc_t<T>; };
 template <> struct sum_acc<float> { using type = double; };
-}  // namespace
 
 void sum_rows(const Tensor& out, const Tensor& in) {
   const int64_t M = in.shape()[0], R = in.shape()[1];
@@ -83,5 +84,13 @@ void arg_reduce(const Tensor& values, const Tensor& indices, const Tensor& in, i
     }
   });
 }
+
+}  // namespace
+
+constexpr backend::ReduceKernels reduce_kernels{
+    .sum_rows = {sum_rows, backend::kNumeric},
+    .sum_cols = {sum_cols, backend::kNumeric},
+    .arg_reduce = {arg_reduce, backend::kNumeric},
+};
 
 }  // namespace volt::cpu

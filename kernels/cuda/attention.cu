@@ -1,8 +1,9 @@
 // CUDA fused masked, scaled softmax of scaled_dot_product_attention: one block per row of keys. The math is
 // kernels/common/attention.h; this file holds indexing and launches only. Contracts are in
-// kernels/cpu/attention_backend.h.
+// kernels/backend/attention.h.
+#include <volt/kernels/backend/attention.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/attention_backend.h>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -91,7 +92,6 @@ __global__ void attn_softmax_bwd_kernel(T* gs, acc_t<T>* gb, const T* g, const T
   }
 }
 
-}  // namespace
 
 void attn_softmax_fwd(const Tensor& out, const Tensor& scores, const Tensor& mask, const AttnParams& p) {
   if (p.rows == 0 || p.k_len == 0) return;
@@ -117,5 +117,12 @@ void attn_softmax_bwd(const Tensor& grad_scores, const Tensor& grad_bias, const 
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+constexpr backend::AttentionKernels attention_kernels{
+    .attn_softmax_fwd = {attn_softmax_fwd, backend::kFloating},
+    .attn_softmax_bwd = {attn_softmax_bwd, backend::kFloating},
+};
 
 }  // namespace volt::cuda

@@ -1,6 +1,8 @@
-#include <volt/kernels/backend.h>
+// CUDA elementwise kernels: the functors and the dtype dispatch are kernels/common/elementwise_impl.h, the strided
+// launches kernels/cuda/loops.cuh.
+#include <volt/kernels/backend/elementwise.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/elementwise_impl.h>
-#include <volt/kernels/common/philox.h>
 #include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
@@ -16,27 +18,6 @@ struct Gpu {
   }
 };
 
-template <class T>
-__global__ void uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
-  using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = T(philox::mad(A(hi - lo), A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))), A(lo)));
-}
-
-template <class T>
-__global__ void normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
-  using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = T(philox::mad(A(std), A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))), A(mean)));
-}
-
-template <class T>
-__global__ void arange_kernel(T* out, int64_t n, double start, double step) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = T(static_cast<acc_t<T>>(start + step * static_cast<double>(i)));
-}
-}  // namespace
-
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ElemParams& p) { elementwise_impl::unary<Gpu>(op, out, in, p); }
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, const ElemParams& p) {
   elementwise_impl::binary<Gpu>(op, out, a, b, p);
@@ -45,36 +26,14 @@ void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) 
 void where(const Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b) { elementwise_impl::where<Gpu>(out, c, a, b); }
 void cast(const Tensor& out, const Tensor& in) { elementwise_impl::cast<Gpu>(out, in); }
 
-void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
-  int64_t n = out.numel();
-  if (n == 0) return;
-  dispatch_floating(out.dtype(), "rand", [&](auto tag) {
-    using T = decltype(tag);
-    uniform_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, seed,
-                                                                       offset, lo, hi);
-  });
-  VOLT_CUDA_CHECK_LAUNCH();
-}
+}  // namespace
 
-void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
-  int64_t n = out.numel();
-  if (n == 0) return;
-  dispatch_floating(out.dtype(), "randn", [&](auto tag) {
-    using T = decltype(tag);
-    normal_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, seed,
-                                                                      offset, mean, std);
-  });
-  VOLT_CUDA_CHECK_LAUNCH();
-}
-
-void arange(const Tensor& out, double start, double step) {
-  int64_t n = out.numel();
-  if (n == 0) return;
-  dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
-    using T = decltype(tag);
-    arange_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, start, step);
-  });
-  VOLT_CUDA_CHECK_LAUNCH();
-}
+constexpr backend::ElementwiseKernels elementwise_kernels{
+    .unary = {unary, backend::kAllDTypes},
+    .binary = {binary, backend::kNumeric},
+    .compare = {compare, backend::kAllDTypes},
+    .where = {where, backend::kAllDTypes},
+    .cast = {cast, backend::kAllDTypes},
+};
 
 }  // namespace volt::cuda

@@ -8,7 +8,8 @@
 #include <mutex>
 #include <vector>
 
-#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/backend/linalg.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
@@ -28,7 +29,6 @@ cublasHandle_t handle_for(const Device& device) {
   return h;
 }
 
-}  // namespace
 
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
   if (d.m == 0 || d.n == 0) return;
@@ -69,5 +69,9 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
         static_cast<int>(d.batch), compute, CUBLAS_GEMM_DEFAULT));
   }
 }
+
+}  // namespace
+
+constexpr backend::LinalgKernels linalg_kernels{.gemm = {gemm, backend::kFloating}};
 
 }  // namespace volt::cuda

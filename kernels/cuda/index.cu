@@ -1,12 +1,13 @@
 // CUDA kernels for index_select / gather / one_hot and their scatter-add backwards: one thread per element,
-// grid-stride. Offsets come from the same VOLT_HD helpers as the CPU loops (kernels/cpu/index_backend.h).
+// grid-stride. Offsets come from the same VOLT_HD helpers as the CPU loops (kernels/backend/index.h).
 // The accumulating kernels use atomicAdd because several output positions may name the same row.
 #include <cuda_runtime.h>
 
 #include <type_traits>
 
+#include <volt/kernels/backend/index.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/index_backend.h>
 #include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
@@ -53,7 +54,6 @@ void dispatch_accum(DType dt, const char* op, F&& f) {
   }
 }
 
-}  // namespace
 
 void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner) {
   const int64_t n = index.numel(), total = outer * n * inner;
@@ -110,5 +110,15 @@ void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes) {
       static_cast<int64_t*>(out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()), total, num_classes);
   VOLT_CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+constexpr backend::IndexKernels index_kernels{
+    .index_select = {index_select, backend::kAllDTypes},
+    .index_add = {index_add, backend::kF32F64},
+    .gather = {gather, backend::kAllDTypes},
+    .scatter_add = {scatter_add, backend::kF32F64},
+    .one_hot = {one_hot, backend::DTypeSet{DType::i64}},
+};
 
 }  // namespace volt::cuda

@@ -1,7 +1,8 @@
 // CUDA layer_norm / group_norm. The math is kernels/common/norm.h; this file holds indexing and launches only.
-// Layouts and contracts are in kernels/cpu/norm_backend.h.
+// Layouts and contracts are in kernels/backend/norm.h.
+#include <volt/kernels/backend/norm.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/norm_backend.h>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -161,7 +162,6 @@ __global__ void norm_param_grad_channels_kernel(acc_t<T>* dw, acc_t<T>* db, cons
 template <class A>
 A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<A*>(t.data_ptr()) : nullptr; }
 
-}  // namespace
 
 void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
               const Tensor& bias, const NormGeom& g, double eps) {
@@ -204,5 +204,12 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     VOLT_CUDA_CHECK_LAUNCH();
   });
 }
+
+}  // namespace
+
+constexpr backend::NormKernels norm_kernels{
+    .norm_fwd = {norm_fwd, backend::kFloating},
+    .norm_bwd = {norm_bwd, backend::kFloating},
+};
 
 }  // namespace volt::cuda

@@ -1,7 +1,8 @@
 // CUDA kernels of the fused optimizer updates: one grid-stride pass per parameter tensor; the per-element
 // math is kernels/common/optim_math.h, the same functions the CPU loop calls.
+#include <volt/kernels/backend/optim.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/optim_dispatch.h>
-#include <volt/kernels/cpu/optim_backend.h>
 #include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
@@ -49,8 +50,6 @@ __global__ void unscale_check_kernel(T* __restrict__ g, int64_t n, S inv, float*
   if (__any_sync(__activemask(), bad) && bad) *found = 1.0f;
 }
 
-}  // namespace
-
 struct GpuLauncher {
   cudaStream_t stream;
   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
@@ -85,5 +84,13 @@ void unscale_check(const Tensor& grad, double inv_scale, const Tensor& found) {
     VOLT_CUDA_CHECK_LAUNCH();
   });
 }
+
+}  // namespace
+
+constexpr backend::OptimKernels optim_kernels{
+    .adam_step = {adam_step, backend::kFloating},
+    .sgd_step = {sgd_step, backend::kFloating},
+    .unscale_check = {unscale_check, backend::kFloating},
+};
 
 }  // namespace volt::cuda

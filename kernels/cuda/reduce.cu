@@ -1,6 +1,8 @@
-#include <volt/kernels/backend.h>
+// CUDA reductions: row sums (one block per row), column sums (one thread per column) and arg-reductions.
+#include <volt/kernels/backend/reduce.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/nn_backend.h>
+#include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
@@ -90,7 +92,6 @@ __global__ void arg_reduce_block_kernel(const T* in, T* vals, int64_t* idx, int6
     if (vals) vals[q] = base[si[0] * inner];
   }
 }
-}  // namespace
 
 void sum_rows(const Tensor& out, const Tensor& in) {
   const int64_t M = in.shape()[0], R = in.shape()[1];
@@ -134,5 +135,13 @@ void arg_reduce(const Tensor& values, const Tensor& indices, const Tensor& in, i
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+constexpr backend::ReduceKernels reduce_kernels{
+    .sum_rows = {sum_rows, backend::kNumeric},
+    .sum_cols = {sum_cols, backend::kNumeric},
+    .arg_reduce = {arg_reduce, backend::kNumeric},
+};
 
 }  // namespace volt::cuda

@@ -1,8 +1,8 @@
 // Mixed-precision support ops: the GradScaler's fused unscale and non-finite check.
 #include <cmath>
 
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/optim_backend.h>
+#include <volt/kernels/backend/optim.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 
 namespace volt {
@@ -25,10 +25,10 @@ Tensor unscale_grads_(const std::vector<Tensor>& grads, double inv_scale) {
   for (const Tensor& g : grads) {
     if (!g.defined() || g.numel() == 0) continue;
     if (g.is_contiguous()) {
-      VOLT_DISPATCH_DEVICE(g.device(), unscale_check, g, inv_scale, found);
+      backend::call<&backend::OptimKernels::unscale_check>(g.device(), g.dtype(), g, inv_scale, found);
     } else {  // a strided gradient (rare): work on a packed copy and write it back
       Tensor c = g.contiguous();
-      VOLT_DISPATCH_DEVICE(g.device(), unscale_check, c, inv_scale, found);
+      backend::call<&backend::OptimKernels::unscale_check>(g.device(), c.dtype(), c, inv_scale, found);
       Tensor dst = g;
       dst.copy_(c);
     }

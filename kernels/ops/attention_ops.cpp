@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/attention_backend.h>
+#include <volt/kernels/backend/attention.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -82,7 +82,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
     }
   }
   Tensor out = empty(shape, x.dtype(), dev);
-  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(dev, attn_softmax_fwd, out, x, mview, p);
+  if (out.numel() > 0) backend::call<&backend::AttentionKernels::attn_softmax_fwd>(dev, x.dtype(), out, x, mview, p);
   Tensor y = out.detach();
   const bool additive = p.mask == AttnMaskKind::Additive;
   const bool bias_grad = additive && mask.requires_grad();
@@ -93,7 +93,8 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
                      Tensor g = grads[0].dtype() == y.dtype() ? grads[0].contiguous() : grads[0].to(y.dtype()).contiguous();
                      Tensor gs = empty(y.shape(), y.dtype(), d);
                      Tensor gb = bias_grad ? empty(y.shape(), acc_dtype(y.dtype()), d) : Tensor();
-                     if (y.numel() > 0) VOLT_DISPATCH_DEVICE(d, attn_softmax_bwd, gs, gb, g, y, p);
+                     if (y.numel() > 0)
+                       backend::call<&backend::AttentionKernels::attn_softmax_bwd>(d, y.dtype(), gs, gb, g, y, p);
                      if (gb.defined()) gb = sum_to(gb, mask_shape);
                      return std::vector<Tensor>{gs, gb};
                    });

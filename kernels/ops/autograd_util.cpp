@@ -1,14 +1,7 @@
-// sum_to, which every broadcasting backward formula calls, and the error of a CUDA tensor reaching an op in a
-// build without the CUDA backend.
+// sum_to, which every broadcasting backward formula calls.
 #include <volt/kernels/ops.h>
 
 namespace volt {
-
-namespace detail {
-void no_cuda_backend(const char* fn) {
-  VOLT_FAIL(fn, ": a CUDA tensor reached an op but Volt was built without the CUDA backend");
-}
-}  // namespace detail
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;

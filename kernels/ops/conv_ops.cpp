@@ -1,7 +1,10 @@
-// conv2d, max/avg pooling and batch norm: argument checks, layout, and autograd formulas. The CPU computes
-// f16/bf16 inputs in f32 (a differentiable cast around the f32 op); CUDA runs them natively through cuDNN.
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/linalg.h>
+// conv2d, max/avg pooling and batch norm: argument checks, layout, and autograd formulas. Where the backend has no
+// f16/bf16 kernel (the CPU), the op computes half inputs in f32 (a differentiable cast around the f32 op); CUDA runs
+// them natively through cuDNN.
+#include <volt/kernels/backend/batch_norm.h>
+#include <volt/kernels/backend/conv.h>
+#include <volt/kernels/backend/pool.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -10,8 +13,6 @@ namespace volt {
 namespace {
 
 using Pair = std::pair<int64_t, int64_t>;
-
-bool cpu_half(const Tensor& x) { return !x.is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16); }
 
 void check_operand(const Tensor& x, const Tensor& other, const char* op, const char* name) {
   VOLT_CHECK(other.defined(), op, ": ", name, " is undefined");
@@ -80,7 +81,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
              ") must be positive");
   VOLT_CHECK(padding.first >= 0 && padding.second >= 0, "conv2d: padding (", padding.first, ", ", padding.second,
              ") must be >= 0");
-  if (cpu_half(x)) {
+  if (backend::half_through_f32<&backend::ConvKernels::conv2d_forward>(x.device(), x.dtype())) {
     AutocastGuard exact(false);  // the fp32 computation of a half conv must not be lowered again
     Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
     return cast(conv2d(cast(x, DType::f32), cast(weight, DType::f32), b32, stride, padding, dilation), x.dtype());
@@ -94,14 +95,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   // Multiply-adds x2 of one pass; the backward's data and weight gradients cost one pass each.
   const uint64_t conv_flops = static_cast<uint64_t>(2 * out.numel() * weight.size(1) * weight.size(2) * weight.size(3));
   trace::count_flops(conv_flops);
-  VOLT_DISPATCH_DEVICE(x.device(), conv2d_forward, out, xc, wc, bc, p);
+  backend::call<&backend::ConvKernels::conv2d_forward>(x.device(), xc.dtype(), out, xc, wc, bc, p);
   const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   autograd::attach(out, "Conv2dBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     Tensor go = g[0].contiguous();
     Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
     Tensor dw = gw ? empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
     trace::count_flops(conv_flops * (static_cast<uint64_t>(gx) + static_cast<uint64_t>(gw)));
-    VOLT_DISPATCH_DEVICE(go.device(), conv2d_backward, dx, dw, go, xc, wc, p);
+    backend::call<&backend::ConvKernels::conv2d_backward>(go.device(), xc.dtype(), dx, dw, go, xc, wc, p);
     // The bias gradient is a plain reduction over (N, H, W), done by Volt's own sum for every device and dtype
     // (cuDNN's backward-bias kernel rejects bf16 and is slow for small channel counts). fp32 accumulation.
     Tensor db = gb ? sum(go, {0, 2, 3}).to(bc.dtype()) : Tensor();
@@ -117,17 +118,19 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   check_input(x, "max_pool2d");
   if (x.dim() == 3) return max_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
   Pool2dParams p = pool_params(x, kernel, stride, padding, "max_pool2d");
-  if (cpu_half(x)) return cast(max_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
+  if (backend::half_through_f32<&backend::PoolKernels::max_pool2d_forward>(x.device(), x.dtype()))
+    return cast(max_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(pool_out_shape(xc, p, "max_pool2d"), xc.dtype(), xc.device());
   // The CPU records argmax positions; cuDNN's backward recomputes them from x and out instead.
   Tensor idx = x.is_cuda() ? Tensor() : empty(out.shape(), DType::i64, kCPU);
-  VOLT_DISPATCH_DEVICE(x.device(), max_pool2d_forward, out, idx, xc, p);
+  backend::call<&backend::PoolKernels::max_pool2d_forward>(x.device(), xc.dtype(), out, idx, xc, p);
   Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
   Shape xs = xc.shape();
   autograd::attach(out, "MaxPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    VOLT_DISPATCH_DEVICE(dx.device(), max_pool2d_backward, dx, g[0].contiguous(), sx, so, idx, p);
+    backend::call<&backend::PoolKernels::max_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so,
+                                                              idx, p);
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -138,15 +141,17 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   check_input(x, "avg_pool2d");
   if (x.dim() == 3) return avg_pool2d(x.unsqueeze(0), kernel, stride, padding).squeeze(0);
   Pool2dParams p = pool_params(x, kernel, stride, padding, "avg_pool2d");
-  if (cpu_half(x)) return cast(avg_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
+  if (backend::half_through_f32<&backend::PoolKernels::avg_pool2d_forward>(x.device(), x.dtype()))
+    return cast(avg_pool2d(cast(x, DType::f32), kernel, stride, padding), x.dtype());
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(pool_out_shape(xc, p, "avg_pool2d"), xc.dtype(), xc.device());
-  VOLT_DISPATCH_DEVICE(x.device(), avg_pool2d_forward, out, xc, p);
+  backend::call<&backend::PoolKernels::avg_pool2d_forward>(x.device(), xc.dtype(), out, xc, p);
   Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
   Shape xs = xc.shape();
   autograd::attach(out, "AvgPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    VOLT_DISPATCH_DEVICE(dx.device(), avg_pool2d_backward, dx, g[0].contiguous(), sx, so, p);
+    backend::call<&backend::PoolKernels::avg_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so,
+                                                              p);
     return std::vector<Tensor>{dx};
   });
   return out;
@@ -186,7 +191,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   const int64_t per_channel = x.numel() / std::max<int64_t>(C, 1);
   VOLT_CHECK(!training || per_channel > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
              x.shape_str());
-  if (cpu_half(x)) {
+  if (backend::half_through_f32<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), x.dtype())) {
     Tensor w32 = weight.defined() ? cast(weight, DType::f32) : Tensor();
     Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
     return cast(batch_norm(cast(x, DType::f32), w32, b32, running_mean, running_var, training, momentum, eps),
@@ -210,13 +215,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   const bool gx = x.requires_grad();
   if (training) {
     Tensor mean = empty({C}, wdt, x.device()), invstd = empty({C}, wdt, x.device());
-    VOLT_DISPATCH_DEVICE(x.device(), batch_norm_forward_train, out, mean, invstd, xc, w, b, running_mean, running_var,
-                         momentum, eps);
+    backend::call<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), xc.dtype(), out, mean, invstd, xc,
+                                                                        w, b, running_mean, running_var, momentum, eps);
     autograd::attach(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
       Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
       Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
       Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
-      VOLT_DISPATCH_DEVICE(xc.device(), batch_norm_backward, dx, dw, db, g[0].contiguous(), xc, w, mean, invstd, eps);
+      backend::call<&backend::BatchNormKernels::batch_norm_backward>(xc.device(), xc.dtype(), dx, dw, db,
+                                                                     g[0].contiguous(), xc, w, mean, invstd, eps);
       if (dw.defined() && weight_dt != wdt) dw = dw.to(weight_dt);
       if (db.defined() && bias_dt != wdt) db = db.to(bias_dt);
       return std::vector<Tensor>{dx, dw, db};
@@ -224,7 +230,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     return out;
   }
   Tensor rm = running_mean.detach(), rv = running_var.detach();
-  VOLT_DISPATCH_DEVICE(x.device(), batch_norm_forward_eval, out, xc, w, b, rm, rv, eps);
+  backend::call<&backend::BatchNormKernels::batch_norm_forward_eval>(x.device(), xc.dtype(), out, xc, w, b, rm, rv,
+                                                                     eps);
   autograd::attach(out, "BatchNormEvalBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     // Statistics are constants here: out = x * scale + shift per channel.
     Shape bshape(static_cast<size_t>(xc.dim()), 1);

@@ -1,4 +1,5 @@
-#include <volt/kernels/backend.h>
+#include <volt/kernels/backend/elementwise.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -15,7 +16,7 @@ void check_inplace(const Tensor& t, const char* op) {
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   Tensor out = empty(shape(), dtype(), device());
-  VOLT_DISPATCH_DEVICE(device(), cast, out, *this);
+  backend::call<&backend::ElementwiseKernels::cast>(device(), out.dtype(), out, *this);
   autograd::attach(out, "ContiguousBackward", {*this}, [](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0]};
   });
@@ -24,7 +25,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
-  VOLT_DISPATCH_DEVICE(device(), cast, out, *this);
+  backend::call<&backend::ElementwiseKernels::cast>(device(), out.dtype(), out, *this);
   autograd::attach(out, "CloneBackward", {*this}, [](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0]};
   });
@@ -34,7 +35,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = empty(shape(), dt, device());
-  VOLT_DISPATCH_DEVICE(device(), cast, out, *this);
+  backend::call<&backend::ElementwiseKernels::cast>(device(), out.dtype(), out, *this);
   if (is_floating(dt) && is_floating(dtype())) {
     DType src = dtype();
     autograd::attach(out, "CastBackward", {*this}, [src](const std::vector<Tensor>& g) {
@@ -77,7 +78,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   }
   if (s.device() != device()) s = s.contiguous().to(device());
   NoGradGuard ng;
-  VOLT_DISPATCH_DEVICE(device(), cast, *this, s);
+  backend::call<&backend::ElementwiseKernels::cast>(device(), dtype(), *this, s);
   return *this;
 }
 
@@ -88,7 +89,7 @@ Tensor& Tensor::fill_(double value) {
   if (dtype() == DType::boolean && is_contiguous() && numel() > 0) memset_zero(data_ptr(), device(), nbytes());
   ElemParams p;
   p.a = value;
-  VOLT_DISPATCH_DEVICE(device(), unary, UnaryOp::Fill, *this, *this, p);
+  backend::call<&backend::ElementwiseKernels::unary>(device(), dtype(), UnaryOp::Fill, *this, *this, p);
   return *this;
 }
 

@@ -1,6 +1,7 @@
 #include <string>
 
-#include <volt/kernels/backend.h>
+#include <volt/kernels/backend/elementwise.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -33,7 +34,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a0, const Tensor& b0, const char* na
   Shape shape;
   DType dt = prepare(a, b, shape, name);
   Tensor out = empty(shape, dt, a.device());
-  VOLT_DISPATCH_DEVICE(out.device(), binary, op, out, a, b, p);
+  backend::call<&backend::ElementwiseKernels::binary>(out.device(), out.dtype(), op, out, a, b, p);
   return out;
 }
 
@@ -43,7 +44,7 @@ Tensor unary_op(UnaryOp op, const Tensor& a, const char* name, const ElemParams&
   Tensor in = a.detach();
   if (floating_only && !is_floating(in.dtype())) in = in.to(DType::f32);
   Tensor out = empty(in.shape(), in.dtype(), in.device());
-  VOLT_DISPATCH_DEVICE(out.device(), unary, op, out, in, p);
+  backend::call<&backend::ElementwiseKernels::unary>(out.device(), out.dtype(), op, out, in, p);
   return out;
 }
 
@@ -66,7 +67,7 @@ Tensor scalar_op(UnaryOp op, const Tensor& a, double s, const char* name) {
   ElemParams p;
   p.a = s;
   Tensor out = empty(in.shape(), dt, in.device());
-  VOLT_DISPATCH_DEVICE(out.device(), unary, op, out, in, p);
+  backend::call<&backend::ElementwiseKernels::unary>(out.device(), out.dtype(), op, out, in, p);
   return out;
 }
 
@@ -331,7 +332,7 @@ static Tensor compare_op(CompareOp op, const Tensor& a0, const Tensor& b0, const
   Shape shape;
   prepare(a, b, shape, name);
   Tensor out = empty(shape, DType::boolean, a.device());
-  VOLT_DISPATCH_DEVICE(out.device(), compare, op, out, a, b);
+  backend::call<&backend::ElementwiseKernels::compare>(out.device(), a.dtype(), op, out, a, b);
   return out;
 }
 static Tensor scalar_like(const Tensor& a, double s) {
@@ -362,7 +363,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   x = x.expand(shape);
   y = y.expand(shape);
   Tensor out = empty(shape, dt, x.device());
-  VOLT_DISPATCH_DEVICE(out.device(), where, out, c, x, y);
+  backend::call<&backend::ElementwiseKernels::where>(out.device(), out.dtype(), out, c, x, y);
   Shape sa = a.shape(), sb = b.shape();
   autograd::attach(out, "WhereBackward", {a, b}, [c, sa, sb](const std::vector<Tensor>& g) {
     Tensor z = zeros_like(g[0]);
@@ -405,7 +406,8 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   if (rhs.dtype() != a.dtype()) rhs = rhs.to(a.dtype());
   rhs = rhs.expand(a.shape());
   if (alpha != 1.0) rhs = mul(rhs, alpha);
-  VOLT_DISPATCH_DEVICE(a.device(), binary, BinaryOp::Add, a, a, rhs.expand(a.shape()), ElemParams{});
+  backend::call<&backend::ElementwiseKernels::binary>(a.device(), a.dtype(), BinaryOp::Add, a, a, rhs.expand(a.shape()),
+                                                      ElemParams{});
   return a;
 }
 
@@ -413,7 +415,7 @@ Tensor& mul_(Tensor& a, double s) {
   check_inplace_target(a, Tensor(), "mul_");
   ElemParams p;
   p.a = s;
-  VOLT_DISPATCH_DEVICE(a.device(), unary, UnaryOp::MulScalar, a, a, p);
+  backend::call<&backend::ElementwiseKernels::unary>(a.device(), a.dtype(), UnaryOp::MulScalar, a, a, p);
   return a;
 }
 
@@ -422,7 +424,8 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   NoGradGuard ng;
   Tensor rhs = b.detach();
   if (rhs.dtype() != a.dtype()) rhs = rhs.to(a.dtype());
-  VOLT_DISPATCH_DEVICE(a.device(), binary, BinaryOp::Mul, a, a, rhs.expand(a.shape()), ElemParams{});
+  backend::call<&backend::ElementwiseKernels::binary>(a.device(), a.dtype(), BinaryOp::Mul, a, a, rhs.expand(a.shape()),
+                                                      ElemParams{});
   return a;
 }
 

@@ -1,4 +1,5 @@
-#include <volt/kernels/backend.h>
+#include <volt/kernels/backend/factory.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 #include <cmath>
@@ -28,7 +29,7 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   double n = std::ceil((end - start) / step);
   int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
   Tensor t = empty({count}, dtype, device);
-  VOLT_DISPATCH_DEVICE(device, arange, t, start, step);
+  backend::call<&backend::FactoryKernels::arange>(device, t.dtype(), t, start, step);
   return t;
 }
 Tensor arange(int64_t end, DType dtype, Device device) { return arange(0.0, static_cast<double>(end), 1.0, dtype, device); }
@@ -39,14 +40,14 @@ static uint64_t counters_for(int64_t n, int per_counter) { return static_cast<ui
 Tensor rand_with_seed(const Shape& shape, uint64_t seed, uint64_t offset, DType dtype, Device device) {
   VOLT_CHECK(is_floating(dtype), "rand: dtype must be floating point, got ", dtype_name(dtype));
   Tensor t = empty(shape, dtype, device);
-  VOLT_DISPATCH_DEVICE(device, uniform, t, seed, offset, 0.0, 1.0);
+  backend::call<&backend::FactoryKernels::uniform>(device, t.dtype(), t, seed, offset, 0.0, 1.0);
   return t;
 }
 
 Tensor randn_with_seed(const Shape& shape, uint64_t seed, uint64_t offset, DType dtype, Device device) {
   VOLT_CHECK(is_floating(dtype), "randn: dtype must be floating point, got ", dtype_name(dtype));
   Tensor t = empty(shape, dtype, device);
-  VOLT_DISPATCH_DEVICE(device, normal, t, seed, offset, 0.0, 1.0);
+  backend::call<&backend::FactoryKernels::normal>(device, t.dtype(), t, seed, offset, 0.0, 1.0);
   return t;
 }
 
@@ -56,7 +57,7 @@ Tensor rand(const Shape& shape, DType dtype, Device device, Generator* gen, doub
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype, device);
   uint64_t off = g.reserve(counters_for(t.numel(), 4));
-  VOLT_DISPATCH_DEVICE(device, uniform, t, g.seed(), off, lo, hi);
+  backend::call<&backend::FactoryKernels::uniform>(device, t.dtype(), t, g.seed(), off, lo, hi);
   return t;
 }
 
@@ -65,7 +66,7 @@ Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen, dou
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype, device);
   uint64_t off = g.reserve(counters_for(t.numel(), 2));
-  VOLT_DISPATCH_DEVICE(device, normal, t, g.seed(), off, mean, std);
+  backend::call<&backend::FactoryKernels::normal>(device, t.dtype(), t, g.seed(), off, mean, std);
   return t;
 }
 

@@ -1,13 +1,14 @@
 // Indexing and joining: cat, stack, index_select, gather, embedding, one_hot.
 //
-// Forward passes copy through the backend kernels (kernels/cpu/index_backend.h). Backward passes of the
+// Forward passes copy through the backend kernels (kernels/backend/index.h). Backward passes of the
 // selecting ops scatter-add the output gradient into a zero tensor of the input's shape, accumulating in
 // f32/f64 (16-bit inputs get their gradient rounded once at the end, not at every addition).
 #include <algorithm>
 #include <string>
 
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/index_backend.h>
+#include <volt/kernels/backend/elementwise.h>
+#include <volt/kernels/backend/index.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 
 namespace volt {
@@ -69,7 +70,7 @@ Tensor index_add_backward(const Tensor& grad, const Tensor& idx, const Shape& sh
   DType acc = accum_dtype(dtype);
   Tensor out = zeros(shape, acc, grad.device());
   Tensor g = grad.to(acc).contiguous();
-  VOLT_DISPATCH_DEVICE(out.device(), index_add, out, g, idx, outer, D, inner);
+  backend::call<&backend::IndexKernels::index_add>(out.device(), out.dtype(), out, g, idx, outer, D, inner);
   return out.to(dtype);
 }
 
@@ -112,7 +113,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     for (const Tensor& t : tensors) {
       const int64_t n = t.size(d);
       // The cast kernel writes through the strided slice, converting dtypes on the way.
-      if (n > 0 && out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), cast, out.narrow(d, off, n), t.detach());
+      if (n > 0 && out.numel() > 0)
+        backend::call<&backend::ElementwiseKernels::cast>(out.device(), out.dtype(), out.narrow(d, off, n), t.detach());
       off += n;
       sizes.push_back(n);
       dtypes.push_back(t.dtype());
@@ -167,7 +169,9 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   Shape out_shape = s;
   out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, a.dtype(), a.device());
-  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), index_select, out, a.detach().contiguous(), idx, outer, D, inner);
+  if (out.numel() > 0)
+    backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, a.detach().contiguous(), idx,
+                                                        outer, D, inner);
   Shape in_shape = s;
   DType dt = a.dtype();
   autograd::attach(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
@@ -193,7 +197,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
-  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), index_select, out, weight.detach().contiguous(), idx, 1, V, D);
+  if (out.numel() > 0)
+    backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, weight.detach().contiguous(),
+                                                        idx, 1, V, D);
   Shape w_shape = weight.shape();
   DType dt = weight.dtype();
   autograd::attach(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
@@ -225,7 +231,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   Tensor src = a.detach();
   Tensor out = empty(index.shape(), a.dtype(), a.device());
   if (out.numel() > 0)
-    VOLT_DISPATCH_DEVICE(out.device(), gather, out, src, idx, make_geometry(index.shape(), src.strides(), d));
+    backend::call<&backend::IndexKernels::gather>(out.device(), src.dtype(), out, src, idx,
+                                                  make_geometry(index.shape(), src.strides(), d));
   Shape in_shape = a.shape();
   DType dt = a.dtype();
   autograd::attach(out, "GatherBackward", {a}, [=](const std::vector<Tensor>& g) {
@@ -233,7 +240,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     Tensor grad = zeros(in_shape, acc, g[0].device());
     Tensor gc = g[0].to(acc).contiguous();
     if (gc.numel() > 0)
-      VOLT_DISPATCH_DEVICE(grad.device(), scatter_add, grad, gc, idx, make_geometry(idx.shape(), grad.strides(), d));
+      backend::call<&backend::IndexKernels::scatter_add>(grad.device(), grad.dtype(), grad, gc, idx,
+                                                         make_geometry(idx.shape(), grad.strides(), d));
     return std::vector<Tensor>{grad.to(dt)};
   });
   return out;
@@ -258,7 +266,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   Shape out_shape = indices.shape();
   out_shape.push_back(num_classes);
   Tensor out = empty(out_shape, DType::i64, indices.device());
-  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(out.device(), one_hot, out, idx, num_classes);
+  if (out.numel() > 0) backend::call<&backend::IndexKernels::one_hot>(out.device(), out.dtype(), out, idx, num_classes);
   return out;
 }
 

@@ -2,8 +2,8 @@
 // than copies), and their autograd formulas.
 #include <atomic>
 
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/linalg.h>
+#include <volt/kernels/backend/linalg.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -68,7 +68,7 @@ Operand operand(const Tensor& t) {
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta = false,
                bool tb = false) {
   if (out.numel() == 0) return;
-  if (!out.is_cuda() && (out.dtype() == DType::f16 || out.dtype() == DType::bf16)) {
+  if (backend::half_through_f32<&backend::LinalgKernels::gemm>(out.device(), out.dtype())) {
     // The CPU computes half-precision products in f32 and rounds once.
     Tensor o32 = accumulate ? out.to(DType::f32) : empty(out.shape(), DType::f32);
     gemm_into(o32, a.detach().to(DType::f32), b.detach().to(DType::f32), accumulate, ta, tb);
@@ -96,7 +96,7 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   d.beta = accumulate ? 1.0 : 0.0;
   d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
   trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch));
-  VOLT_DISPATCH_DEVICE(out.device(), gemm, d, A.t, B.t, out);
+  backend::call<&backend::LinalgKernels::gemm>(out.device(), out.dtype(), d, A.t, B.t, out);
 }
 
 // 2-D out (n, m) = op(a) @ op(b), for the linear layer's three products.

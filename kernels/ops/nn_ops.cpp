@@ -1,6 +1,8 @@
 // softmax / log_softmax, the fused class-index losses (cross_entropy, nll_loss), mse_loss and dropout.
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/nn_backend.h>
+#include <volt/kernels/backend/dropout.h>
+#include <volt/kernels/backend/loss.h>
+#include <volt/kernels/backend/softmax.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 #include <volt/kernels/ops/reduce_util.h>
@@ -24,7 +26,8 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* op) {
   if (!is_floating(in.dtype())) in = in.to(DType::f32);
   in = in.contiguous();
   Tensor out = empty(in.shape(), in.dtype(), in.device());
-  if (out.numel() > 0) VOLT_DISPATCH_DEVICE(in.device(), softmax_fwd, out, in, L.outer, L.r, L.inner, log);
+  if (out.numel() > 0)
+    backend::call<&backend::SoftmaxKernels::softmax_fwd>(in.device(), in.dtype(), out, in, L.outer, L.r, L.inner, log);
   Tensor so = out.detach();
   const int64_t d = L.dim;
   // Backward in terms of the saved output (composed of differentiable ops, so double backward works):
@@ -112,14 +115,15 @@ Tensor class_loss(const Tensor& input, const Tensor& target, Reduction reduction
   Tensor out = empty(reduction == Reduction::None ? target.shape() : Shape{}, x.dtype(), dev);
   Tensor lse = nll ? Tensor() : empty({geom.n * geom.inner}, acc_dtype(x.dtype()), dev);  // (N * d...)
   Tensor count = empty({}, acc_dtype(x.dtype()), dev);  // non-ignored targets, the mean's divisor
-  VOLT_DISPATCH_DEVICE(dev, class_loss_fwd, out, lse, count, x, t, geom.n, geom.c, geom.inner, p);
+  backend::call<&backend::LossKernels::class_loss_fwd>(dev, x.dtype(), out, lse, count, x, t, geom.n, geom.c,
+                                                       geom.inner, p);
   autograd::attach(out, nll ? "NllLossBackward" : "CrossEntropyBackward", {input},
                    [x, t, lse, count, geom, p](const std::vector<Tensor>& g) {
                      // Fused: grad = g_row * (softmax - (1 - eps) * onehot - eps / C), zero on ignored rows.
                      Tensor go = g[0].dtype() == x.dtype() ? g[0].contiguous() : g[0].to(x.dtype()).contiguous();
                      Tensor gi = empty(x.shape(), x.dtype(), x.device());
-                     VOLT_DISPATCH_DEVICE(x.device(), class_loss_bwd, gi, go, x, t, lse, count, geom.n, geom.c,
-                                          geom.inner, p);
+                     backend::call<&backend::LossKernels::class_loss_bwd>(x.device(), x.dtype(), gi, go, x, t, lse,
+                                                                          count, geom.n, geom.c, geom.inner, p);
                      return std::vector<Tensor>{gi};
                    });
   return out;
@@ -172,12 +176,14 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
   const uint64_t off = g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   Tensor mask = empty(x.shape(), DType::boolean, x.device());
-  if (x.numel() > 0) VOLT_DISPATCH_DEVICE(x.device(), dropout_fwd, out, mask, x, g.seed(), off, p);
+  if (x.numel() > 0)
+    backend::call<&backend::DropoutKernels::dropout_fwd>(x.device(), x.dtype(), out, mask, x, g.seed(), off, p);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   autograd::attach(out, "DropoutBackward", {a}, [mask, scale](const std::vector<Tensor>& gr) {
     Tensor go = gr[0].contiguous();
     Tensor gi = empty(go.shape(), go.dtype(), go.device());
-    if (gi.numel() > 0) VOLT_DISPATCH_DEVICE(go.device(), dropout_bwd, gi, go, mask, scale);
+    if (gi.numel() > 0)
+      backend::call<&backend::DropoutKernels::dropout_bwd>(go.device(), go.dtype(), gi, go, mask, scale);
     return std::vector<Tensor>{gi};
   });
   return out;

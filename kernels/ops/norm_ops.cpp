@@ -1,9 +1,9 @@
 // layer_norm and group_norm: argument checks, layout (NormGeom) and the autograd formula. Both run the same
-// backend kernels (kernels/cpu/norm_backend.h); only the geometry differs.
+// backend kernels (kernels/backend/norm.h); only the geometry differs.
 #include <string>
 
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/norm_backend.h>
+#include <volt/kernels/backend/norm.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -43,7 +43,7 @@ Tensor norm_impl(const Tensor& x, const NormGeom& g, const Tensor& weight, const
   Tensor out = empty(xc.shape(), xc.dtype(), dev);
   Tensor mean = empty({g.rows}, pdt, dev), rstd = empty({g.rows}, pdt, dev);
   const bool any = xc.numel() > 0;
-  if (any) VOLT_DISPATCH_DEVICE(dev, norm_fwd, out, mean, rstd, xc, w, b, g, eps);
+  if (any) backend::call<&backend::NormKernels::norm_fwd>(dev, xc.dtype(), out, mean, rstd, xc, w, b, g, eps);
   const bool gx = x.requires_grad();
   const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   const DType weight_dt = weight.defined() ? weight.dtype() : pdt, bias_dt = bias.defined() ? bias.dtype() : pdt;
@@ -54,7 +54,7 @@ Tensor norm_impl(const Tensor& x, const NormGeom& g, const Tensor& weight, const
     Tensor db = gb ? empty({b.numel()}, pdt, dev) : Tensor();
     if (any) {
       Tensor dy = grads[0].dtype() == xc.dtype() ? grads[0].contiguous() : grads[0].to(xc.dtype()).contiguous();
-      VOLT_DISPATCH_DEVICE(dev, norm_bwd, dx, dw, db, dy, xc, mean, rstd, w, g);
+      backend::call<&backend::NormKernels::norm_bwd>(dev, xc.dtype(), dx, dw, db, dy, xc, mean, rstd, w, g);
     } else {  // nothing to normalise: zero gradients of the right shapes
       for (Tensor* t : {&dx, &dw, &db})
         if (t->defined()) t->zero_();

@@ -4,9 +4,10 @@
 #include <cmath>
 #include <string>
 
-#include <volt/kernels/backend.h>
+#include <volt/kernels/backend/elementwise.h>
+#include <volt/kernels/backend/optim.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/cpu/optim_backend.h>
 #include <volt/kernels/ops.h>
 
 namespace volt {
@@ -62,7 +63,7 @@ void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_b
   VOLT_CHECK(h.momentum == 0.0 || momentum_buffer.defined(), "sgd_step_: momentum=", h.momentum,
              " needs a momentum_buffer");
   check_state("sgd_step_", param, {{"momentum_buffer", &momentum_buffer}});
-  VOLT_DISPATCH_DEVICE(param.device(), sgd_step, param, grad, momentum_buffer, h);
+  backend::call<&backend::OptimKernels::sgd_step>(param.device(), param.dtype(), param, grad, momentum_buffer, h);
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -73,7 +74,8 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
   VOLT_CHECK(h.step >= 1, "adam_step_: step must be >= 1 (the step being taken), got ", h.step);
   check_state("adam_step_", param,
               {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"max_exp_avg_sq", &max_exp_avg_sq}});
-  VOLT_DISPATCH_DEVICE(param.device(), adam_step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, h);
+  backend::call<&backend::OptimKernels::adam_step>(param.device(), param.dtype(), param, grad, exp_avg, exp_avg_sq,
+                                                   max_exp_avg_sq, h);
 }
 
 namespace {
@@ -167,7 +169,7 @@ Tensor& mul_into_(Tensor& out, const Tensor& a, double s) {
   if (out.numel() == 0) return out;
   ElemParams e;
   e.a = s;
-  VOLT_DISPATCH_DEVICE(out.device(), unary, UnaryOp::MulScalar, out, a, e);
+  backend::call<&backend::ElementwiseKernels::unary>(out.device(), out.dtype(), UnaryOp::MulScalar, out, a, e);
   return out;
 }
 

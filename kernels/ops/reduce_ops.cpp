@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include <volt/kernels/backend.h>
-#include <volt/kernels/cpu/nn_backend.h>
+#include <volt/kernels/backend/reduce.h>
+#include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 #include <volt/kernels/ops/reduce_util.h>
@@ -64,9 +64,9 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   if (p.count == 0) {
     out.zero_();
   } else if (p.rows) {
-    VOLT_DISPATCH_DEVICE(in.device(), sum_rows, out, p.input2d);
+    backend::call<&backend::ReduceKernels::sum_rows>(in.device(), p.input2d.dtype(), out, p.input2d);
   } else {
-    VOLT_DISPATCH_DEVICE(in.device(), sum_cols, out, p.input2d);
+    backend::call<&backend::ReduceKernels::sum_cols>(in.device(), p.input2d.dtype(), out, p.input2d);
   }
   Shape in_shape = a.shape(), kd = p.keepdim_shape;
   autograd::attach(out, "SumBackward", {a}, [in_shape, kd](const std::vector<Tensor>& g) {
@@ -130,7 +130,8 @@ std::pair<Tensor, Tensor> extremum_dim(const Tensor& a, int64_t dim, bool keepdi
   if (is_bool) in = in.to(DType::u8);  // bool has no arithmetic kernels; u8 orders the same way
   Tensor idx = empty(L.out_shape, DType::i64, in.device());
   Tensor vals = want_values ? empty(L.out_shape, in.dtype(), in.device()) : Tensor();
-  VOLT_DISPATCH_DEVICE(in.device(), arg_reduce, vals, idx, in, L.outer, L.r, L.inner, is_max);
+  backend::call<&backend::ReduceKernels::arg_reduce>(in.device(), in.dtype(), vals, idx, in, L.outer, L.r, L.inner,
+                                                     is_max);
   if (!want_values) return {Tensor(), idx};
   if (is_bool) vals = vals.to(DType::boolean);
   Shape in_shape = a.shape();
@@ -155,7 +156,7 @@ Tensor extremum_all(const Tensor& a, bool is_max, const char* op) {
   if (is_bool) in = in.to(DType::u8);
   Tensor idx = empty({}, DType::i64, in.device());
   Tensor vals = empty({}, in.dtype(), in.device());
-  VOLT_DISPATCH_DEVICE(in.device(), arg_reduce, vals, idx, in, 1, in.numel(), 1, is_max);
+  backend::call<&backend::ReduceKernels::arg_reduce>(in.device(), in.dtype(), vals, idx, in, 1, in.numel(), 1, is_max);
   if (is_bool) vals = vals.to(DType::boolean);
   Tensor sa = a.detach(), so = vals.detach();
   autograd::attach(vals, is_max ? "MaxAllBackward" : "MinAllBackward", {a}, [sa, so](const std::vector<Tensor>& g) {

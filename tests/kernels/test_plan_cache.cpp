@@ -1,4 +1,4 @@
-// PlanCache: the cache behind cuDNN convolution plans (kernels/cuda/cudnn_ops.cu), tested on the CPU.
+// PlanCache: the cache behind cuDNN convolution plans (kernels/cuda/conv.cu), tested on the CPU.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,14 +1,14 @@
 #pragma once
-// Backend kernels for the indexing and joining ops (kernels/ops/index_ops.cpp). Both volt::cpu (index.cpp)
-// and volt::cuda (kernels/cuda/index.cu) implement every function declared here.
-//
+// Indexing and joining kernels (kernels/ops/index_ops.cpp; kernels/cpu/index.cpp, kernels/cuda/index.cu).
 // Contracts (checked by the ops, assumed here):
 //  - index tensors are contiguous i64 on the same device and every value is already range-checked;
 //  - "(outer, D, inner)" means a contiguous tensor viewed as three dims around the indexed dim;
 //  - the *_add kernels accumulate into `out` (which the caller zero-fills) and only take f32/f64 (the ops
 //    upcast 16-bit gradients so that sums are not rounded at every step); CUDA uses atomicAdd for them.
+// The offset helpers below are shared by the CPU loops and the CUDA kernels.
 #include <cstdint>
 
+#include <volt/kernels/backend/kernel.h>
 #include <volt/kernels/common/macros.h>
 #include <volt/kernels/tensor.h>
 
@@ -44,22 +44,34 @@ VOLT_HD int64_t select_source_offset(int64_t linear, int64_t n, int64_t inner, i
   return (o * D + index[i]) * inner + k;
 }
 
-#define VOLT_INDEX_BACKEND_DECLS                                                                        \
-  /* out (outer, n, inner) = in (outer, D, inner)[:, index, :]; any dtype */                              \
-  void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D,  \
-                    int64_t inner);                                                                     \
-  /* out (outer, D, inner)[:, index, :] += src (outer, n, inner); f32/f64 */                              \
-  void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D,   \
-                 int64_t inner);                                                                        \
-  /* out (index shape, contiguous) = in[..., index, ...] with in's strides in g; any dtype */             \
-  void gather(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g);       \
-  /* out (contiguous, strides in g)[..., index, ...] += src (index shape, contiguous); f32/f64 */         \
-  void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g); \
-  /* out (numel(indices), C) i64 = one-hot rows of the contiguous i64 indices */                          \
-  void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes);
-
-namespace cpu { VOLT_INDEX_BACKEND_DECLS }
-namespace cuda { VOLT_INDEX_BACKEND_DECLS }
-#undef VOLT_INDEX_BACKEND_DECLS
-
 }  // namespace volt
+
+namespace volt::backend {
+
+struct IndexKernels {
+  // out (outer, n, inner) = in (outer, D, inner)[:, index, :], n = index.numel(). Dispatch dtype: out's (= in's,
+  // any).
+  Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner)>
+      index_select;
+  // out (outer, D, inner)[:, index, :] += src (outer, n, inner). Dispatch dtype: out's (f32/f64).
+  Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner)>
+      index_add;
+  // out (index shape, contiguous) = in[..., index, ...] with in's strides in g. Dispatch dtype: in's (any).
+  Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g)> gather;
+  // out (contiguous, strides in g)[..., index, ...] += src (index shape, contiguous). Dispatch dtype: out's
+  // (f32/f64).
+  Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g)> scatter_add;
+  // out (numel(indices), C) i64 = one-hot rows of the contiguous i64 indices. Dispatch dtype: out's (i64).
+  Kernel<void(const Tensor& out, const Tensor& indices, int64_t num_classes)> one_hot;
+};
+
+template <>
+struct Family<IndexKernels> {
+  static constexpr const char* name = "index";
+  static constexpr std::tuple kernels{
+      Named{&IndexKernels::index_select, "index_select"}, Named{&IndexKernels::index_add, "index_add"},
+      Named{&IndexKernels::gather, "gather"}, Named{&IndexKernels::scatter_add, "scatter_add"},
+      Named{&IndexKernels::one_hot, "one_hot"}};
+};
+
+}  // namespace volt::backend

@@ -1,0 +1,29 @@
+#pragma once
+// Fills behind the factory ops (kernels/ops/factory_ops.cpp; kernels/cpu/factory.cpp, kernels/cuda/factory.cu).
+// out is contiguous; element i depends only on its index (and for the random fills on (seed, offset, i), the
+// Philox contract of kernels/common/philox.h, bit-identical on both backends).
+#include <cstdint>
+
+#include <volt/kernels/backend/kernel.h>
+#include <volt/kernels/tensor.h>
+
+namespace volt::backend {
+
+struct FactoryKernels {
+  // out[i] = lo + (hi - lo) * u_i, u_i uniform in [0, 1). Dispatch dtype: out's (floating).
+  Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi)> uniform;
+  // out[i] = mean + std * n_i, n_i standard normal (Box-Muller). Dispatch dtype: out's (floating).
+  Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std)> normal;
+  // out[i] = start + step * i, computed in double and converted once. Dispatch dtype: out's (numeric).
+  Kernel<void(const Tensor& out, double start, double step)> arange;
+};
+
+template <>
+struct Family<FactoryKernels> {
+  static constexpr const char* name = "factory";
+  static constexpr std::tuple kernels{Named{&FactoryKernels::uniform, "uniform"},
+                                      Named{&FactoryKernels::normal, "normal"},
+                                      Named{&FactoryKernels::arange, "arange"}};
+};
+
+}  // namespace volt::backend

@@ -1,0 +1,34 @@
+#pragma once
+// The fused class-index losses, cross_entropy and nll_loss (kernels/ops/nn_ops.cpp; kernels/cpu/loss.cpp,
+// kernels/cuda/loss.cu). The math is kernels/common/softmax.h (CeParams, nnmath::ce_row_loss, ce_grad).
+#include <cstdint>
+
+#include <volt/kernels/backend/kernel.h>
+#include <volt/kernels/common/softmax.h>
+#include <volt/kernels/tensor.h>
+
+namespace volt::backend {
+
+struct LossKernels {
+  // input (n, c, inner) logits (or log-probabilities when p.nll), target i64 (n, inner), contiguous, with valid
+  // indices. out: (n * inner) losses for LossReduction::None, else a scalar (Mean divides by the non-ignored
+  // count). lse (n * inner) and count (scalar) are in the accumulation dtype (f64 for f64 input, else f32) and are
+  // saved for the backward; lse is not written when p.nll. Dispatch dtype: input's (floating).
+  Kernel<void(const Tensor& out, const Tensor& lse, const Tensor& count, const Tensor& input, const Tensor& target,
+              int64_t n, int64_t c, int64_t inner, const CeParams& p)>
+      class_loss_fwd;
+  // grad_input (n, c, inner) from grad_out (a scalar, or (n * inner) for None) in input's dtype, from the saved
+  // lse and count. Dispatch dtype: input's (floating).
+  Kernel<void(const Tensor& grad_input, const Tensor& grad_out, const Tensor& input, const Tensor& target,
+              const Tensor& lse, const Tensor& count, int64_t n, int64_t c, int64_t inner, const CeParams& p)>
+      class_loss_bwd;
+};
+
+template <>
+struct Family<LossKernels> {
+  static constexpr const char* name = "loss";
+  static constexpr std::tuple kernels{Named{&LossKernels::class_loss_fwd, "class_loss_fwd"},
+                                      Named{&LossKernels::class_loss_bwd, "class_loss_bwd"}};
+};
+
+}  // namespace volt::backend

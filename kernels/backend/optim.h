@@ -1,0 +1,39 @@
+#pragma once
+// Fused optimizer updates and the mixed-precision unscale (kernels/ops/optim_ops.cpp, amp_ops.cpp;
+// kernels/cpu/optim.cpp, kernels/cuda/optim.cu): one pass over (param, grad, state...) per parameter tensor, in
+// place, no allocation. The per-element math is kernels/common/optim_math.h.
+//
+// Contract (checked by the ops): every tensor is contiguous and on one device; param and grad have the same shape
+// and dtype (f32, f64, f16 or bf16); the state tensors have the param's shape and dtype acc_t<param dtype> (f32
+// for f16/bf16 params), so that low-precision parameters keep full-precision moments, or, when the optimizer opts
+// out (fp32_state = false), the param's own dtype. The update is computed in acc_t either way; the state tensors'
+// dtype tells the kernels which storage type to use. Undefined state tensors are allowed where the update does
+// not use them (max_exp_avg_sq without amsgrad, momentum_buffer with momentum == 0).
+#include <volt/kernels/backend/kernel.h>
+#include <volt/kernels/optim_hyper.h>
+#include <volt/kernels/tensor.h>
+
+namespace volt::backend {
+
+struct OptimKernels {
+  // Adam / AdamW step (h says which). Dispatch dtype: param's (floating).
+  Kernel<void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+              const Tensor& max_exp_avg_sq, const AdamHyper& h)>
+      adam_step;
+  // SGD step with optional momentum, dampening, Nesterov and weight decay. Dispatch dtype: param's (floating).
+  Kernel<void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h)> sgd_step;
+  // grad (contiguous, floating) *= inv_scale in one pass; found (f32 scalar, same device) is set to 1 when any
+  // element was inf/NaN and left as it is otherwise (so one flag collects a whole list of gradients).
+  // Dispatch dtype: grad's (floating).
+  Kernel<void(const Tensor& grad, double inv_scale, const Tensor& found)> unscale_check;
+};
+
+template <>
+struct Family<OptimKernels> {
+  static constexpr const char* name = "optim";
+  static constexpr std::tuple kernels{Named{&OptimKernels::adam_step, "adam_step"},
+                                      Named{&OptimKernels::sgd_step, "sgd_step"},
+                                      Named{&OptimKernels::unscale_check, "unscale_check"}};
+};
+
+}  // namespace volt::backend

@@ -1,0 +1,51 @@
+// CPU fills of the factory ops: Philox random numbers (kernels/common/philox.h) and arange.
+#include <volt/kernels/backend/factory.h>
+#include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/philox.h>
+
+namespace volt::cpu {
+
+namespace {
+
+// Random fills write contiguous `out`; element i depends only on (seed, offset, i).
+void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+  const int64_t n = out.numel();
+  dispatch_floating(out.dtype(), "rand", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    T* o = static_cast<T*>(out.data_ptr());
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = T(philox::mad(A(hi - lo), A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))), A(lo)));
+  });
+}
+
+void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
+  const int64_t n = out.numel();
+  dispatch_floating(out.dtype(), "randn", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    T* o = static_cast<T*>(out.data_ptr());
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = T(philox::mad(A(std), A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))), A(mean)));
+  });
+}
+
+void arange(const Tensor& out, double start, double step) {
+  const int64_t n = out.numel();
+  dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data_ptr());
+    for (int64_t i = 0; i < n; ++i) o[i] = T(static_cast<acc_t<T>>(start + step * static_cast<double>(i)));
+  });
+}
+
+}  // namespace
+
+constexpr backend::FactoryKernels factory_kernels{
+    .uniform = {uniform, backend::kFloating},
+    .normal = {normal, backend::kFloating},
+    .arange = {arange, backend::kNumeric},
+};
+
+}  // namespace volt::cpu

@@ -1,0 +1,73 @@
+// CUDA fills of the factory ops: Philox random numbers (kernels/common/philox.h, bit-identical to the CPU) and
+// arange, one grid-stride pass each.
+#include <volt/kernels/backend/factory.h>
+#include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/philox.h>
+#include <volt/kernels/cuda/loops.cuh>
+
+namespace volt::cuda {
+
+namespace {
+
+template <class T>
+__global__ void uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
+  using A = acc_t<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = T(philox::mad(A(hi - lo), A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))), A(lo)));
+}
+
+template <class T>
+__global__ void normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
+  using A = acc_t<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = T(philox::mad(A(std), A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))), A(mean)));
+}
+
+template <class T>
+__global__ void arange_kernel(T* out, int64_t n, double start, double step) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = T(static_cast<acc_t<T>>(start + step * static_cast<double>(i)));
+}
+
+void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+  int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_floating(out.dtype(), "rand", [&](auto tag) {
+    using T = decltype(tag);
+    uniform_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, seed,
+                                                                       offset, lo, hi);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
+  int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_floating(out.dtype(), "randn", [&](auto tag) {
+    using T = decltype(tag);
+    normal_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, seed,
+                                                                      offset, mean, std);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void arange(const Tensor& out, double start, double step) {
+  int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
+    using T = decltype(tag);
+    arange_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, start, step);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+constexpr backend::FactoryKernels factory_kernels{
+    .uniform = {uniform, backend::kFloating},
+    .normal = {normal, backend::kFloating},
+    .arange = {arange, backend::kNumeric},
+};
+
+}  // namespace volt::cuda

@@ -1,0 +1,161 @@
+// CUDA fused class-index losses (cross_entropy, nll_loss): one block per loss row for the log-sum-exp, one block
+// for the reduction, one thread per element for the backward. The math is kernels/common/softmax.h.
+#include <limits>
+
+#include <volt/kernels/backend/loss.h>
+#include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/softmax.h>
+#include <volt/kernels/cuda/block_lse.cuh>
+#include <volt/kernels/cuda/loops.cuh>
+#include <volt/kernels/cuda/row_blocks.cuh>
+
+namespace volt::cuda {
+
+namespace {
+
+using rows::block_lse;
+using rows::kMaxThreads;
+using rows::threads_for;
+
+// One block per loss row: log-sum-exp and the row loss (written to `rows` in the accumulation type).
+template <class T>
+__global__ void class_loss_rows_kernel(const T* in, const int64_t* target, acc_t<T>* lse_out, acc_t<T>* rows,
+                                       int64_t c, int64_t inner, CeParams p) {
+  using A = acc_t<T>;
+  const int64_t row = blockIdx.x;
+  const int64_t b = row / inner, i = row % inner;
+  const T* x = in + b * c * inner + i;
+  const int64_t tgt = target[row];
+  const bool ignored = tgt == p.ignore_index;
+  // Out-of-range targets are not checked on the device (that would need a host sync); they give NaN.
+  const bool bad = !ignored && (tgt < 0 || tgt >= c);
+  if (p.nll) {
+    if (threadIdx.x == 0)
+      rows[row] = ignored ? A(0) : (bad ? A(NAN) : A(-A(x[tgt * inner])));
+    return;
+  }
+  A m = -std::numeric_limits<A>::infinity(), s = A(0), sx = A(0);
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+    A v = A(x[j * inner]);
+    nnmath::lse_push(m, s, v);
+    sx += v;
+  }
+  block_lse(m, s, sx);
+  if (threadIdx.x == 0) {
+    const A l = nnmath::lse_finish(m, s);
+    lse_out[row] = l;
+    rows[row] = ignored ? A(0) : (bad ? A(NAN) : nnmath::ce_row_loss(l, A(x[tgt * inner]), sx, c, A(p.label_smoothing)));
+  }
+}
+
+// One block: reduces the row losses and counts non-ignored targets; writes the loss and the count.
+template <class T>
+__global__ void class_loss_reduce_kernel(const acc_t<T>* rows, const int64_t* target, int64_t nrows, T* out,
+                                         acc_t<T>* count, CeParams p) {
+  using A = acc_t<T>;
+  __shared__ double sl[kMaxThreads], sc[kMaxThreads];
+  double l = 0, cnt = 0;
+  for (int64_t k = threadIdx.x; k < nrows; k += blockDim.x) {
+    if (target[k] != p.ignore_index) cnt += 1;
+    if (p.reduction != LossReduction::None) l += static_cast<double>(rows[k]);
+  }
+  sl[threadIdx.x] = l;
+  sc[threadIdx.x] = cnt;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) {
+      sl[threadIdx.x] += sl[threadIdx.x + k];
+      sc[threadIdx.x] += sc[threadIdx.x + k];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    count[0] = A(sc[0]);
+    if (p.reduction == LossReduction::Sum) out[0] = T(A(sl[0]));
+    if (p.reduction == LossReduction::Mean) out[0] = T(A(sl[0] / sc[0]));
+  }
+}
+
+template <class T>
+__global__ void rows_to_out_kernel(const acc_t<T>* rows, T* out, int64_t n) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x)
+    out[k] = T(rows[k]);
+}
+
+// One thread per input element: grad = g_row * (softmax - (1 - eps) onehot - eps / C), or -g_row * onehot (nll).
+template <class T>
+__global__ void class_loss_bwd_kernel(T* gi, const T* go, const T* in, const int64_t* target, const acc_t<T>* lse,
+                                      const acc_t<T>* count, int64_t total, int64_t c, int64_t inner, CeParams p) {
+  using A = acc_t<T>;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner;
+    const int64_t j = (e / inner) % c;
+    const int64_t b = e / (inner * c);
+    const int64_t row = b * inner + i;
+    const int64_t tgt = target[row];
+    if (tgt == p.ignore_index) {
+      gi[e] = T(A(0));
+      continue;
+    }
+    A g = A(go[p.reduction == LossReduction::None ? row : 0]);
+    if (p.reduction == LossReduction::Mean) g = g / count[0];
+    if (p.nll) {
+      gi[e] = T(j == tgt ? -g : A(0));
+    } else {
+      A prob = em::exp_(A(in[e]) - lse[row]);
+      gi[e] = T(g * nnmath::ce_grad(prob, j == tgt, c, A(p.label_smoothing)));
+    }
+  }
+}
+
+void class_loss_fwd(const Tensor& out, const Tensor& lse, const Tensor& count, const Tensor& input,
+                    const Tensor& target, int64_t n, int64_t c, int64_t inner, const CeParams& p) {
+  const int64_t nrows = n * inner;
+  dispatch_floating(input.dtype(), p.nll ? "nll_loss" : "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    cudaStream_t st = compute_stream(input);
+    Tensor rows = empty({nrows}, count.dtype(), input.device());  // per-row losses in the accumulation type
+    const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
+    A* rp = static_cast<A*>(rows.data_ptr());
+    if (nrows > 0) {
+      class_loss_rows_kernel<T><<<static_cast<unsigned>(nrows), threads_for(c), 0, st>>>(
+          static_cast<const T*>(input.data_ptr()), t, p.nll ? nullptr : static_cast<A*>(lse.data_ptr()), rp, c, inner,
+          p);
+      VOLT_CUDA_CHECK_LAUNCH();
+    }
+    if (p.reduction == LossReduction::None && nrows > 0) {
+      rows_to_out_kernel<T><<<blocks_for(nrows), 256, 0, st>>>(rp, static_cast<T*>(out.data_ptr()), nrows);
+      VOLT_CUDA_CHECK_LAUNCH();
+    }
+    class_loss_reduce_kernel<T><<<1, kMaxThreads, 0, st>>>(rp, t, nrows, static_cast<T*>(out.data_ptr()),
+                                                           static_cast<A*>(count.data_ptr()), p);
+    VOLT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tensor& input, const Tensor& target,
+                    const Tensor& lse, const Tensor& count, int64_t n, int64_t c, int64_t inner, const CeParams& p) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return;
+  dispatch_floating(input.dtype(), p.nll ? "nll_loss backward" : "cross_entropy backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    class_loss_bwd_kernel<T><<<blocks_for(total), 256, 0, compute_stream(grad_input)>>>(
+        static_cast<T*>(grad_input.data_ptr()), static_cast<const T*>(grad_out.data_ptr()),
+        static_cast<const T*>(input.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+        p.nll ? nullptr : static_cast<const A*>(lse.data_ptr()), static_cast<const A*>(count.data_ptr()), total, c,
+        inner, p);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+constexpr backend::LossKernels loss_kernels{
+    .class_loss_fwd = {class_loss_fwd, backend::kFloating},
+    .class_loss_bwd = {class_loss_bwd, backend::kFloating},
+};
+
+}  // namespace volt::cuda
