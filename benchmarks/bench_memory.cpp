@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   for (const auto& s : strategies) {
     TrainerOptions o;
     o.accelerator = "cpu";
-    o.devices = "1";
+    o.devices = "auto";
     o.strategy = s;
     o.max_steps = steps;
     o.max_epochs = -1;

@@ -49,7 +49,7 @@ inline std::shared_ptr<data::TensorDataset> zero_regression_data(int64_t n) {
 inline TrainerOptions zero_options(const std::string& strategy) {
   TrainerOptions o;
   o.accelerator = "cpu";
-  o.devices = "1";
+  o.devices = "auto";  // one process, or the launcher's world (num_nodes = 1)
   o.strategy = strategy;
   o.enable_progress_bar = false;
   o.enable_model_summary = false;
