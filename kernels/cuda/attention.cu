@@ -4,6 +4,7 @@
 #include <volt/kernels/backend/attention.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cuda/block_lse.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -11,31 +12,11 @@ namespace volt::cuda {
 
 namespace {
 
+using rows::block_lse;
 using rows::kMaxRowBlocks;
 using rows::kMaxThreads;
 using rows::row_blocks;
 using rows::threads_for;
-
-// Block-wide merge of the per-thread (max, sum-exp) states; every thread gets the row's state.
-template <class A>
-__device__ void block_lse(A& m, A& s) {
-  __shared__ A sm[kMaxThreads], ss[kMaxThreads];
-  sm[threadIdx.x] = m;
-  ss[threadIdx.x] = s;
-  __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) {
-      A m1 = sm[threadIdx.x], s1 = ss[threadIdx.x];
-      nnmath::lse_merge(m1, s1, sm[threadIdx.x + k], ss[threadIdx.x + k]);
-      sm[threadIdx.x] = m1;
-      ss[threadIdx.x] = s1;
-    }
-    __syncthreads();
-  }
-  m = sm[0];
-  s = ss[0];
-  __syncthreads();
-}
 
 // Block-wide sum; every thread gets it.
 template <class A>

@@ -1,5 +1,6 @@
 #pragma once
-// Block-wide log-sum-exp of the row-wise softmax and loss kernels (kernels/cuda/softmax.cu, loss.cu): merges the
+// Block-wide log-sum-exp of the row-wise softmax, loss and attention kernels (kernels/cuda/softmax.cu, loss.cu,
+// attention.cu): merges the
 // per-thread (max, sum-exp) states of nnmath::lse_push and an optional plain sum.
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/row_blocks.cuh>
@@ -28,6 +29,13 @@ __device__ void block_lse(A& m, A& s, A& sx) {
   s = ss[0];
   sx = sxs[0];
   __syncthreads();
+}
+
+// The (max, sum-exp) merge alone.
+template <class A>
+__device__ void block_lse(A& m, A& s) {
+  A unused = A(0);
+  block_lse(m, s, unused);
 }
 
 }  // namespace volt::cuda::rows
