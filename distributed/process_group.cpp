@@ -359,6 +359,21 @@ Tensor ProcessGroup::all_gather(const Tensor& t) {
   return gather_stacked(t.contiguous(), info);
 }
 
+Tensor ProcessGroup::all_gather_with_grad(const Tensor& t) {
+  Tensor out = all_gather(t.detach());
+  if (autograd::any_requires_grad({&t})) {
+    const int me = rank_;
+    autograd::attach(out, "AllGatherBackward", {t}, [this, me](const std::vector<Tensor>& g) {
+      // Each rank's loss may use every rank's slice: the gradient of this rank's input is the sum over ranks
+      // of what reached its row.
+      Tensor total = g[0].contiguous().clone();
+      all_reduce(total, ReduceOp::Sum);
+      return std::vector<Tensor>{total.select(0, me)};
+    });
+  }
+  return out;
+}
+
 Tensor ProcessGroup::gather_stacked(const Tensor& in, const CollectiveInfo& info) {
   Shape s = in.shape();
   s.insert(s.begin(), world_size_);

@@ -106,6 +106,11 @@ class ProcessGroup {
   /// Equal shapes (s...) on every rank -> (world, s...) in rank order. Different dtypes or shapes are a
   /// volt::Error on every rank naming each rank's shape (a small host-side exchange first, also without debug).
   Tensor all_gather(const Tensor& t);
+  /// all_gather that gradients flow back through (upstream's `all_gather(..., sync_grads=True)`): the result
+  /// requires grad when `t` does, and its backward hands each rank the sum over ranks of the gradients that
+  /// reached this rank's slice (an all_reduce of the incoming gradient, then this rank's row). The backward
+  /// is a collective too: every rank must run a backward that reaches it. The group must outlive the graph.
+  Tensor all_gather_with_grad(const Tensor& t);
   /// First dims may differ (trailing dims must match): pads to the largest, gathers, trims. Returns one tensor
   /// per rank, in rank order. Scalars behave like all_gather.
   std::vector<Tensor> all_gather_uneven(const Tensor& t);

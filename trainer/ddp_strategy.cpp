@@ -129,7 +129,10 @@ void DDPStrategy::all_reduce_sum(Tensor& t) { group_->all_reduce(t, dist::Reduce
 
 void DDPStrategy::barrier(const std::string&) { group_->barrier(); }
 
-Tensor DDPStrategy::all_gather(const Tensor& t) { return group_->all_gather(t.detach().to(device_)); }
+Tensor DDPStrategy::all_gather(const Tensor& t, bool sync_grads) {
+  if (sync_grads) return group_->all_gather_with_grad(t.to(device_));  // to() keeps the graph
+  return group_->all_gather(t.detach().to(device_));
+}
 
 std::vector<Tensor> DDPStrategy::all_gather_uneven(const Tensor& t) {
   return group_->all_gather_uneven(t.detach().to(device_));

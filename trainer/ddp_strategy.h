@@ -66,7 +66,7 @@ class DDPStrategy : public Strategy {
   void reduce_values(std::vector<double>& values, dist::ReduceOp op) override;
   void all_reduce_sum(Tensor& t) override;
   void barrier(const std::string& name = "") override;
-  Tensor all_gather(const Tensor& t) override;
+  Tensor all_gather(const Tensor& t, bool sync_grads = false) override;
   std::vector<Tensor> all_gather_uneven(const Tensor& t) override;
   double broadcast_value(double value, int src = 0) override;
   std::string broadcast_string(const std::string& s, int src = 0) override;

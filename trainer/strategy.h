@@ -89,8 +89,9 @@ class Strategy {
   virtual void all_reduce_sum(Tensor& t) {}
   virtual void barrier(const std::string& name = "") {}
   // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged
-  // (docs/trainer_contract.md "all_gather"). (collective)
-  virtual Tensor all_gather(const Tensor& t) { return t; }
+  // (docs/trainer_contract.md "all_gather"). sync_grads: the result carries gradients back to every rank's
+  // input (its backward is a collective too). (collective)
+  virtual Tensor all_gather(const Tensor& t, bool sync_grads = false) { return t; }
   // First dims may differ per rank (trailing dims must match): one tensor per rank, in rank order. (collective)
   virtual std::vector<Tensor> all_gather_uneven(const Tensor& t) { return {t}; }
   // Makes a metric object's compute() global (installs its state-sync hook). Single device: nothing.

@@ -55,10 +55,10 @@ static Strategy* gather_strategy(Trainer* trainer) {
   return &trainer->strategy();
 }
 
-Tensor TrainModule::all_gather(const Tensor& t) const {
+Tensor TrainModule::all_gather(const Tensor& t, bool sync_grads) const {
   VOLT_CHECK(t.defined(), type_name(), "::all_gather: the tensor is undefined; every rank must pass a tensor");
   Strategy* s = gather_strategy(trainer_);
-  return s ? s->all_gather(t) : t;
+  return s ? s->all_gather(t, sync_grads) : t;
 }
 
 Tensor TrainModule::all_gather(double value) const {

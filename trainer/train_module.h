@@ -139,7 +139,10 @@ class TrainModule : public nn::Module {
   /// @code{.unparsed}
   ///   Tensor (s...) with equal shapes on every rank -> (world, s...), in rank order.
   /// @endcode
-  Tensor all_gather(const Tensor& t) const;
+  /// With sync_grads the result is not detached: gradients flow back to every rank's `t` (each rank's input
+  /// gets the sum over ranks of the gradient that reached its row), as upstream's all_gather(sync_grads=True);
+  /// every rank must then run a backward through it. One process: `t` itself, gradients included.
+  Tensor all_gather(const Tensor& t, bool sync_grads = false) const;
   /// @code{.unparsed}
   ///   A number -> (world,) f64 tensor; with one process a 0-d f64 tensor holding the value (the "unchanged"
   ///   rule applied to a scalar: no leading world dimension is added).
