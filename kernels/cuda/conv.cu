@@ -6,6 +6,7 @@
 // steps.
 #include <algorithm>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include <volt/kernels/backend/conv.h>
@@ -156,6 +157,17 @@ PerfT fastest_trial(const PerfT* perf, int returned, bool fma_only) {
             " tried); set_cudnn_benchmark(false) uses the heuristics' choice instead");
 }
 
+// Runs one cudnnFind*AlgorithmEx (`find(n, &returned, perf)`, at most N results) and returns the fastest trial's
+// algorithm and math mode. PerfT is one of the cudnnConvolution*AlgoPerf_t, as in pick_algo.
+template <class PerfT, int N, class FindFn>
+std::pair<int, cudnnMathType_t> run_trials(bool fma_only, FindFn find) {
+  PerfT perf[N];
+  int returned = 0;
+  VOLT_CUDNN_CHECK(find(N, &returned, perf));
+  const PerfT best = fastest_trial(perf, returned, fma_only);
+  return {static_cast<int>(best.algo), best.mathType};
+}
+
 // Benchmark mode: times the algorithms on the call's tensors (cudnnFind*AlgorithmEx) and records the fastest
 // and its math mode in the plan. `out` is the tensor the pass writes (y, dx or dw); the trials overwrite it
 // before the real call does.
@@ -163,41 +175,35 @@ void choose_by_trials(ConvKind kind, cudnnHandle_t h, ConvPlan& plan, const Tens
                       const Tensor& w, const Tensor& out) {
   const bool fma_only = x.dtype() == DType::f32 && !plan.conv.tf32;
   auto [ws, ws_bytes] = benchmark_workspace(x.device(), benchmark_workspace_bytes(kind, h, plan));
+  void* wsp = ws.data_ptr();
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   switch (kind) {
-    case ConvKind::Forward: {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      int returned = 0;
-      VOLT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-          h, plan.x.d, x.data_ptr(), plan.w.d, w.data_ptr(), plan.conv.d, plan.y.d, out.data_ptr(),
-          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws.data_ptr(), ws_bytes));
-      auto best = fastest_trial(perf, returned, fma_only);
-      plan.algo = static_cast<int>(best.algo);
-      math = best.mathType;
+    case ConvKind::Forward:
+      std::tie(plan.algo, math) = run_trials<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+          fma_only, [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* pf) {
+            return cudnnFindConvolutionForwardAlgorithmEx(h, plan.x.d, x.data_ptr(), plan.w.d, w.data_ptr(),
+                                                          plan.conv.d, plan.y.d, out.data_ptr(), n, r, pf, wsp,
+                                                          ws_bytes);
+          });
       break;
-    }
-    case ConvKind::BackwardData: {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      int returned = 0;
-      VOLT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          h, plan.w.d, w.data_ptr(), plan.y.d, y.data_ptr(), plan.conv.d, plan.x.d, out.data_ptr(),
-          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, ws.data_ptr(), ws_bytes));
-      auto best = fastest_trial(perf, returned, fma_only);
-      plan.algo = static_cast<int>(best.algo);
-      math = best.mathType;
+    case ConvKind::BackwardData:
+      std::tie(plan.algo, math) =
+          run_trials<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+              fma_only, [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* pf) {
+                return cudnnFindConvolutionBackwardDataAlgorithmEx(h, plan.w.d, w.data_ptr(), plan.y.d,
+                                                                   y.data_ptr(), plan.conv.d, plan.x.d,
+                                                                   out.data_ptr(), n, r, pf, wsp, ws_bytes);
+              });
       break;
-    }
-    case ConvKind::BackwardFilter: {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      int returned = 0;
-      VOLT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          h, plan.x.d, x.data_ptr(), plan.y.d, y.data_ptr(), plan.conv.d, plan.w.d, out.data_ptr(),
-          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, ws.data_ptr(), ws_bytes));
-      auto best = fastest_trial(perf, returned, fma_only);
-      plan.algo = static_cast<int>(best.algo);
-      math = best.mathType;
+    case ConvKind::BackwardFilter:
+      std::tie(plan.algo, math) =
+          run_trials<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+              fma_only, [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* pf) {
+                return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, plan.x.d, x.data_ptr(), plan.y.d,
+                                                                     y.data_ptr(), plan.conv.d, plan.w.d,
+                                                                     out.data_ptr(), n, r, pf, wsp, ws_bytes);
+              });
       break;
-    }
   }
   // The algorithm was timed in this math mode; cuDNN needs both to run the same kernel.
   VOLT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, math));
