@@ -237,6 +237,12 @@ Tensor unscale_grads_(const std::vector<Tensor>& grads, double inv_scale);
 void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h);
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const Tensor& max_exp_avg_sq, const AdamHyper& h);
+/// The multi-tensor forms: the same update of every listed parameter with one set of hyperparameters (one step
+/// count), in ONE kernel launch on a GPU (chunked; a loop on the CPU), which is how the optimizers step a
+/// parameter group. Every entry is checked as above, and all must share the first entry's device, param dtype
+/// and state dtype; a parameter may appear once. The results equal the single-tensor ops bit for bit.
+void sgd_step_multi_(const std::vector<SgdTensors>& list, const SgdHyper& h);
+void adam_step_multi_(const std::vector<AdamTensors>& list, const AdamHyper& h);
 /// The p-norm of all elements of `tensors` together (p > 0 or INFINITY; undefined and empty tensors are
 /// skipped), as a 0-d f64 tensor on their device; NaN propagates. No host read: on the CPU each tensor is summed
 /// in index order in double; off the CPU the partial sums are device reductions.

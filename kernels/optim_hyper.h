@@ -4,6 +4,8 @@
 /// in nn/optim.h fill them from a parameter group each step.
 #include <cstdint>
 
+#include <volt/kernels/tensor.h>
+
 namespace volt {
 
 /// Host-side description of one Adam/AdamW step; the loop sees only the derived AdamScalars.
@@ -27,4 +29,14 @@ struct SgdHyper {
   bool first_step = false;  ///< the momentum buffer is initialised to the (decayed) gradient
 };
 
+/// One parameter of a multi-tensor Adam/AdamW update (adam_step_multi_): the tensors adam_step_ takes.
+struct AdamTensors {
+  Tensor param, grad, exp_avg, exp_avg_sq;
+  Tensor max_exp_avg_sq;  ///< undefined without amsgrad
+};
+/// One parameter of a multi-tensor SGD update (sgd_step_multi_).
+struct SgdTensors {
+  Tensor param, grad;
+  Tensor momentum_buffer;  ///< undefined when momentum == 0
+};
 }  // namespace volt

@@ -313,6 +313,34 @@ std::vector<std::string> SGD::state_names(const ParamGroup& group) const {
   return {"momentum_buffer"};
 }
 
+namespace {
+
+// A parameter group's updates split into the batches one multi-tensor op can take: entries that share device,
+// param dtype, state dtype and `key` (the step count, or SGD's first-step flag), in first-seen order.
+template <class Entry, class Key>
+struct MultiBatches {
+  struct Batch {
+    Device device;
+    DType dtype, state_dtype;
+    bool has_state;
+    Key key;
+    std::vector<Entry> entries;
+  };
+  std::vector<Batch> list;
+  void add(const Tensor& p, const Tensor& state, Key key, Entry e) {
+    const bool has = state.defined();
+    const DType sd = has ? state.dtype() : p.dtype();
+    for (Batch& b : list)
+      if (b.device == p.device() && b.dtype == p.dtype() && b.has_state == has && b.state_dtype == sd && b.key == key) {
+        b.entries.push_back(std::move(e));
+        return;
+      }
+    list.push_back(Batch{p.device(), p.dtype(), sd, has, key, {std::move(e)}});
+  }
+};
+
+}  // namespace
+
 void SGD::step() {
   trace::Range range(trace::Layer::optim, "[Optimizer]SGD.step");
   NoGradGuard ng;
@@ -325,16 +353,22 @@ void SGD::step() {
     h.dampening = group.options.dampening.value();
     h.weight_decay = group.options.weight_decay.value();
     h.nesterov = group.options.nesterov.value();
+    // One multi-tensor update per (device, dtype, state dtype, first step) batch of the group: usually one.
+    MultiBatches<SgdTensors, bool> batches;
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       Tensor grad = usable_grad(p, g, i);
       if (!grad.defined()) continue;
       ParamState& st = state(g, i);
-      h.first_step = h.momentum != 0.0 && (st.buffers.empty() || !st.buffers[0].defined());
+      const bool first = h.momentum != 0.0 && (st.buffers.empty() || !st.buffers[0].defined());
       if (h.momentum != 0.0) ensure_buffers(st, p, 1);
       ++st.step;
       const Tensor& buf = h.momentum != 0.0 ? st.buffers[0] : kNone;
-      sgd_step_(p, grad, buf, h);
+      batches.add(p, buf, first, SgdTensors{p, grad, buf});
+    }
+    for (auto& b : batches.list) {
+      h.first_step = b.key;
+      sgd_step_multi_(b.entries, h);
     }
   }
 }
@@ -392,14 +426,21 @@ void Adam::step() {
     h.amsgrad = group.options.amsgrad.value();
     h.decoupled_weight_decay = decoupled_;
     const size_t nbuf = h.amsgrad ? 3 : 2;
+    // One multi-tensor update per (device, dtype, state dtype, step count) batch of the group: usually one.
+    MultiBatches<AdamTensors, int64_t> batches;
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       Tensor grad = usable_grad(p, g, i);
       if (!grad.defined()) continue;
       ParamState& st = state(g, i);
       ensure_buffers(st, p, nbuf);
-      h.step = ++st.step;
-      adam_step_(p, grad, st.buffers[0], st.buffers[1], h.amsgrad ? st.buffers[2] : kNone, h);
+      ++st.step;
+      batches.add(p, st.buffers[0], st.step,
+                  AdamTensors{p, grad, st.buffers[0], st.buffers[1], h.amsgrad ? st.buffers[2] : kNone});
+    }
+    for (auto& b : batches.list) {
+      h.step = b.key;
+      adam_step_multi_(b.entries, h);
     }
   }
 }

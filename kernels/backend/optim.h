@@ -1,7 +1,8 @@
 #pragma once
 // Fused optimizer updates and the mixed-precision unscale (kernels/ops/optim_ops.cpp, amp_ops.cpp;
 // kernels/cpu/optim.cpp, kernels/cuda/optim.cu): one pass over (param, grad, state...) per parameter tensor, in
-// place, no allocation. The per-element math is kernels/common/optim_math.h.
+// place, no allocation; the updates take a list of parameters so that a GPU updates a whole group in one
+// launch. The per-element math is kernels/common/optim_math.h.
 //
 // Contract (checked by the ops): every tensor is contiguous and on one device; param and grad have the same shape
 // and dtype (f32, f64, f16 or bf16); the state tensors have the param's shape and dtype acc_t<param dtype> (f32
@@ -9,6 +10,8 @@
 // out (fp32_state = false), the param's own dtype. The update is computed in acc_t either way; the state tensors'
 // dtype tells the kernels which storage type to use. Undefined state tensors are allowed where the update does
 // not use them (max_exp_avg_sq without amsgrad, momentum_buffer with momentum == 0).
+#include <vector>
+
 #include <volt/kernels/backend/kernel.h>
 #include <volt/kernels/optim_hyper.h>
 #include <volt/kernels/tensor.h>
@@ -16,16 +19,18 @@
 namespace volt::backend {
 
 struct OptimKernels {
-  // Adam / AdamW step (h says which). Dispatch dtype: param's (floating).
-  Kernel<void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-              const Tensor& max_exp_avg_sq, const AdamHyper& h)>
-      adam_step;
-  // SGD step with optional momentum, dampening, Nesterov and weight decay. Dispatch dtype: param's (floating).
-  Kernel<void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h)> sgd_step;
-  // grad (contiguous, floating) *= inv_scale in one pass; found (f32 scalar, same device) is set to 1 when any
-  // element was inf/NaN and left as it is otherwise (so one flag collects a whole list of gradients).
-  // Dispatch dtype: grad's (floating).
-  Kernel<void(const Tensor& grad, double inv_scale, const Tensor& found)> unscale_check;
+  // Adam / AdamW step (h says which) of every listed parameter: one launch on a GPU for the whole list (chunked
+  // as kernels/common/multi_tensor.h plans it), a loop on the CPU; the single-tensor op passes a list of one.
+  // Every entry has the first one's param dtype and state dtype (the op checks). Dispatch dtype: the first
+  // param's (floating).
+  Kernel<void(const std::vector<AdamTensors>& list, const AdamHyper& h)> adam_step;
+  // SGD step with optional momentum, dampening, Nesterov and weight decay, over a list as adam_step.
+  // Dispatch dtype: the first param's (floating).
+  Kernel<void(const std::vector<SgdTensors>& list, const SgdHyper& h)> sgd_step;
+  // Every listed gradient (contiguous, floating, all of the first one's dtype) *= inv_scale, in one launch on a
+  // GPU; found (f32 scalar, same device) is set to 1 when any element was inf/NaN and left as it is otherwise (so
+  // one flag collects a whole list of gradients). Dispatch dtype: the first gradient's (floating).
+  Kernel<void(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found)> unscale_check;
 };
 
 template <>

@@ -1,19 +1,43 @@
 #pragma once
-// The dtype and flag dispatch of the fused optimizer updates, written once for both backends. A backend passes
-// a launcher object with two member templates that run one update over n contiguous elements:
+// The dtype and flag dispatch of the fused optimizer updates, written once for both backends. An update takes a
+// list of parameters (one tensor for adam_step_/sgd_step_, a whole parameter group for the multi-tensor forms)
+// that share one dtype, state dtype and set of flags; a backend passes a launcher object with two member
+// templates that run one update over every listed tensor:
 //   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-//   void adam(T* p, const T* g, M* m, M* v, M* vmax, int64_t n, const optim_math::AdamScalars<S>& s) const;
+//   void adam(const std::vector<AdamPointers<T, M>>& list, const optim_math::AdamScalars<S>& s) const;
 //   template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-//   void sgd(T* p, const T* g, M* buf, int64_t n, bool first, const optim_math::SgdScalars<S>& s) const;
-// T: the parameter's storage type; S = acc_t<T>: the arithmetic type; M: the state's storage type, S by default
-// and T for f16/bf16 parameters whose optimizer keeps low-precision state (fp32_state = false). The state
-// tensors' dtype selects M.
-// (the CPU one loops, the CUDA one launches a kernel). Host code only.
+//   void sgd(const std::vector<SgdPointers<T, M>>& list, bool first, const optim_math::SgdScalars<S>& s) const;
+// (the CPU one loops over the tensors, the CUDA one launches one chunked kernel per kernels/common/multi_tensor.h
+// plan). T: the parameter's storage type; S = acc_t<T>: the arithmetic type; M: the state's storage type, S by
+// default and T for f16/bf16 parameters whose optimizer keeps low-precision state (fp32_state = false). The
+// state tensors' dtype selects M. Host code only; the ops (kernels/ops/optim_ops.cpp) have checked that every
+// entry matches the first.
+#include <vector>
+
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/optim_math.h>
+#include <volt/kernels/optim_hyper.h>
 #include <volt/kernels/tensor.h>
 
 namespace volt::optim_math {
+
+template <class T, class M>
+struct AdamPointers {
+  T* p;
+  const T* g;
+  M* m;
+  M* v;
+  M* vmax;  ///< null without amsgrad
+  int64_t n;
+};
+
+template <class T, class M>
+struct SgdPointers {
+  T* p;
+  const T* g;
+  M* buf;  ///< null without momentum
+  int64_t n;
+};
 
 // Calls f(M{}) with M = T when `low` (state stored in the parameter's own half type) and T is f16/bf16, else
 // M = acc_t<T> (fp32 state for half parameters; for f32/f64 parameters the two are the same type).
@@ -28,26 +52,29 @@ void with_state_type(bool low, F&& f) {
 }
 
 template <class Launcher>
-void dispatch_adam(const Launcher& launch, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamHyper& h) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
+void dispatch_adam(const Launcher& launch, const std::vector<AdamTensors>& list, const AdamHyper& h) {
+  if (list.empty()) return;
+  const AdamTensors& first = list.front();
+  dispatch_floating(first.param.dtype(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
     using S = acc_t<T>;
     const auto s = make_adam_scalars<S>(h);
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    with_state_type<T>(exp_avg.dtype() == param.dtype(), [&](auto mtag) {
+    with_state_type<T>(first.exp_avg.dtype() == first.param.dtype(), [&](auto mtag) {
       using M = decltype(mtag);
-      M* m = static_cast<M*>(exp_avg.data_ptr());
-      M* v = static_cast<M*>(exp_avg_sq.data_ptr());
-      M* vmax = h.amsgrad ? static_cast<M*>(max_exp_avg_sq.data_ptr()) : nullptr;
+      std::vector<AdamPointers<T, M>> ptrs;
+      ptrs.reserve(list.size());
+      for (const AdamTensors& a : list) {
+        if (a.param.numel() == 0) continue;
+        ptrs.push_back({static_cast<T*>(a.param.data_ptr()), static_cast<const T*>(a.grad.data_ptr()),
+                        static_cast<M*>(a.exp_avg.data_ptr()), static_cast<M*>(a.exp_avg_sq.data_ptr()),
+                        h.amsgrad ? static_cast<M*>(a.max_exp_avg_sq.data_ptr()) : nullptr, a.param.numel()});
+      }
+      if (ptrs.empty()) return;
       with_bool(h.weight_decay != 0.0, [&](auto decay) {
         with_bool(h.decoupled_weight_decay, [&](auto decoupled) {
           with_bool(h.amsgrad, [&](auto ams) {
             launch.template adam<T, M, S, decltype(decay)::value, decltype(decoupled)::value, decltype(ams)::value>(
-                p, g, m, v, vmax, n, s);
+                ptrs, s);
           });
         });
       });
@@ -56,25 +83,30 @@ void dispatch_adam(const Launcher& launch, const Tensor& param, const Tensor& gr
 }
 
 template <class Launcher>
-void dispatch_sgd(const Launcher& launch, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                  const SgdHyper& h) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
+void dispatch_sgd(const Launcher& launch, const std::vector<SgdTensors>& list, const SgdHyper& h) {
+  if (list.empty()) return;
+  const SgdTensors& first = list.front();
+  dispatch_floating(first.param.dtype(), "sgd_step", [&](auto tag) {
     using T = decltype(tag);
     using S = acc_t<T>;
     const auto s = make_sgd_scalars<S>(h);
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    const bool low = momentum_buffer.defined() && momentum_buffer.dtype() == param.dtype();
+    const bool low = first.momentum_buffer.defined() && first.momentum_buffer.dtype() == first.param.dtype();
     with_state_type<T>(low, [&](auto mtag) {
       using M = decltype(mtag);
-      M* buf = h.momentum != 0.0 ? static_cast<M*>(momentum_buffer.data_ptr()) : nullptr;
+      std::vector<SgdPointers<T, M>> ptrs;
+      ptrs.reserve(list.size());
+      for (const SgdTensors& a : list) {
+        if (a.param.numel() == 0) continue;
+        ptrs.push_back({static_cast<T*>(a.param.data_ptr()), static_cast<const T*>(a.grad.data_ptr()),
+                        h.momentum != 0.0 ? static_cast<M*>(a.momentum_buffer.data_ptr()) : nullptr,
+                        a.param.numel()});
+      }
+      if (ptrs.empty()) return;
       with_bool(h.weight_decay != 0.0, [&](auto decay) {
         with_bool(h.momentum != 0.0, [&](auto mom) {
           with_bool(h.nesterov, [&](auto nest) {
             launch.template sgd<T, M, S, decltype(decay)::value, decltype(mom)::value, decltype(nest)::value>(
-                p, g, buf, n, h.first_step, s);
+                ptrs, h.first_step, s);
           });
         });
       });

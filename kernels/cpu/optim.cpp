@@ -93,36 +93,34 @@ void sgd_loop(T* __restrict p, const T* __restrict g, M* __restrict buf, int64_t
 
 struct CpuLauncher {
   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-  void adam(T* p, const T* g, M* m, M* v, M* vmax, int64_t n, const om::AdamScalars<S>& s) const {
-    adam_loop<T, M, S, kDecay, kDecoupled, kAms>(p, g, m, v, vmax, n, s);
+  void adam(const std::vector<om::AdamPointers<T, M>>& list, const om::AdamScalars<S>& s) const {
+    for (const auto& a : list) adam_loop<T, M, S, kDecay, kDecoupled, kAms>(a.p, a.g, a.m, a.v, a.vmax, a.n, s);
   }
   template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-  void sgd(T* p, const T* g, M* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
-    sgd_loop<T, M, S, kDecay, kMomentum, kNesterov>(p, g, buf, n, first, s);
+  void sgd(const std::vector<om::SgdPointers<T, M>>& list, bool first, const om::SgdScalars<S>& s) const {
+    for (const auto& a : list) sgd_loop<T, M, S, kDecay, kMomentum, kNesterov>(a.p, a.g, a.buf, a.n, first, s);
   }
 };
 
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const AdamHyper& h) {
-  om::dispatch_adam(CpuLauncher{}, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, h);
-}
+void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h) { om::dispatch_adam(CpuLauncher{}, list, h); }
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
-  om::dispatch_sgd(CpuLauncher{}, param, grad, momentum_buffer, h);
-}
+void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h) { om::dispatch_sgd(CpuLauncher{}, list, h); }
 
-void unscale_check(const Tensor& grad, double inv_scale, const Tensor& found) {
-  const int64_t n = grad.numel();
-  dispatch_floating(grad.dtype(), "unscale_check", [&](auto tag) {
+void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found) {
+  if (grads.empty()) return;
+  dispatch_floating(grads.front().dtype(), "unscale_check", [&](auto tag) {
     using T = decltype(tag);
     using S = acc_t<T>;
-    T* g = static_cast<T*>(grad.data_ptr());
     const S inv = static_cast<S>(inv_scale);
     bool bad = false;
-    for (int64_t i = 0; i < n; ++i) {
-      S v = static_cast<S>(g[i]);
-      bad |= om::unscale_update(v, inv);
-      g[i] = T(v);
+    for (const Tensor& grad : grads) {
+      T* g = static_cast<T*>(grad.data_ptr());
+      const int64_t n = grad.numel();
+      for (int64_t i = 0; i < n; ++i) {
+        S v = static_cast<S>(g[i]);
+        bad |= om::unscale_update(v, inv);
+        g[i] = T(v);
+      }
     }
     if (bad) *static_cast<float*>(found.data_ptr()) = 1.0f;
   });

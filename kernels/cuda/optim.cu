@@ -1,7 +1,9 @@
-// CUDA kernels of the fused optimizer updates: one grid-stride pass per parameter tensor; the per-element
-// math is kernels/common/optim_math.h, the same functions the CPU loop calls.
+// CUDA kernels of the fused optimizer updates: one launch updates a list of parameters (a whole parameter group),
+// chunked as kernels/common/multi_tensor.h plans it; the per-element math is kernels/common/optim_math.h, the
+// same functions the CPU loop calls.
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/multi_tensor.h>
 #include <volt/kernels/common/optim_dispatch.h>
 #include <volt/kernels/cuda/loops.cuh>
 
@@ -11,10 +13,50 @@ namespace om = optim_math;
 
 namespace {
 
+// Multi-tensor launches: the argument block names up to kMaxTensors tensors and kMaxChunks chunks of kChunk
+// elements (kernels/common/multi_tensor.h plans them); block b updates chunk b. The block stays under the
+// 4 KiB kernel-parameter limit for every type combination.
+constexpr int kMaxTensors = 24;
+constexpr int kMaxChunks = 160;
+constexpr int64_t kChunk = 65536;
+constexpr int kThreads = 256;
+
+struct ChunkTable {
+  int tensor[kMaxChunks];
+  int64_t begin[kMaxChunks];
+};
+
+template <class T, class M>
+struct AdamArgs {
+  T* p[kMaxTensors];
+  const T* g[kMaxTensors];
+  M* m[kMaxTensors];
+  M* v[kMaxTensors];
+  M* vmax[kMaxTensors];
+  int64_t n[kMaxTensors];
+  ChunkTable chunks;
+};
+
+template <class T, class M>
+struct SgdArgs {
+  T* p[kMaxTensors];
+  const T* g[kMaxTensors];
+  M* buf[kMaxTensors];
+  int64_t n[kMaxTensors];
+  ChunkTable chunks;
+};
+
 template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, M* __restrict__ m, M* __restrict__ v,
-                            M* __restrict__ vmax, int64_t n, om::AdamScalars<S> s) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s) {
+  const int t = a.chunks.tensor[blockIdx.x];
+  const int64_t begin = a.chunks.begin[blockIdx.x];
+  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  T* __restrict__ p = a.p[t];
+  const T* __restrict__ g = a.g[t];
+  M* __restrict__ m = a.m[t];
+  M* __restrict__ v = a.v[t];
+  M* __restrict__ vmax = a.vmax[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     S pp = static_cast<S>(p[i]), mm = static_cast<S>(m[i]), vv = static_cast<S>(v[i]);
     S vm = kAms ? static_cast<S>(vmax[i]) : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
@@ -26,9 +68,14 @@ __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, M* __res
 }
 
 template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, M* __restrict__ buf, int64_t n, bool first,
-                           om::SgdScalars<S> s) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void sgd_kernel(SgdArgs<T, M> a, bool first, om::SgdScalars<S> s) {
+  const int t = a.chunks.tensor[blockIdx.x];
+  const int64_t begin = a.chunks.begin[blockIdx.x];
+  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  T* __restrict__ p = a.p[t];
+  const T* __restrict__ g = a.g[t];
+  M* __restrict__ buf = a.buf[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     S pp = static_cast<S>(p[i]);
     S b = kMomentum ? static_cast<S>(buf[i]) : S(0);
     om::sgd_update<S, kDecay, kMomentum, kNesterov>(pp, static_cast<S>(g[i]), b, first, s);
@@ -37,10 +84,43 @@ __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, M* __rest
   }
 }
 
+// Plans `list` into launches and calls launch(args) for each, with args' tensor and chunk tables filled (fill(args,
+// slot, entry) copies one list entry's pointers into slot `slot`).
+template <class Args, class Entry, class Fill, class Launch>
+void for_each_launch(const std::vector<Entry>& list, Fill&& fill, Launch&& launch) {
+  std::vector<int64_t> numels;
+  numels.reserve(list.size());
+  for (const Entry& e : list) numels.push_back(e.n);
+  for (const multi_tensor::Launch& l : multi_tensor::plan(numels, kChunk, kMaxTensors, kMaxChunks)) {
+    Args args{};
+    for (size_t k = 0; k < l.tensors.size(); ++k) {
+      const Entry& e = list[static_cast<size_t>(l.tensors[k])];
+      fill(args, k, e);
+      args.n[k] = e.n;
+    }
+    for (size_t c = 0; c < l.chunks.size(); ++c) {
+      args.chunks.tensor[c] = l.chunks[c].tensor;
+      args.chunks.begin[c] = l.chunks[c].begin;
+    }
+    launch(args, static_cast<unsigned>(l.chunks.size()));
+  }
+}
+
+template <class T>
+struct UnscaleArgs {
+  T* g[kMaxTensors];
+  int64_t n[kMaxTensors];
+  ChunkTable chunks;
+};
+
 template <class T, class S>
-__global__ void unscale_check_kernel(T* __restrict__ g, int64_t n, S inv, float* __restrict__ found) {
+__global__ void unscale_check_kernel(UnscaleArgs<T> a, S inv, float* __restrict__ found) {
+  const int t = a.chunks.tensor[blockIdx.x];
+  const int64_t begin = a.chunks.begin[blockIdx.x];
+  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  T* __restrict__ g = a.g[t];
   bool bad = false;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     S v = static_cast<S>(g[i]);
     bad |= om::unscale_update(v, inv);
     g[i] = T(v);
@@ -53,35 +133,71 @@ __global__ void unscale_check_kernel(T* __restrict__ g, int64_t n, S inv, float*
 struct GpuLauncher {
   cudaStream_t stream;
   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-  void adam(T* p, const T* g, M* m, M* v, M* vmax, int64_t n, const om::AdamScalars<S>& s) const {
-    adam_kernel<T, M, S, kDecay, kDecoupled, kAms><<<blocks_for(n), 256, 0, stream>>>(p, g, m, v, vmax, n, s);
-    VOLT_CUDA_CHECK_LAUNCH();
+  void adam(const std::vector<om::AdamPointers<T, M>>& list, const om::AdamScalars<S>& s) const {
+    using Args = AdamArgs<T, M>;
+    for_each_launch<Args>(
+        list,
+        [](Args& a, size_t k, const om::AdamPointers<T, M>& e) {
+          a.p[k] = e.p;
+          a.g[k] = e.g;
+          a.m[k] = e.m;
+          a.v[k] = e.v;
+          a.vmax[k] = e.vmax;
+        },
+        [&](const Args& a, unsigned blocks) {
+          adam_kernel<T, M, S, kDecay, kDecoupled, kAms><<<blocks, kThreads, 0, stream>>>(a, s);
+          VOLT_CUDA_CHECK_LAUNCH();
+        });
   }
   template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-  void sgd(T* p, const T* g, M* buf, int64_t n, bool first, const om::SgdScalars<S>& s) const {
-    sgd_kernel<T, M, S, kDecay, kMomentum, kNesterov><<<blocks_for(n), 256, 0, stream>>>(p, g, buf, n, first, s);
-    VOLT_CUDA_CHECK_LAUNCH();
+  void sgd(const std::vector<om::SgdPointers<T, M>>& list, bool first, const om::SgdScalars<S>& s) const {
+    using Args = SgdArgs<T, M>;
+    for_each_launch<Args>(
+        list,
+        [](Args& a, size_t k, const om::SgdPointers<T, M>& e) {
+          a.p[k] = e.p;
+          a.g[k] = e.g;
+          a.buf[k] = e.buf;
+        },
+        [&](const Args& a, unsigned blocks) {
+          sgd_kernel<T, M, S, kDecay, kMomentum, kNesterov><<<blocks, kThreads, 0, stream>>>(a, first, s);
+          VOLT_CUDA_CHECK_LAUNCH();
+        });
   }
 };
 
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const AdamHyper& h) {
-  om::dispatch_adam(GpuLauncher{compute_stream(param)}, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, h);
+void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h) {
+  if (list.empty()) return;
+  om::dispatch_adam(GpuLauncher{compute_stream(list.front().param)}, list, h);
 }
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
-  om::dispatch_sgd(GpuLauncher{compute_stream(param)}, param, grad, momentum_buffer, h);
+void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h) {
+  if (list.empty()) return;
+  om::dispatch_sgd(GpuLauncher{compute_stream(list.front().param)}, list, h);
 }
 
-void unscale_check(const Tensor& grad, double inv_scale, const Tensor& found) {
-  const int64_t n = grad.numel();
-  if (n == 0) return;
-  dispatch_floating(grad.dtype(), "unscale_check", [&](auto tag) {
+struct UnscaleEntry {
+  void* g;
+  int64_t n;
+};
+
+void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found) {
+  std::vector<UnscaleEntry> list;
+  for (const Tensor& g : grads)
+    if (g.numel() > 0) list.push_back({g.data_ptr(), g.numel()});
+  if (list.empty()) return;
+  cudaStream_t stream = compute_stream(grads.front());
+  dispatch_floating(grads.front().dtype(), "unscale_check", [&](auto tag) {
     using T = decltype(tag);
     using S = acc_t<T>;
-    unscale_check_kernel<T, S><<<blocks_for(n), 256, 0, compute_stream(grad)>>>(
-        static_cast<T*>(grad.data_ptr()), n, static_cast<S>(inv_scale), static_cast<float*>(found.data_ptr()));
-    VOLT_CUDA_CHECK_LAUNCH();
+    using Args = UnscaleArgs<T>;
+    for_each_launch<Args>(
+        list, [](Args& a, size_t k, const UnscaleEntry& e) { a.g[k] = static_cast<T*>(e.g); },
+        [&](const Args& a, unsigned blocks) {
+          unscale_check_kernel<T, S><<<blocks, kThreads, 0, stream>>>(a, static_cast<S>(inv_scale),
+                                                                     static_cast<float*>(found.data_ptr()));
+          VOLT_CUDA_CHECK_LAUNCH();
+        });
   });
 }
 

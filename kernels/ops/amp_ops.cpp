@@ -1,4 +1,5 @@
 // Mixed-precision support ops: the GradScaler's fused unscale and non-finite check.
+#include <algorithm>
 #include <cmath>
 
 #include <volt/kernels/backend/optim.h>
@@ -22,17 +23,25 @@ Tensor unscale_grads_(const std::vector<Tensor>& grads, double inv_scale) {
                "gradients, outside autograd)");
   }
   Tensor found = zeros({}, DType::f32, first ? first->device() : kCPU);
+  // One list (one launch on a GPU) per dtype of the contiguous gradients; a strided gradient (rare) is unscaled
+  // as a packed copy and written back.
+  std::vector<std::vector<Tensor>> by_dtype;
   for (const Tensor& g : grads) {
     if (!g.defined() || g.numel() == 0) continue;
     if (g.is_contiguous()) {
-      backend::call<&backend::OptimKernels::unscale_check>(g.device(), g.dtype(), g, inv_scale, found);
-    } else {  // a strided gradient (rare): work on a packed copy and write it back
+      auto it = std::find_if(by_dtype.begin(), by_dtype.end(), [&](const auto& l) { return l[0].dtype() == g.dtype(); });
+      if (it == by_dtype.end()) by_dtype.push_back({g});
+      else it->push_back(g);
+    } else {
       Tensor c = g.contiguous();
-      backend::call<&backend::OptimKernels::unscale_check>(g.device(), c.dtype(), c, inv_scale, found);
+      backend::call<&backend::OptimKernels::unscale_check>(g.device(), c.dtype(), std::vector<Tensor>{c}, inv_scale,
+                                                           found);
       Tensor dst = g;
       dst.copy_(c);
     }
   }
+  for (const auto& list : by_dtype)
+    backend::call<&backend::OptimKernels::unscale_check>(list[0].device(), list[0].dtype(), list, inv_scale, found);
   return found;
 }
 

@@ -3,6 +3,7 @@
 // kernel directly; these ops check what the kernels assume and then dispatch.
 #include <cmath>
 #include <string>
+#include <unordered_set>
 
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/optim.h>
@@ -58,24 +59,74 @@ void check_state(const char* op, const Tensor& param, std::initializer_list<std:
 
 }  // namespace
 
-void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
-  check_param_grad("sgd_step_", param, grad);
-  VOLT_CHECK(h.momentum == 0.0 || momentum_buffer.defined(), "sgd_step_: momentum=", h.momentum,
+namespace {
+
+void check_sgd(const char* op, const SgdTensors& t, const SgdHyper& h) {
+  check_param_grad(op, t.param, t.grad);
+  VOLT_CHECK(h.momentum == 0.0 || t.momentum_buffer.defined(), op, ": momentum=", h.momentum,
              " needs a momentum_buffer");
-  check_state("sgd_step_", param, {{"momentum_buffer", &momentum_buffer}});
-  backend::call<&backend::OptimKernels::sgd_step>(param.device(), param.dtype(), param, grad, momentum_buffer, h);
+  check_state(op, t.param, {{"momentum_buffer", &t.momentum_buffer}});
+}
+
+void check_adam(const char* op, const AdamTensors& t, const AdamHyper& h) {
+  check_param_grad(op, t.param, t.grad);
+  VOLT_CHECK(t.exp_avg.defined() && t.exp_avg_sq.defined(), op, ": exp_avg and exp_avg_sq must be defined");
+  VOLT_CHECK(!h.amsgrad || t.max_exp_avg_sq.defined(), op, ": amsgrad needs max_exp_avg_sq");
+  check_state(op, t.param, {{"exp_avg", &t.exp_avg}, {"exp_avg_sq", &t.exp_avg_sq}, {"max_exp_avg_sq", &t.max_exp_avg_sq}});
+}
+
+// The entries of a multi-tensor update share the first one's device, param dtype and state dtype (one kernel
+// instantiation runs them all), and no parameter appears twice (its update would race with itself on a GPU).
+template <class Entry>
+void check_list(const char* op, const std::vector<Entry>& list, const Tensor& (*state_of)(const Entry&)) {
+  if (list.empty()) return;
+  const Entry& first = list.front();
+  std::unordered_set<const void*> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Entry& e = list[i];
+    VOLT_CHECK(e.param.device() == first.param.device() && e.param.dtype() == first.param.dtype(), op, ": entry ", i,
+               " is ", dtype_name(e.param.dtype()), " on ", e.param.device().str(), " but entry 0 is ",
+               dtype_name(first.param.dtype()), " on ", first.param.device().str(),
+               "; one multi-tensor update takes parameters of one dtype and device");
+    const Tensor& st = state_of(e);
+    const Tensor& st0 = state_of(first);
+    VOLT_CHECK(st.defined() == st0.defined() && (!st.defined() || st.dtype() == st0.dtype()), op, ": entry ", i,
+               " keeps its state in ", st.defined() ? dtype_name(st.dtype()) : "nothing", " but entry 0 in ",
+               st0.defined() ? dtype_name(st0.dtype()) : "nothing");
+    VOLT_CHECK(e.param.numel() == 0 || seen.insert(e.param.data_ptr()).second, op, ": entry ", i,
+               " updates the same parameter memory as an earlier entry");
+  }
+}
+
+const Tensor& adam_state(const AdamTensors& t) { return t.exp_avg; }
+const Tensor& sgd_state(const SgdTensors& t) { return t.momentum_buffer; }
+
+}  // namespace
+
+void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
+  sgd_step_multi_({SgdTensors{param, grad, momentum_buffer}}, h);
+}
+
+void sgd_step_multi_(const std::vector<SgdTensors>& list, const SgdHyper& h) {
+  const char* op = list.size() == 1 ? "sgd_step_" : "sgd_step_multi_";
+  for (const SgdTensors& t : list) check_sgd(op, t, h);
+  check_list(op, list, sgd_state);
+  if (list.empty()) return;
+  backend::call<&backend::OptimKernels::sgd_step>(list.front().param.device(), list.front().param.dtype(), list, h);
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const Tensor& max_exp_avg_sq, const AdamHyper& h) {
-  check_param_grad("adam_step_", param, grad);
-  VOLT_CHECK(exp_avg.defined() && exp_avg_sq.defined(), "adam_step_: exp_avg and exp_avg_sq must be defined");
-  VOLT_CHECK(!h.amsgrad || max_exp_avg_sq.defined(), "adam_step_: amsgrad needs max_exp_avg_sq");
-  VOLT_CHECK(h.step >= 1, "adam_step_: step must be >= 1 (the step being taken), got ", h.step);
-  check_state("adam_step_", param,
-              {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"max_exp_avg_sq", &max_exp_avg_sq}});
-  backend::call<&backend::OptimKernels::adam_step>(param.device(), param.dtype(), param, grad, exp_avg, exp_avg_sq,
-                                                   max_exp_avg_sq, h);
+  adam_step_multi_({AdamTensors{param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq}}, h);
+}
+
+void adam_step_multi_(const std::vector<AdamTensors>& list, const AdamHyper& h) {
+  const char* op = list.size() == 1 ? "adam_step_" : "adam_step_multi_";
+  VOLT_CHECK(h.step >= 1, op, ": step must be >= 1 (the step being taken), got ", h.step);
+  for (const AdamTensors& t : list) check_adam(op, t, h);
+  check_list(op, list, adam_state);
+  if (list.empty()) return;
+  backend::call<&backend::OptimKernels::adam_step>(list.front().param.device(), list.front().param.dtype(), list, h);
 }
 
 namespace {

@@ -1,0 +1,50 @@
+#pragma once
+// How a list of tensors is cut into chunks for multi-tensor kernels (the optimizers' one-launch updates): host
+// code only, shared by the CUDA launcher and the CPU tests that pin its behaviour.
+//
+// A launch takes at most `max_tensors` tensors and `max_chunks` chunks (its argument block has fixed-size
+// arrays); each chunk is up to `chunk` consecutive elements of one tensor, and one GPU block processes one chunk.
+// Tensors are taken in list order; a tensor whose chunks do not fit in the current launch continues in the next
+// one (listed in both). Empty tensors get no chunk and appear in no launch.
+#include <cstdint>
+#include <vector>
+
+#include <volt/runtime/error.h>
+
+namespace volt::multi_tensor {
+
+struct Chunk {
+  int tensor = 0;      ///< index into Launch::tensors
+  int64_t begin = 0;   ///< first element of the chunk within its tensor
+};
+
+struct Launch {
+  std::vector<int> tensors;  ///< indices into the caller's list
+  std::vector<Chunk> chunks;
+};
+
+inline std::vector<Launch> plan(const std::vector<int64_t>& numels, int64_t chunk, int max_tensors, int max_chunks) {
+  VOLT_CHECK(chunk > 0 && max_tensors > 0 && max_chunks > 0, "multi_tensor::plan: chunk=", chunk,
+             ", max_tensors=", max_tensors, " and max_chunks=", max_chunks, " must be positive");
+  std::vector<Launch> launches;
+  Launch cur;
+  auto flush = [&] {
+    if (!cur.chunks.empty()) launches.push_back(std::move(cur));
+    cur = Launch{};
+  };
+  for (size_t t = 0; t < numels.size(); ++t) {
+    VOLT_CHECK(numels[t] >= 0, "multi_tensor::plan: tensor ", t, " has ", numels[t], " elements");
+    for (int64_t begin = 0; begin < numels[t]; begin += chunk) {
+      const bool listed = !cur.tensors.empty() && cur.tensors.back() == static_cast<int>(t);
+      if (static_cast<int>(cur.chunks.size()) == max_chunks ||
+          (!listed && static_cast<int>(cur.tensors.size()) == max_tensors))
+        flush();
+      if (cur.tensors.empty() || cur.tensors.back() != static_cast<int>(t)) cur.tensors.push_back(static_cast<int>(t));
+      cur.chunks.push_back({static_cast<int>(cur.tensors.size()) - 1, begin});
+    }
+  }
+  flush();
+  return launches;
+}
+
+}  // namespace volt::multi_tensor

@@ -1,0 +1,270 @@
+// Multi-tensor optimizer updates (kernels/ops.h adam_step_multi_ / sgd_step_multi_): the launch plan of
+// kernels/common/multi_tensor.h, bit-for-bit equality with the single-tensor ops (on the CPU, and on each GPU when
+// one is present: there a whole list is one chunked launch, or several when it exceeds one argument block), the
+// argument checks, and the optimizers' grouping of a parameter group into such lists.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "common/gradcheck.h"
+#include <volt/kernels/common/multi_tensor.h>
+#include <volt/nn/optim.h>
+#include <volt/runtime/cuda_api.h>
+
+using namespace volt;
+
+namespace {
+
+namespace mt = volt::multi_tensor;
+
+// Every element of every non-empty tensor is in exactly one chunk; the limits hold; tensors keep list order.
+void check_plan(const std::vector<int64_t>& numels, int64_t chunk, int max_tensors, int max_chunks) {
+  const auto launches = mt::plan(numels, chunk, max_tensors, max_chunks);
+  std::map<int, std::set<int64_t>> begins;
+  int last_tensor = -1;
+  for (const auto& l : launches) {
+    ASSERT_FALSE(l.chunks.empty());
+    ASSERT_LE(static_cast<int>(l.tensors.size()), max_tensors);
+    ASSERT_LE(static_cast<int>(l.chunks.size()), max_chunks);
+    for (const auto& c : l.chunks) {
+      ASSERT_GE(c.tensor, 0);
+      ASSERT_LT(c.tensor, static_cast<int>(l.tensors.size()));
+      const int t = l.tensors[static_cast<size_t>(c.tensor)];
+      ASSERT_GE(t, last_tensor) << "tensors out of order";
+      last_tensor = t;
+      ASSERT_EQ(c.begin % chunk, 0);
+      ASSERT_LT(c.begin, numels[static_cast<size_t>(t)]);
+      ASSERT_TRUE(begins[t].insert(c.begin).second) << "chunk listed twice";
+    }
+  }
+  for (size_t t = 0; t < numels.size(); ++t) {
+    const int64_t expected = (numels[t] + chunk - 1) / chunk;
+    EXPECT_EQ(static_cast<int64_t>(begins[static_cast<int>(t)].size()), expected) << "tensor " << t;
+  }
+}
+
+Tensor values(const Shape& s, uint64_t seed, DType dt, Device d, double lo = -1, double hi = 1) {
+  return add(mul(rand_with_seed(s, seed, 0, DType::f64), hi - lo), lo).to(d, dt);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+// Runs three Adam steps over `shapes` with the multi-tensor op and with one op per tensor; every parameter and
+// state tensor must agree bit for bit.
+void adam_multi_matches_single(const std::vector<Shape>& shapes, DType dt, DType state_dt, Device d, AdamHyper h) {
+  std::vector<AdamTensors> multi, single;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Tensor p = values(shapes[i], 10 + i, dt, d);
+    auto make = [&](const Tensor& param) {
+      return AdamTensors{param, Tensor(), zeros(shapes[i], state_dt, d), zeros(shapes[i], state_dt, d),
+                         h.amsgrad ? zeros(shapes[i], state_dt, d) : Tensor()};
+    };
+    multi.push_back(make(p.clone()));
+    single.push_back(make(p.clone()));
+  }
+  for (int step = 1; step <= 3; ++step) {
+    h.step = step;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Tensor g = values(shapes[i], 100 * step + i, dt, d, -2, 2);
+      multi[i].grad = g;
+      single[i].grad = g;
+      adam_step_(single[i].param, g, single[i].exp_avg, single[i].exp_avg_sq, single[i].max_exp_avg_sq, h);
+    }
+    adam_step_multi_(multi, h);
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    EXPECT_TRUE(same_bits(multi[i].param, single[i].param)) << "param " << i << " " << dtype_name(dt);
+    EXPECT_TRUE(same_bits(multi[i].exp_avg, single[i].exp_avg)) << "exp_avg " << i;
+    EXPECT_TRUE(same_bits(multi[i].exp_avg_sq, single[i].exp_avg_sq)) << "exp_avg_sq " << i;
+    if (h.amsgrad) EXPECT_TRUE(same_bits(multi[i].max_exp_avg_sq, single[i].max_exp_avg_sq)) << "max " << i;
+    // and the update did something
+    if (multi[i].param.numel() > 0)
+      EXPECT_FALSE(same_bits(multi[i].param, values(shapes[i], 10 + i, dt, d))) << "param " << i << " unchanged";
+  }
+}
+
+void sgd_multi_matches_single(const std::vector<Shape>& shapes, DType dt, Device d, SgdHyper h) {
+  std::vector<SgdTensors> multi, single;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Tensor p = values(shapes[i], 20 + i, dt, d);
+    Tensor buf = h.momentum != 0.0 ? zeros(shapes[i], dt == DType::f64 ? DType::f64 : DType::f32, d) : Tensor();
+    multi.push_back({p.clone(), Tensor(), buf.defined() ? buf.clone() : Tensor()});
+    single.push_back({p.clone(), Tensor(), buf.defined() ? buf.clone() : Tensor()});
+  }
+  for (int step = 1; step <= 3; ++step) {
+    h.first_step = step == 1;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Tensor g = values(shapes[i], 200 * step + i, dt, d, -2, 2);
+      multi[i].grad = g;
+      single[i].grad = g;
+      sgd_step_(single[i].param, g, single[i].momentum_buffer, h);
+    }
+    sgd_step_multi_(multi, h);
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    EXPECT_TRUE(same_bits(multi[i].param, single[i].param)) << "param " << i << " " << dtype_name(dt);
+    if (h.momentum != 0.0) EXPECT_TRUE(same_bits(multi[i].momentum_buffer, single[i].momentum_buffer)) << i;
+  }
+}
+
+std::vector<Device> devices() {
+  std::vector<Device> d{kCPU};
+  for (int i = 0; i < cuda_device_count(); ++i) d.push_back(cuda_device(i));
+  return d;
+}
+
+}  // namespace
+
+TEST(MultiTensorPlan, CoversEveryElementOnceWithinTheLimits) {
+  check_plan({}, 4, 2, 3);
+  check_plan({0, 0}, 4, 2, 3);
+  check_plan({1}, 4, 2, 3);
+  check_plan({4, 5, 0, 12, 3, 1, 1, 1}, 4, 2, 3);
+  check_plan({100}, 7, 24, 5);                       // one tensor over several launches
+  check_plan(std::vector<int64_t>(50, 3), 4, 24, 160);  // more tensors than one launch takes
+  check_plan({65536 * 3 + 1, 17, 65536}, 65536, 24, 160);
+}
+
+TEST(MultiTensorPlan, SplitsWhereAnArgumentBlockIsFull) {
+  // 3 tensors of 10 elements in chunks of 4: 3 chunks each; at most 4 chunks per launch.
+  const auto l = mt::plan({10, 10, 10}, 4, 24, 4);
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].tensors, (std::vector<int>{0, 1}));
+  ASSERT_EQ(l[0].chunks.size(), 4u);
+  EXPECT_EQ(l[0].chunks[3].tensor, 1);
+  EXPECT_EQ(l[0].chunks[3].begin, 0);
+  EXPECT_EQ(l[1].tensors, (std::vector<int>{1, 2}));  // tensor 1 continues in the next launch
+  EXPECT_EQ(l[1].chunks[0].begin, 4);
+  EXPECT_EQ(l[2].tensors, (std::vector<int>{2}));
+  // The tensor limit: one tensor per launch.
+  const auto one = mt::plan({3, 3, 3}, 4, 1, 160);
+  ASSERT_EQ(one.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(one[i].tensors, (std::vector<int>{static_cast<int>(i)}));
+  VOLT_EXPECT_ERROR(mt::plan({3}, 0, 1, 1), "multi_tensor::plan", "chunk=0");
+}
+
+TEST(MultiTensorOptim, AdamMatchesTheSingleTensorOpBitForBit) {
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {0}, {33, 65}, {1}};
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    adam_multi_matches_single(shapes, DType::f32, DType::f32, d, AdamHyper{.lr = 0.05});
+    adam_multi_matches_single(shapes, DType::f64, DType::f64, d,
+                              AdamHyper{.lr = 0.05, .weight_decay = 0.1, .amsgrad = true});
+    adam_multi_matches_single(shapes, DType::f32, DType::f32, d,
+                              AdamHyper{.lr = 0.05, .weight_decay = 0.1, .decoupled_weight_decay = true});
+    adam_multi_matches_single(shapes, DType::bf16, DType::f32, d, AdamHyper{.lr = 0.05});
+    adam_multi_matches_single(shapes, DType::f16, DType::f16, d, AdamHyper{.lr = 0.01, .amsgrad = true});
+  }
+}
+
+TEST(MultiTensorOptim, SgdMatchesTheSingleTensorOpBitForBit) {
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {33, 65}};
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    sgd_multi_matches_single(shapes, DType::f32, d, SgdHyper{.lr = 0.1});
+    sgd_multi_matches_single(shapes, DType::f64, d,
+                             SgdHyper{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+    sgd_multi_matches_single(shapes, DType::bf16, d, SgdHyper{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  }
+}
+
+TEST(MultiTensorOptim, ListsLargerThanOneLaunch) {
+  // On a GPU: 30 tensors (more than one argument block names) and one tensor of more chunks than a block holds.
+  // On the CPU the same lists run through the loop.
+  std::vector<Shape> many(30, Shape{1000});
+  many.push_back({65536 * 161 + 5});
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    adam_multi_matches_single(many, DType::f32, DType::f32, d, AdamHyper{.lr = 0.01});
+  }
+}
+
+TEST(MultiTensorOptim, ChecksTheList) {
+  auto entry = [](Shape s, DType dt, DType state) {
+    Tensor p = zeros(s, dt);
+    return AdamTensors{p, zeros(s, dt), zeros(s, state), zeros(s, state), Tensor()};
+  };
+  AdamHyper h;
+  VOLT_EXPECT_ERROR(adam_step_multi_({entry({2}, DType::f32, DType::f32), entry({3}, DType::f64, DType::f64)}, h),
+                    "adam_step_multi_", "entry 1 is float64", "one dtype and device");
+  VOLT_EXPECT_ERROR(adam_step_multi_({entry({2}, DType::bf16, DType::f32), entry({3}, DType::bf16, DType::bf16)}, h),
+                    "adam_step_multi_", "entry 1 keeps its state in bfloat16", "entry 0 in float32");
+  AdamTensors a = entry({4}, DType::f32, DType::f32);
+  AdamTensors alias = entry({4}, DType::f32, DType::f32);
+  alias.param = a.param;
+  VOLT_EXPECT_ERROR(adam_step_multi_({a, alias}, h), "entry 1 updates the same parameter memory");
+  AdamTensors bad = entry({4}, DType::f32, DType::f32);
+  bad.grad = zeros({5});
+  VOLT_EXPECT_ERROR(adam_step_multi_({a, bad}, h), "adam_step_multi_", "grad is (5,)");
+  h.step = 0;
+  VOLT_EXPECT_ERROR(adam_step_multi_({a}, h), "step must be >= 1");
+  adam_step_multi_({}, AdamHyper{});  // an empty list does nothing
+  SgdTensors s{zeros({2}), zeros({2}), Tensor()};
+  VOLT_EXPECT_ERROR(sgd_step_multi_({s, SgdTensors{zeros({2}), zeros({2}), zeros({2})}}, SgdHyper{}),
+                    "sgd_step_multi_", "entry 1 keeps its state in float32", "entry 0 in nothing");
+}
+
+TEST(MultiTensorOptim, OptimizerGroupsMixedParametersIntoSeveralLists) {
+  // One group holding f32 and f64 parameters, one of which misses a gradient on the second step (so its step
+  // count falls behind): the optimizer splits the group into lists the multi-tensor op accepts and the result
+  // equals per-parameter Adam.
+  auto run = [](bool reference) {
+    std::vector<Tensor> ps = {values({4, 3}, 1, DType::f32, kCPU), values({5}, 2, DType::f64, kCPU),
+                              values({6}, 3, DType::f32, kCPU)};
+    for (auto& p : ps) p.set_requires_grad(true);
+    optim::Adam opt(ps, {.lr = 0.1, .weight_decay = 0.01});
+    std::vector<std::vector<Tensor>> states(ps.size());
+    for (int step = 1; step <= 3; ++step) {
+      for (size_t i = 0; i < ps.size(); ++i) {
+        const bool skip = step == 2 && i == 2;
+        ps[i].set_grad(skip ? Tensor() : values(ps[i].shape(), 50 * step + i, ps[i].dtype(), kCPU));
+      }
+      if (!reference) {
+        opt.step();
+      } else {
+        NoGradGuard ng;
+        for (size_t i = 0; i < ps.size(); ++i) {
+          if (!ps[i].grad().defined()) continue;
+          if (states[i].empty()) states[i] = {zeros(ps[i].shape(), ps[i].dtype()), zeros(ps[i].shape(), ps[i].dtype())};
+          const int64_t n = static_cast<int64_t>(step) - (i == 2 && step == 3 ? 1 : 0);
+          adam_step_(ps[i], ps[i].grad(), states[i][0], states[i][1], Tensor(),
+                     AdamHyper{.lr = 0.1, .weight_decay = 0.01, .step = n});
+        }
+      }
+    }
+    return ps;
+  };
+  auto a = run(false), b = run(true);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same_bits(a[i], b[i])) << "param " << i;
+}
+
+TEST(MultiTensorOptim, UnscaleTakesMixedListsInOnePassPerDtype) {
+  // f32 and bf16 gradients, a strided one and an empty one: each is scaled exactly as alone, and the flag says
+  // whether any of them held inf/NaN.
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    auto make = [&] {
+      return std::vector<Tensor>{values({4, 3}, 1, DType::f32, d), values({70000}, 2, DType::bf16, d),
+                                 values({5, 6}, 3, DType::f32, d).t(), zeros({0}, DType::f32, d),
+                                 values({9}, 4, DType::bf16, d)};
+    };
+    std::vector<Tensor> all = make(), alone = make();
+    Tensor found = unscale_grads_(all, 0.25);
+    EXPECT_EQ(found.item(), 0.0);
+    for (size_t i = 0; i < alone.size(); ++i) {
+      EXPECT_EQ(unscale_grads_({alone[i]}, 0.25).item(), 0.0);
+      EXPECT_TRUE(same_bits(all[i], alone[i])) << "gradient " << i;
+      if (all[i].numel() > 0) EXPECT_FALSE(same_bits(all[i], make()[i])) << "gradient " << i << " unchanged";
+    }
+    std::vector<Tensor> bad = make();
+    bad[4].narrow(0, 7, 1).fill_(std::numeric_limits<double>::infinity());
+    EXPECT_EQ(unscale_grads_(bad, 0.5).item(), 1.0);
+    EXPECT_TRUE(same_bits(bad[0], mul(make()[0], 0.5))) << "the finite gradients are still unscaled";
+  }
+}
