@@ -218,7 +218,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
 
-// ---- mixed precision (kernels/ops/amp_ops.cpp) -----------------------------------------------------------
+// ---- mixed precision (kernels/ops/optim_ops.cpp) --------------------------------------------------------
 /// GradScaler's unscale: every tensor in `grads` (floating, all on one device; undefined ones are skipped) is
 /// multiplied by inv_scale in place, in one pass each that also checks for inf/NaN. Returns a 0-d f32 tensor on
 /// that device: 1 when any element was non-finite, else 0 (read it once per step: no host sync per tensor).
@@ -244,9 +244,14 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
 void sgd_step_multi_(const std::vector<SgdTensors>& list, const SgdHyper& h);
 void adam_step_multi_(const std::vector<AdamTensors>& list, const AdamHyper& h);
 /// The p-norm of all elements of `tensors` together (p > 0 or INFINITY; undefined and empty tensors are
-/// skipped), as a 0-d f64 tensor on their device; NaN propagates. No host read: on the CPU each tensor is summed
-/// in index order in double; off the CPU the partial sums are device reductions.
+/// skipped; floating, one device), as a 0-d f64 tensor on their device; NaN propagates. Sums are taken in
+/// double, one kernel call per dtype: on the CPU each tensor in index order, on a GPU one chunked launch per list
+/// and a fixed-order fold of the chunks' partials (the same result on every run). No host read.
 Tensor multi_tensor_norm(const std::vector<Tensor>& tensors, double p = 2.0);
+/// Every defined tensor *= coef, a 0-d f64 tensor on the tensors' device read there (no host sync), rounded to
+/// each tensor's dtype first (so the result equals mul_ by the coefficient cast to that dtype); one kernel call
+/// per dtype (one launch on a GPU). Gradient clipping's rescale. Outside autograd, like the updates.
+void multi_tensor_scale_(const std::vector<Tensor>& tensors, const Tensor& coef);
 /// out = a * s in one pass (out: contiguous, a's shape, dtype and device; a: any strides). Returns out.
 Tensor& mul_into_(Tensor& out, const Tensor& a, double s);
 

@@ -51,19 +51,8 @@ Tensor clip_grad_norm_no_sync_(const std::vector<Tensor>& params, double max_nor
   // coef = min(max_norm / (total + 1e-6), 1); NaN stays NaN (clamp passes it through). Scaling by exactly 1
   // leaves every value (NaN, inf, -0 included) unchanged, so no host-side "coef < 1" test is needed.
   Tensor coef = clamp(rdiv(add(total, 1e-6), max_norm), std::nullopt, 1.0);
-  // One cast of the coefficient per gradient dtype (f64 -> T rounds once, as mul_(g, double) does).
-  std::vector<std::pair<DType, Tensor>> coefs;
-  for (auto& g : grads) {
-    if (g.numel() == 0) continue;
-    Tensor c;
-    for (auto& [dt, t] : coefs)
-      if (dt == g.dtype()) c = t;
-    if (!c.defined()) {
-      c = g.dtype() == DType::f64 ? coef : coef.to(g.dtype());
-      coefs.emplace_back(g.dtype(), c);
-    }
-    mul_(g, c);
-  }
+  // One launch per gradient dtype; the coefficient is rounded to each dtype once, as mul_ by it would.
+  multi_tensor_scale_(grads, coef);
   return total;
 }
 

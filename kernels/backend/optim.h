@@ -1,5 +1,5 @@
 #pragma once
-// Fused optimizer updates and the mixed-precision unscale (kernels/ops/optim_ops.cpp, amp_ops.cpp;
+// Fused optimizer updates and the mixed-precision unscale (kernels/ops/optim_ops.cpp;
 // kernels/cpu/optim.cpp, kernels/cuda/optim.cu): one pass over (param, grad, state...) per parameter tensor, in
 // place, no allocation; the updates take a list of parameters so that a GPU updates a whole group in one
 // launch. The per-element math is kernels/common/optim_math.h.
@@ -31,6 +31,15 @@ struct OptimKernels {
   // GPU; found (f32 scalar, same device) is set to 1 when any element was inf/NaN and left as it is otherwise (so
   // one flag collects a whole list of gradients). Dispatch dtype: the first gradient's (floating).
   Kernel<void(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found)> unscale_check;
+  // out (0-d f64, same device) is combined with the p-norm partial of every listed tensor (contiguous, all of
+  // the first one's dtype), computed in double: out += sum |x|^p for finite p (x*x for p == 2), out = max(out,
+  // max |x|) for p = INFINITY, with NaN propagating. Gradient clipping's total norm. Dispatch dtype: the first
+  // tensor's (floating).
+  Kernel<void(const std::vector<Tensor>& list, double p, const Tensor& out)> norm_partial;
+  // Every listed tensor (contiguous, all of the first one's dtype) *= coef, a 0-d f64 on the same device read
+  // there (no host sync), rounded to the tensors' dtype first, so that the result equals mul_ by a 0-d tensor of
+  // that dtype. Gradient clipping's rescale. Dispatch dtype: the first tensor's (floating).
+  Kernel<void(const std::vector<Tensor>& list, const Tensor& coef)> scale_by;
 };
 
 template <>
@@ -38,7 +47,9 @@ struct Family<OptimKernels> {
   static constexpr const char* name = "optim";
   static constexpr std::tuple kernels{Named{&OptimKernels::adam_step, "adam_step"},
                                       Named{&OptimKernels::sgd_step, "sgd_step"},
-                                      Named{&OptimKernels::unscale_check, "unscale_check"}};
+                                      Named{&OptimKernels::unscale_check, "unscale_check"},
+                                      Named{&OptimKernels::norm_partial, "norm_partial"},
+                                      Named{&OptimKernels::scale_by, "scale_by"}};
 };
 
 }  // namespace volt::backend

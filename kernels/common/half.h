@@ -3,6 +3,7 @@
 // NaN/Inf; arithmetic on them goes through float (acc_type).
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <cstring>
 
 #include <volt/kernels/common/macros.h>
@@ -125,5 +126,12 @@ template <> struct acc_type<bool> { using type = int64_t; };
 template <> struct acc_type<uint8_t> { using type = int64_t; };
 template <> struct acc_type<int32_t> { using type = int64_t; };
 template <class T> using acc_t = typename acc_type<T>::type;
+
+// A double rounded once to T (f16/bf16: no double -> float -> half double rounding), as the f64 -> T cast does.
+template <class T>
+VOLT_HD T from_f64(double x) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T::from_double(x);
+  else return static_cast<T>(x);
+}
 
 }  // namespace volt

@@ -97,6 +97,27 @@ VOLT_HD bool unscale_update(A& g, A inv_scale) {
   return bad;
 }
 
+// Gradient-norm partials (norm_partial): each element contributes norm_term(|x|) and partials combine with
+// norm_combine, in double. NormKind::max: the infinity norm, where NaN wins over every number (as torch's
+// inf-norm); the sums propagate NaN by themselves.
+enum class NormKind : int { two, one, power, max };
+inline NormKind norm_kind(double p) {
+  return p == 2.0 ? NormKind::two : p == 1.0 ? NormKind::one : std::isinf(p) ? NormKind::max : NormKind::power;
+}
+VOLT_HD double norm_term(double x, NormKind k, double p) {
+  const double a = x < 0 ? -x : x;
+  switch (k) {
+    case NormKind::two: return x * x;
+    case NormKind::one: return a;
+    case NormKind::max: return a;
+    default: return ::pow(a, p);
+  }
+}
+VOLT_HD double norm_combine(double acc, double v, NormKind k) {
+  if (k != NormKind::max) return acc + v;
+  return (acc != acc || v != v) ? (acc != acc ? acc : v) : (v > acc ? v : acc);
+}
+
 // Calls f(std::integral_constant<bool, b>...) so that runtime flags select a template instantiation.
 template <class F>
 void with_bool(bool b, F&& f) {

@@ -126,12 +126,47 @@ void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Ten
   });
 }
 
+// In index order, tensor after tensor: the sum is the same on every run and for every list split.
+void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) {
+  if (list.empty()) return;
+  const om::NormKind kind = om::norm_kind(p);
+  double acc = *static_cast<double*>(out.data_ptr());
+  dispatch_floating(list.front().dtype(), "norm_partial", [&](auto tag) {
+    using T = decltype(tag);
+    for (const Tensor& t : list) {
+      const T* d = static_cast<const T*>(t.data_ptr());
+      const int64_t n = t.numel();
+      double part = 0.0;
+      for (int64_t i = 0; i < n; ++i) part = om::norm_combine(part, om::norm_term(static_cast<double>(d[i]), kind, p), kind);
+      acc = om::norm_combine(acc, part, kind);
+    }
+  });
+  *static_cast<double*>(out.data_ptr()) = acc;
+}
+
+void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
+  if (list.empty()) return;
+  const double c64 = *static_cast<const double*>(coef.data_ptr());
+  dispatch_floating(list.front().dtype(), "scale_by", [&](auto tag) {
+    using T = decltype(tag);
+    using S = acc_t<T>;
+    const S c = static_cast<S>(from_f64<T>(c64));
+    for (const Tensor& t : list) {
+      T* d = static_cast<T*>(t.data_ptr());
+      const int64_t n = t.numel();
+      for (int64_t i = 0; i < n; ++i) d[i] = T(static_cast<S>(d[i]) * c);
+    }
+  });
+}
+
 }  // namespace
 
 constexpr backend::OptimKernels optim_kernels{
     .adam_step = {adam_step, backend::kFloating},
     .sgd_step = {sgd_step, backend::kFloating},
     .unscale_check = {unscale_check, backend::kFloating},
+    .norm_partial = {norm_partial, backend::kFloating},
+    .scale_by = {scale_by, backend::kFloating},
 };
 
 }  // namespace volt::cpu

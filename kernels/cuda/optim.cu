@@ -130,6 +130,52 @@ __global__ void unscale_check_kernel(UnscaleArgs<T> a, S inv, float* __restrict_
   if (__any_sync(__activemask(), bad) && bad) *found = 1.0f;
 }
 
+// Gradient norm: block b reduces its chunk to partials[base + b] (double, in a fixed order: per-thread strided
+// sums, then a shared-memory tree), and one block then folds the partials of every launch into out in index
+// order, so the result is the same on every run.
+template <class T>
+__global__ void norm_partial_kernel(UnscaleArgs<T> a, om::NormKind kind, double p, double* __restrict__ partials) {
+  __shared__ double red[kThreads];
+  const int t = a.chunks.tensor[blockIdx.x];
+  const int64_t begin = a.chunks.begin[blockIdx.x];
+  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  const T* __restrict__ d = a.g[t];
+  double acc = 0.0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    acc = om::norm_combine(acc, om::norm_term(static_cast<double>(static_cast<acc_t<T>>(d[i])), kind, p), kind);
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) red[threadIdx.x] = om::norm_combine(red[threadIdx.x], red[threadIdx.x + w], kind);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = red[0];
+}
+
+__global__ void norm_fold_kernel(const double* __restrict__ partials, int64_t n, om::NormKind kind,
+                                 double* __restrict__ out) {
+  __shared__ double red[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc = om::norm_combine(acc, partials[i], kind);
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) red[threadIdx.x] = om::norm_combine(red[threadIdx.x], red[threadIdx.x + w], kind);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = om::norm_combine(*out, red[0], kind);
+}
+
+template <class T, class S>
+__global__ void scale_by_kernel(UnscaleArgs<T> a, const double* __restrict__ coef) {
+  const int t = a.chunks.tensor[blockIdx.x];
+  const int64_t begin = a.chunks.begin[blockIdx.x];
+  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  T* __restrict__ d = a.g[t];
+  const S c = static_cast<S>(from_f64<T>(*coef));
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) d[i] = T(static_cast<S>(d[i]) * c);
+}
+
 struct GpuLauncher {
   cudaStream_t stream;
   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
@@ -181,10 +227,15 @@ struct UnscaleEntry {
   int64_t n;
 };
 
+std::vector<UnscaleEntry> entries(const std::vector<Tensor>& list) {
+  std::vector<UnscaleEntry> out;
+  for (const Tensor& t : list)
+    if (t.numel() > 0) out.push_back({t.data_ptr(), t.numel()});
+  return out;
+}
+
 void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found) {
-  std::vector<UnscaleEntry> list;
-  for (const Tensor& g : grads)
-    if (g.numel() > 0) list.push_back({g.data_ptr(), g.numel()});
+  const std::vector<UnscaleEntry> list = entries(grads);
   if (list.empty()) return;
   cudaStream_t stream = compute_stream(grads.front());
   dispatch_floating(grads.front().dtype(), "unscale_check", [&](auto tag) {
@@ -201,12 +252,60 @@ void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Ten
   });
 }
 
+void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) {
+  const std::vector<UnscaleEntry> e = entries(list);
+  if (e.empty()) return;
+  cudaStream_t stream = compute_stream(out);
+  const om::NormKind kind = om::norm_kind(p);
+  std::vector<int64_t> numels;
+  for (const auto& x : e) numels.push_back(x.n);
+  int64_t chunks = 0;
+  for (const auto& l : multi_tensor::plan(numels, kChunk, kMaxTensors, kMaxChunks))
+    chunks += static_cast<int64_t>(l.chunks.size());
+  // One partial per chunk of every launch (stream-ordered: freed after the fold is queued).
+  Tensor partials = empty({chunks}, DType::f64, out.device());
+  double* base = static_cast<double*>(partials.data_ptr());
+  dispatch_floating(list.front().dtype(), "norm_partial", [&](auto tag) {
+    using T = decltype(tag);
+    using Args = UnscaleArgs<T>;
+    int64_t done = 0;
+    for_each_launch<Args>(
+        e, [](Args& a, size_t k, const UnscaleEntry& x) { a.g[k] = static_cast<T*>(x.g); },
+        [&](const Args& a, unsigned blocks) {
+          norm_partial_kernel<T><<<blocks, kThreads, 0, stream>>>(a, kind, p, base + done);
+          VOLT_CUDA_CHECK_LAUNCH();
+          done += blocks;
+        });
+  });
+  norm_fold_kernel<<<1, kThreads, 0, stream>>>(base, chunks, kind, static_cast<double*>(out.data_ptr()));
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
+  const std::vector<UnscaleEntry> e = entries(list);
+  if (e.empty()) return;
+  cudaStream_t stream = compute_stream(list.front());
+  dispatch_floating(list.front().dtype(), "scale_by", [&](auto tag) {
+    using T = decltype(tag);
+    using S = acc_t<T>;
+    using Args = UnscaleArgs<T>;
+    for_each_launch<Args>(
+        e, [](Args& a, size_t k, const UnscaleEntry& x) { a.g[k] = static_cast<T*>(x.g); },
+        [&](const Args& a, unsigned blocks) {
+          scale_by_kernel<T, S><<<blocks, kThreads, 0, stream>>>(a, static_cast<const double*>(coef.data_ptr()));
+          VOLT_CUDA_CHECK_LAUNCH();
+        });
+  });
+}
+
 }  // namespace
 
 constexpr backend::OptimKernels optim_kernels{
     .adam_step = {adam_step, backend::kFloating},
     .sgd_step = {sgd_step, backend::kFloating},
     .unscale_check = {unscale_check, backend::kFloating},
+    .norm_partial = {norm_partial, backend::kFloating},
+    .scale_by = {scale_by, backend::kFloating},
 };
 
 }  // namespace volt::cuda

@@ -1,6 +1,7 @@
 // Checked public ops for the layers above the kernels: fused optimizer updates, the norm of a list of tensors
 // (gradient clipping) and a one-pass scaled copy (the DDP reducer). Nothing above kernels/ calls a backend
 // kernel directly; these ops check what the kernels assume and then dispatch.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <unordered_set>
@@ -131,43 +132,39 @@ void adam_step_multi_(const std::vector<AdamTensors>& list, const AdamHyper& h) 
 
 namespace {
 
-// sum |x|^p (or max |x| when p is infinite) of one CPU tensor, in double, in index order.
-double cpu_partial_norm(const Tensor& t, double p) {
-  const bool inf = std::isinf(p);
-  Tensor c = t.contiguous();
-  const int64_t n = c.numel();
-  double acc = 0.0;
-  dispatch_floating(c.dtype(), "multi_tensor_norm", [&](auto tag) {
-    using T = decltype(tag);
-    const T* d = static_cast<const T*>(c.data_ptr());
-    if (inf) {
-      // NaN propagates (as torch's inf-norm does; std::max alone would drop it).
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = std::abs(static_cast<double>(d[i]));
-        if (x != x || x > acc) acc = x;
-        if (acc != acc) break;
-      }
-    } else if (p == 2.0) {
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = static_cast<double>(d[i]);
-        acc += x * x;
-      }
-    } else if (p == 1.0) {
-      for (int64_t i = 0; i < n; ++i) acc += std::abs(static_cast<double>(d[i]));
-    } else {
-      for (int64_t i = 0; i < n; ++i) acc += std::pow(std::abs(static_cast<double>(d[i])), p);
+// The tensors of a multi-tensor kernel call: the defined, non-empty ones, one list per dtype in first-seen order.
+// A strided tensor (rare) is listed as a packed copy, and `written_back` gets (original, copy) so that an
+// in-place kernel's result can be copied back.
+std::vector<std::vector<Tensor>> lists_by_dtype(const std::vector<Tensor>& tensors,
+                                                std::vector<std::pair<Tensor, Tensor>>* written_back = nullptr) {
+  std::vector<std::vector<Tensor>> lists;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || t.numel() == 0) continue;
+    Tensor c = t;
+    if (!t.is_contiguous()) {
+      c = t.contiguous();
+      if (written_back) written_back->emplace_back(t, c);
     }
-  });
-  return acc;
+    auto it = std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l[0].dtype() == c.dtype(); });
+    if (it == lists.end()) lists.push_back({c});
+    else it->push_back(c);
+  }
+  return lists;
 }
 
-// The same partial sum as a 0-d f64 tensor on the tensor's device: device ops only.
-Tensor device_partial_norm(const Tensor& t, double p) {
-  Tensor a = t.dtype() == DType::f64 ? t : t.to(DType::f64);
-  if (std::isinf(p)) return max(abs(a));
-  if (p == 2.0) return sum(square(a));
-  if (p == 1.0) return sum(abs(a));
-  return sum(pow(abs(a), p));
+// The (single) device of the defined tensors; every defined tensor must be floating point. kCPU when none is.
+Device check_floating_list(const char* op, const std::vector<Tensor>& tensors) {
+  const Tensor* first = nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    VOLT_CHECK(is_floating(t.dtype()), op, ": tensor ", i, " has dtype ", dtype_name(t.dtype()),
+               "; expected floating point");
+    VOLT_CHECK(t.device() == first->device(), op, ": tensors on different devices (", first->device().str(), " and ",
+               t.device().str(), " for tensor ", i, ")");
+  }
+  return first ? first->device() : kCPU;
 }
 
 }  // namespace
@@ -176,37 +173,55 @@ Tensor multi_tensor_norm(const std::vector<Tensor>& tensors, double p) {
   trace::Range op_range(trace::Layer::op, "multi_tensor_norm");
   VOLT_CHECK(p > 0, "multi_tensor_norm: p must be positive (or INFINITY), got ", p);
   NoGradGuard ng;
-  const Tensor* first = nullptr;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    if (!t.defined()) continue;
-    if (!first) first = &t;
-    VOLT_CHECK(is_floating(t.dtype()), "multi_tensor_norm: tensor ", i, " has dtype ", dtype_name(t.dtype()),
-               "; expected floating point");
-    VOLT_CHECK(t.device() == first->device(), "multi_tensor_norm: tensors on different devices (",
-               first->device().str(), " and ", t.device().str(), " for tensor ", i, ")");
-  }
-  const Device dev = first ? first->device() : kCPU;
-  const bool inf = std::isinf(p);
-  auto finish = [&](double total) { return inf || p == 1.0 ? total : std::pow(total, 1.0 / p); };
-  if (dev.is_cpu()) {
-    double total = 0.0;
-    for (const Tensor& t : tensors) {
-      if (!t.defined() || t.numel() == 0) continue;
-      const double part = cpu_partial_norm(t, p);
-      total = inf ? ((part != part || part > total) ? part : total) : total + part;
+  const Device dev = check_floating_list("multi_tensor_norm", tensors);
+  // One kernel call per dtype (one launch per list on a GPU, plus one fold), accumulating into `total`.
+  Tensor total = zeros({}, DType::f64, dev);
+  for (const auto& list : lists_by_dtype(tensors))
+    backend::call<&backend::OptimKernels::norm_partial>(dev, list[0].dtype(), list, p, total);
+  if (std::isinf(p) || p == 1.0) return total;
+  return p == 2.0 ? sqrt(total) : pow(total, 1.0 / p);
+}
+
+void multi_tensor_scale_(const std::vector<Tensor>& tensors, const Tensor& coef) {
+  trace::Range op_range(trace::Layer::op, "multi_tensor_scale_");
+  const Device dev = check_floating_list("multi_tensor_scale_", tensors);
+  VOLT_CHECK(coef.defined() && coef.numel() == 1 && coef.dim() == 0 && coef.dtype() == DType::f64,
+             "multi_tensor_scale_: coef must be a 0-d float64 tensor, got ",
+             coef.defined() ? coef.shape_str() + " " + dtype_name(coef.dtype()) : std::string("an undefined tensor"));
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].defined()) {
+      VOLT_CHECK(coef.device() == dev, "multi_tensor_scale_: coef is on ", coef.device().str(), " but the tensors on ",
+                 dev.str());
+      check_outside_autograd("multi_tensor_scale_", tensors[i], "a tensor");
     }
-    return scalar_tensor(finish(total), DType::f64);
+  std::vector<std::pair<Tensor, Tensor>> strided;
+  for (const auto& list : lists_by_dtype(tensors, &strided))
+    backend::call<&backend::OptimKernels::scale_by>(dev, list[0].dtype(), list, coef);
+  for (auto& [orig, packed] : strided) orig.copy_(packed);
+}
+
+// Mixed precision: the GradScaler's fused unscale and non-finite check.
+Tensor unscale_grads_(const std::vector<Tensor>& grads, double inv_scale) {
+  trace::Range op_range(trace::Layer::op, "unscale_grads_");
+  VOLT_CHECK(std::isfinite(inv_scale), "unscale_grads_: inv_scale must be finite, got ", inv_scale);
+  const Tensor* first = nullptr;
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    if (!first) first = &g;
+    VOLT_CHECK(is_floating(g.dtype()), "unscale_grads_: gradients must be floating point, got ",
+               dtype_name(g.dtype()));
+    VOLT_CHECK(g.device() == first->device(), "unscale_grads_: gradients are on ", first->device().str(), " and ",
+               g.device().str(), "; expected one device");
+    VOLT_CHECK(!g.requires_grad(), "unscale_grads_: a gradient requires grad (unscale works in place on leaf "
+               "gradients, outside autograd)");
   }
-  Tensor total;
-  for (const Tensor& t : tensors) {
-    if (!t.defined() || t.numel() == 0) continue;
-    Tensor part = device_partial_norm(t, p);
-    total = !total.defined() ? part : inf ? maximum(total, part) : add(total, part);
-  }
-  if (!total.defined()) return zeros({}, DType::f64, dev);
-  if (!inf && p != 1.0) total = p == 2.0 ? sqrt(total) : pow(total, 1.0 / p);
-  return total;
+  Tensor found = zeros({}, DType::f32, first ? first->device() : kCPU);
+  // One kernel call (one launch on a GPU) per gradient dtype.
+  std::vector<std::pair<Tensor, Tensor>> strided;
+  for (const auto& list : lists_by_dtype(grads, &strided))
+    backend::call<&backend::OptimKernels::unscale_check>(list[0].device(), list[0].dtype(), list, inv_scale, found);
+  for (auto& [orig, packed] : strided) orig.copy_(packed);
+  return found;
 }
 
 Tensor& mul_into_(Tensor& out, const Tensor& a, double s) {

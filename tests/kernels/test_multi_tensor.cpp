@@ -4,6 +4,8 @@
 // argument checks, and the optimizers' grouping of a parameter group into such lists.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -267,4 +269,54 @@ TEST(MultiTensorOptim, UnscaleTakesMixedListsInOnePassPerDtype) {
     EXPECT_EQ(unscale_grads_(bad, 0.5).item(), 1.0);
     EXPECT_TRUE(same_bits(bad[0], mul(make()[0], 0.5))) << "the finite gradients are still unscaled";
   }
+}
+
+TEST(MultiTensorOptim, NormOverMixedListsMatchesADoubleReference) {
+  // f32, bf16 and f64 tensors, a strided one, an empty one and one spanning several chunks: the norm equals the
+  // double-precision reference for p = 1, 2, 3 and infinity; NaN anywhere propagates.
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    std::vector<Tensor> ts = {values({4, 3}, 1, DType::f32, d), values({70000}, 2, DType::bf16, d),
+                              values({5, 6}, 3, DType::f64, d).t(), zeros({0}, DType::f32, d),
+                              values({200000}, 4, DType::f32, d, -3, 3)};
+    for (double p : {1.0, 2.0, 3.0, static_cast<double>(INFINITY)}) {
+      double ref = 0.0;
+      for (const Tensor& t : ts)
+        for (double x : t.to_vector<double>()) ref = std::isinf(p) ? std::max(ref, std::abs(x)) : ref + std::pow(std::abs(x), p);
+      if (!std::isinf(p)) ref = std::pow(ref, 1.0 / p);
+      const Tensor n = multi_tensor_norm(ts, p);
+      EXPECT_EQ(n.dtype(), DType::f64);
+      EXPECT_EQ(n.device(), d);
+      EXPECT_NEAR(n.item(), ref, 1e-12 * ref) << "p=" << p;
+    }
+    std::vector<Tensor> nan = ts;
+    nan[1] = nan[1].clone();
+    nan[1].narrow(0, 65537, 1).fill_(std::nan(""));
+    EXPECT_TRUE(std::isnan(multi_tensor_norm(nan, 2.0).item()));
+    EXPECT_TRUE(std::isnan(multi_tensor_norm(nan, INFINITY).item()));
+  }
+}
+
+TEST(MultiTensorOptim, ScaleRoundsTheCoefficientToEachDtype) {
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    auto make = [&] {
+      return std::vector<Tensor>{values({4, 3}, 1, DType::f32, d), values({70000}, 2, DType::bf16, d),
+                                 values({5, 6}, 3, DType::f16, d).t(), zeros({0}, DType::f32, d), Tensor()};
+    };
+    std::vector<Tensor> ts = make(), ref = make();
+    const Tensor coef = scalar_tensor(0.3, DType::f64).to(d);
+    multi_tensor_scale_(ts, coef);
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (!ts[i].defined()) continue;
+      Tensor expected = mul(ref[i], coef.to(ref[i].dtype()));
+      EXPECT_TRUE(same_bits(ts[i], expected)) << "tensor " << i << " (" << dtype_name(ts[i].dtype()) << ")";
+    }
+  }
+  VOLT_EXPECT_ERROR(multi_tensor_scale_({zeros({2})}, scalar_tensor(1.0, DType::f32)), "multi_tensor_scale_",
+                    "coef must be a 0-d float64");
+  VOLT_EXPECT_ERROR(multi_tensor_scale_({zeros({2}, DType::i64)}, scalar_tensor(1.0, DType::f64)),
+                    "multi_tensor_scale_", "has dtype int64");
+  Tensor p = zeros({2}).set_requires_grad();
+  VOLT_EXPECT_ERROR(multi_tensor_scale_({p}, scalar_tensor(1.0, DType::f64)), "requires grad");
 }
