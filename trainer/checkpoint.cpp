@@ -4,6 +4,7 @@
 // optimizers' flat shards go to one file per rank instead (trainer/sharded_checkpoint.h). The safetensors file is written first and the JSON last, both
 // atomically, so a checkpoint whose JSON exists is complete. The JSON records the size and CRC-32 of the
 // safetensors file ("safetensors_digest"), verified on load (records from before the digest load unchecked).
+#include <exception>
 #include <filesystem>
 
 #include <volt/nn/serialization.h>
@@ -51,6 +52,37 @@ ShardedLayout write_checkpoint_shards(Strategy& s, const std::string& stem,
   return layout;
 }
 
+// This rank's slices of a sharded checkpoint, per optimizer (keys relative to it); `same` turns false when the
+// record holds buffers that are not optimizer state or that this rank's layout does not match.
+void add_own_shards(Strategy& s, const std::string& stem, const ShardedLayout& layout,
+                    const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers,
+                    std::vector<std::vector<FlatShard>>& per, bool& same) {
+  check_shard_files(stem, layout, s.global_rank());
+  const auto mine = load_rank_shards(stem, layout, s.global_rank());
+  for (const auto& b : layout.buffers) {
+    std::string rest;
+    if (b.key.rfind("optimizer.", 0) != 0) {
+      same = false;
+      return;
+    }
+    const size_t i = parse_optimizer_key(b.key, stem + ".json", &rest);
+    const std::string prefix = "optimizer." + std::to_string(i) + ".";
+    if (i >= per.size()) {
+      same = false;
+      return;
+    }
+    FlatShard f = b;
+    f.key = rest;
+    for (auto& sl : f.slots) {
+      if (sl.key.rfind(prefix, 0) != 0) same = false;
+      else sl.key = sl.key.substr(prefix.size());
+    }
+    f.shard = mine.at(b.key);
+    per[i].push_back(std::move(f));
+  }
+  for (size_t i = 0; same && i < optimizers.size(); ++i) same = s.matches_sharded_layout(*optimizers[i], per[i]);
+}
+
 // resume_from of a sharded checkpoint. At the same world size, under a strategy whose shards are laid out as
 // recorded, each rank reads only its own file: `direct[i]` receives optimizer i's flats (keys relative to it)
 // and the returned tensors are `<stem>.safetensors`'s. Otherwise every rank puts the full layout back together
@@ -62,27 +94,16 @@ nn::StateDict read_sharded_checkpoint(Strategy& s, const std::string& stem, cons
   const ShardedLayout layout = parse_sharded_record(record, js);
   bool same = fitting && layout.world_size == s.world_size() && s.shards_optimizer_state();
   std::vector<std::vector<FlatShard>> per(optimizers.size());
-  if (same) {
-    check_shard_files(stem, layout, s.global_rank());
-    const auto mine = load_rank_shards(stem, layout, s.global_rank());
-    for (const auto& b : layout.buffers) {
-      std::string rest;
-      const size_t i = parse_optimizer_key(b.key, js, &rest);
-      const std::string prefix = "optimizer." + std::to_string(i) + ".";
-      if (i >= per.size()) {
-        same = false;
-        break;
-      }
-      FlatShard f = b;
-      f.key = rest;
-      for (auto& sl : f.slots) {
-        if (sl.key.rfind(prefix, 0) != 0) same = false;
-        else sl.key = sl.key.substr(prefix.size());
-      }
-      f.shard = mine.at(b.key);
-      per[i].push_back(std::move(f));
-    }
-    for (size_t i = 0; same && i < optimizers.size(); ++i) same = s.matches_sharded_layout(*optimizers[i], per[i]);
+  // Only this rank reads its file: a problem with it must stop every rank, not leave the others waiting below.
+  std::exception_ptr failed;
+  try {
+    if (same) add_own_shards(s, stem, layout, optimizers, per, same);
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  if (s.reduce_decision(failed != nullptr, /*all=*/false)) {
+    if (failed) std::rethrow_exception(failed);
+    VOLT_FAIL("Trainer: checkpoint ", js, ": another rank could not read its shard file (see its error)");
   }
   if (s.reduce_decision(same, /*all=*/true)) {
     direct = std::move(per);
@@ -90,6 +111,7 @@ nn::StateDict read_sharded_checkpoint(Strategy& s, const std::string& stem, cons
   }
   return consolidate_tensors(stem, layout);
 }
+
 
 }  // namespace
 

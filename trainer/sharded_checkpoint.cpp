@@ -18,7 +18,8 @@ namespace {
 
 constexpr int kMaxWorld = 1 << 20;
 
-// "rank-<r>-of-<w>.safetensors" -> (r, w); false for any other name.
+}  // namespace
+
 bool parse_shard_file_name(const std::string& f, int& rank, int& world) {
   static const std::string kPre = "rank-", kMid = "-of-", kExt = ".safetensors";
   if (f.rfind(kPre, 0) != 0 || f.size() <= kExt.size() ||
@@ -36,6 +37,8 @@ bool parse_shard_file_name(const std::string& f, int& rank, int& world) {
   };
   return number(core.substr(0, mid), rank) && number(core.substr(mid + kMid.size()), world);
 }
+
+namespace {
 
 const json& need(const json& obj, const char* key, const std::string& where, const std::string& source) {
   VOLT_CHECK(obj.is_object() && obj.contains(key), "sharded checkpoint ", source, ": '", where, "' has no key '", key,

@@ -80,6 +80,8 @@ struct ShardedLayout {
 std::string shard_file_name(int rank, int world);
 /// `"<stem>.shards"`.
 std::string shards_dir(const std::string& stem);
+/// True for `"rank-<r>-of-<w>.safetensors"` (sets rank and world).
+bool parse_shard_file_name(const std::string& name, int& rank, int& world);
 
 /// True when a parsed `<stem>.json` has a "sharded" layout record.
 bool is_sharded_record(const nlohmann::json& record);

@@ -238,6 +238,15 @@ std::string spoiled_copy(const std::string& from, const std::string& to,
   return to;
 }
 
+// Same size, one byte changed near the end (inside the tensor data).
+void flip_byte(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-3, std::ios::end);
+  const char c = static_cast<char>(f.get());
+  f.seekp(-3, std::ios::end);
+  f.put(static_cast<char>(c ^ 0x5a));
+}
+
 void expect_error(const std::string& stem, const std::vector<std::string>& parts) {
   try {
     consolidate_checkpoint(stem, stem + "_out");
@@ -253,12 +262,7 @@ TEST_F(ZeroShardedCheckpoint, BadShardFilesAreErrorsNamingTheFile) {
   if (pg().rank() == 0) {
     expect_error(spoiled_copy(src, dir_ + "/missing", [&](const std::string& s) { fs::remove(shards_dir(s) + "/" + last); }),
                  {"missing.shards/" + last, "is missing"});
-    expect_error(spoiled_copy(src, dir_ + "/flipped",
-                              [&](const std::string& s) {
-                                std::fstream f(shards_dir(s) + "/" + last, std::ios::in | std::ios::out | std::ios::binary);
-                                f.seekp(-3, std::ios::end);
-                                f.put('\x7f');
-                              }),
+    expect_error(spoiled_copy(src, dir_ + "/flipped", [&](const std::string& s) { flip_byte(shards_dir(s) + "/" + last); }),
                  {"flipped.shards/" + last, "corrupt"});
     const std::string foreign = shard_file_name(0, world() + 1);
     expect_error(spoiled_copy(src, dir_ + "/foreign",
@@ -299,6 +303,25 @@ TEST_F(ZeroShardedCheckpoint, BadShardFilesAreErrorsNamingTheFile) {
       ADD_FAILURE() << "expected an error under " << s;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("broken.shards/" + last), std::string::npos) << e.what();
+    }
+  }
+  pg().barrier();
+  // The last rank's own file corrupt: under zero2 only that rank reads it, and every rank still fails (the
+  // others saying so) instead of waiting for it; under ddp every rank checks every file.
+  const std::string corrupt = dir_ + "/corrupt";
+  if (pg().rank() == 0) spoiled_copy(src, corrupt, [&](const std::string& s) { flip_byte(shards_dir(s) + "/" + last); });
+  pg().barrier();
+  for (const std::string s : {"zero2", "ddp"}) {
+    test::ZeroMlp m;
+    try {
+      fit_with(s, CheckpointLayout::full, m, 7, dir_ + "/never_" + s, corrupt);
+      ADD_FAILURE() << "expected an error under " << s;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      const bool named = msg.find("corrupt.shards/" + last) != std::string::npos && msg.find("is corrupt") != std::string::npos;
+      const bool other = s == "zero2" && pg().rank() != world() - 1 &&
+                         msg.find("another rank could not read its shard file") != std::string::npos;
+      EXPECT_TRUE(named || other) << s << ": " << msg;
     }
   }
   pg().barrier();
