@@ -1,9 +1,10 @@
 // Trainer checkpoints: <stem>.safetensors holds the module's state_dict and every optimizer's tensors
 // ("optimizer.<i>.<key>"); <stem>.json holds the trainer state (loop position, optimizer hyper-state,
 // scheduler and callback states, RNG, hparams). With checkpoint_layout = sharded under a sharded strategy, the
-// optimizers' flat shards go to one file per rank instead (trainer/sharded_checkpoint.h). The safetensors file is written first and the JSON last, both
-// atomically, so a checkpoint whose JSON exists is complete. The JSON records the size and CRC-32 of the
-// safetensors file ("safetensors_digest"), verified on load (records from before the digest load unchecked).
+// optimizers' flat shards go to one file per rank instead (trainer/sharded_checkpoint.h). The safetensors file
+// is written first and the JSON last, both atomically, so a checkpoint whose JSON exists is complete. The JSON
+// records the size and CRC-32 of the safetensors file ("safetensors_digest"), verified on load (records from
+// before the digest load unchecked).
 #include <exception>
 #include <filesystem>
 
@@ -42,7 +43,17 @@ ShardedLayout write_checkpoint_shards(Strategy& s, const std::string& stem,
     fs::remove(stem + ".json");  // incomplete from here until the new record is written
   }
   s.barrier("save_checkpoint (sharded): old record removed");
-  const nn::FileDigest mine = write_rank_shards(stem, s.global_rank(), s.world_size(), layout.buffers);
+  nn::FileDigest mine;
+  std::exception_ptr failed;  // a rank that cannot write (disk full) stops every rank, not only itself
+  try {
+    mine = write_rank_shards(stem, s.global_rank(), s.world_size(), layout.buffers);
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  if (s.reduce_decision(failed != nullptr, /*all=*/false)) {
+    if (failed) std::rethrow_exception(failed);
+    VOLT_FAIL("Trainer::save_checkpoint: ", stem, ": another rank could not write its shard file (see its error)");
+  }
   for (int r = 0; r < s.world_size(); ++r) {
     // Rank r has written its file once its digest arrives.
     const std::string d = s.broadcast_string(r == s.global_rank() ? nn::digest_to_json(mine).dump() : "", r);
@@ -111,7 +122,6 @@ nn::StateDict read_sharded_checkpoint(Strategy& s, const std::string& stem, cons
   }
   return consolidate_tensors(stem, layout);
 }
-
 
 }  // namespace
 

@@ -4,7 +4,8 @@
 //  - the checkpoint resumes under zero2 and zero1 (each rank reads its own shards), ddp and a single device
 //    (consolidated in memory) with exactly the saved optimizer state;
 //  - ModelCheckpoint's top-k rotation removes the shard folders it replaces, and ckpt_path="last" resumes;
-//  - a missing, corrupt, foreign or inconsistent shard file is an error naming the file.
+//  - a missing, corrupt, foreign or inconsistent shard file is an error naming the file; a rank that cannot
+//    read or write its own file stops every rank.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -326,6 +327,28 @@ TEST_F(ZeroShardedCheckpoint, BadShardFilesAreErrorsNamingTheFile) {
         EXPECT_TRUE(named) << s << ": " << msg;
     }
   }
+  pg().barrier();
+}
+
+TEST_F(ZeroShardedCheckpoint, ARankThatCannotWriteItsShardsStopsEveryRank) {
+  // The last rank's file cannot be renamed into place (a folder sits there); the others wrote theirs.
+  const std::string stem = dir_ + "/unwritable";
+  const std::string last = shards_dir(stem) + "/" + shard_file_name(world() - 1, world());
+  if (pg().rank() == 0) {
+    fs::create_directories(last);
+    std::ofstream(last + "/keep") << "x";
+  }
+  pg().barrier();
+  test::ZeroMlp m;
+  try {
+    fit_with("zero2", CheckpointLayout::sharded, m, 2, stem);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (pg().rank() == world() - 1) EXPECT_NE(msg.find(shard_file_name(world() - 1, world())), std::string::npos) << msg;
+    else EXPECT_NE(msg.find("another rank could not write its shard file"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(fs::exists(stem + ".json"));  // never complete
   pg().barrier();
 }
 
