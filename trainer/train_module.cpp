@@ -107,10 +107,7 @@ std::vector<Tensor> TrainModule::all_gather_uneven(const Tensor& t) const {
 // which parameters they stand for.
 std::vector<Tensor> TrainModule::toggled_parameters(const optim::Optimizer& optimizer) const {
   if (trainer_) return trainer_->strategy().optimizer_parameters(optimizer);
-  std::vector<Tensor> out;
-  for (auto& g : optimizer.param_groups())
-    for (auto& p : g.params) out.push_back(p);
-  return out;
+  return SingleDeviceStrategy(device_).optimizer_parameters(optimizer);  // not attached: the groups' tensors
 }
 
 void TrainModule::toggle_optimizer(const optim::Optimizer& optimizer) {
