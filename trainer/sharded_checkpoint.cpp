@@ -109,9 +109,10 @@ ShardedLayout parse_sharded_record(const json& record, const std::string& source
     FlatShard b;
     b.key = need_string(buffers[i], "key", where, source);
     VOLT_CHECK(keys.insert(b.key).second, "sharded checkpoint ", source, ": buffer '", b.key, "' appears twice");
-    b.numel = need_count(buffers[i], "numel", where, source, 0, int64_t{1} << 50);
-    b.chunk = need_count(buffers[i], "chunk", where, source, 0, int64_t{1} << 50);
-    VOLT_CHECK(b.chunk * out.world_size >= b.numel && (b.chunk - 1) * out.world_size < b.numel + out.world_size,
+    // Bounds keep every product below (chunk * world_size, sizes within numel) far from overflowing.
+    b.numel = need_count(buffers[i], "numel", where, source, 0, int64_t{1} << 40);
+    b.chunk = need_count(buffers[i], "chunk", where, source, 0, int64_t{1} << 40);
+    VOLT_CHECK(b.chunk == (b.numel + out.world_size - 1) / out.world_size,
                "sharded checkpoint ", source, ": buffer '", b.key, "' has numel ", b.numel, " and chunk ", b.chunk,
                "; expected chunk = ceil(numel / world_size) with world_size ", out.world_size);
     const std::string dt = need_string(buffers[i], "dtype", where, source);
@@ -130,14 +131,20 @@ ShardedLayout parse_sharded_record(const json& record, const std::string& source
       const json& shape = need(slots[j], "shape", sw, source);
       VOLT_CHECK(shape.is_array() && shape.size() <= 16, "sharded checkpoint ", source, ": '", sw,
                  ".shape' must be an array of sizes");
+      bool empty_shape = false;
       for (const auto& d : shape) {
         VOLT_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= (uint64_t{1} << 40), "sharded checkpoint ", source,
                    ": '", sw, ".shape' holds ", d.dump(), "; expected sizes >= 0");
         sl.shape.push_back(d.get<int64_t>());
+        empty_shape = empty_shape || sl.shape.back() == 0;
       }
-      VOLT_CHECK(sl.offset + shape_numel(sl.shape) <= b.numel, "sharded checkpoint ", source, ": slot '", sl.key,
-                 "' spans [", sl.offset, ", ", sl.offset + shape_numel(sl.shape), ") past buffer '", b.key,
-                 "' of ", b.numel, " values");
+      int64_t n = empty_shape ? 0 : 1;  // prod(shape), checked against the room left in the buffer as it grows
+      for (size_t k = 0; n > 0 && k < sl.shape.size(); ++k) {
+        VOLT_CHECK(n <= (b.numel - sl.offset) / sl.shape[k], "sharded checkpoint ", source, ": slot '", sl.key,
+                   "' of shape ", nlohmann::json(sl.shape).dump(), " at offset ", sl.offset, " does not fit in buffer '",
+                   b.key, "' of ", b.numel, " values");
+        n *= sl.shape[k];
+      }
       VOLT_CHECK(named.count(sl.key), "sharded checkpoint ", source, ": slot '", sl.key,
                  "' is not named in 'sharded.order'");
       VOLT_CHECK(slot_keys.insert(sl.key).second, "sharded checkpoint ", source, ": slot '", sl.key,

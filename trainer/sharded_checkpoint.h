@@ -20,9 +20,9 @@
 ///               "buffers": [{"key": "optimizer.0.flat.0.0.exp_avg", "numel": 9, "chunk": 3, "dtype": "F64",
 ///                            "slots": [{"key": "optimizer.0.state.0.2.exp_avg", "offset": 0, "shape": [3]}, ...]}]}
 /// @endcode
-/// A buffer holds `numel` values, zero-padded to `w * chunk`; rank r's file holds `[r * chunk, (r + 1) * chunk)`
-/// under the buffer's key. Slot s of a buffer is the full-layout tensor `s.key` of shape `s.shape`, stored at
-/// `[s.offset, s.offset + prod(s.shape))`.
+/// A buffer holds `numel` values, zero-padded to `w * chunk` with `chunk = ceil(numel / w)`; rank r's file holds
+/// `[r * chunk, (r + 1) * chunk)` under the buffer's key. Slot s of a buffer is the full-layout tensor `s.key` of
+/// shape `s.shape`, stored at `[s.offset, s.offset + prod(s.shape))`.
 ///
 /// Writing is crash-safe like the full layout: rank 0 removes an old record first, every rank writes its file
 /// atomically, the digests reach rank 0, rank 0 writes `<stem>.safetensors`, removes shard files of another
@@ -85,8 +85,8 @@ bool parse_shard_file_name(const std::string& name, int& rank, int& world);
 
 /// True when a parsed `<stem>.json` has a "sharded" layout record.
 bool is_sharded_record(const nlohmann::json& record);
-/// Validates the "sharded" record of `record` (offsets and shapes inside each buffer, chunk * world >= numel,
-/// one file per rank, every slot named in "order"); `source` names the file in errors.
+/// Validates the "sharded" record of `record` (offsets and shapes inside each buffer, chunk = ceil(numel /
+/// world_size), one file per rank, every slot named in "order"); `source` names the file in errors.
 ShardedLayout parse_sharded_record(const nlohmann::json& record, const std::string& source);
 nlohmann::json sharded_record_to_json(const ShardedLayout& layout);
 

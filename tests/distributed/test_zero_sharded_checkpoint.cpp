@@ -330,6 +330,30 @@ TEST_F(ZeroShardedCheckpoint, BadShardFilesAreErrorsNamingTheFile) {
   pg().barrier();
 }
 
+TEST_F(ZeroShardedCheckpoint, RecordsThatContradictThemselvesAreRefused) {
+  const nlohmann::json good = nn::load_json(dir_ + "/sharded.json");
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& part) {
+    nlohmann::json j = good;
+    edit(j["sharded"]);
+    try {
+      parse_sharded_record(j, "edited.json");
+      ADD_FAILURE() << "expected an error mentioning " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("edited.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_NO_THROW(parse_sharded_record(good, "good.json"));
+  refused([](nlohmann::json& s) { s["buffers"][0]["chunk"] = s["buffers"][0]["numel"].get<int64_t>() + 1; },
+          "expected chunk = ceil(numel / world_size)");
+  refused([](nlohmann::json& s) { s["buffers"][0]["slots"][0]["offset"] = s["buffers"][0]["numel"]; }, "does not fit");
+  refused([](nlohmann::json& s) { s["buffers"][0]["slots"][0]["shape"] = {1u << 30, 1u << 30, 1u << 30}; },
+          "does not fit");
+  refused([](nlohmann::json& s) { s["order"].erase(s["order"].size() - 1); }, "is not named in 'sharded.order'");
+  refused([](nlohmann::json& s) { s["files"][0]["file"] = "rank-1-of-9.safetensors"; }, "expected \"rank-0-of-");
+  refused([](nlohmann::json& s) { s["buffers"][0]["dtype"] = "F7"; }, "has dtype \"F7\"");
+}
+
 TEST_F(ZeroShardedCheckpoint, ARankThatCannotWriteItsShardsStopsEveryRank) {
   // The last rank's file cannot be renamed into place (a folder sits there); the others wrote theirs.
   const std::string stem = dir_ + "/unwritable";
