@@ -76,7 +76,8 @@ std::vector<std::vector<std::string>> GradReducer::bucket_names() const {
 }
 
 void GradReducer::reset_step() {
-  for (auto& s : slots_) s.ready = false;
+  step_open_ = false;
+  for (auto& s : slots_) s.ready = s.frozen = false;
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.slots.size());
     b.work.reset();
@@ -86,8 +87,25 @@ void GradReducer::reset_step() {
   in_finalize_ = false;
 }
 
+void GradReducer::begin_step() {
+  step_open_ = true;
+  for (auto& s : slots_) {
+    if (s.param.requires_grad()) continue;
+    s.frozen = s.ready = true;
+    if (single_) continue;
+    Bucket& b = buckets_[s.bucket];
+    --b.pending;
+    if (!b.in_place) {
+      NoGradGuard ng;
+      b.flat.narrow(0, s.offset, s.param.numel()).zero_();  // its share of a bucket reduced for the others
+    }
+  }
+  if (!single_) launch_ready_buckets();  // buckets with nothing trainable
+}
+
 void GradReducer::on_grad_ready(int i) {
   if (!sync_) return;
+  if (!step_open_) begin_step();
   Slot& s = slots_[i];
   VOLT_CHECK(!s.ready, "GradReducer: the gradient of parameter '", s.name, "' became ready twice in one synced "
              "step (two backward passes before finalize()); run all but the last micro-batch under no_sync()");
@@ -121,6 +139,9 @@ void GradReducer::on_grad_ready(int i) {
 void GradReducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_++];
+    bool trainable = false;
+    for (int k : b.slots) trainable = trainable || !slots_[k].frozen;
+    if (!trainable) continue;  // every parameter toggled off: nothing to reduce
     // In-place buckets are averaged by the collective itself (no pass of ours over .grad afterwards). Packed
     // buckets are copied out in finalize() anyway: where the backend's Avg is a separate division pass (MPI),
     // they are summed and the division by the world size rides on that copy (one pass instead of two); where
@@ -133,6 +154,7 @@ void GradReducer::launch_ready_buckets() {
 
 void GradReducer::finalize() {
   if (!sync_ || slots_.empty()) return;
+  if (!step_open_) begin_step();
   if (single_) {
     finalize_single();
     return;
@@ -172,6 +194,7 @@ void GradReducer::finalize() {
   NoGradGuard ng;
   const double scale = 1.0 / static_cast<double>(group_.world_size());
   for (auto& s : slots_) {
+    if (s.frozen) continue;  // toggled off: no gradient this step
     const Bucket& b = buckets_[s.bucket];
     Tensor red = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
     if (b.in_place) {  // the reduction already sits in .grad

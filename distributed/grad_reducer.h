@@ -20,7 +20,10 @@
 ///
 /// A parameter that requires grad but receives none in a synced step is an error naming it (the other ranks
 /// would wait for its bucket forever), unless Options::find_unused_parameters: then it contributes zeros and
-/// its .grad is set to the average of the other ranks' gradients (zeros when all are unused).
+/// its .grad is set to the average of the other ranks' gradients (zeros when all are unused). A parameter
+/// whose requires_grad is off during the step (TrainModule::toggle_optimizer, the same on every rank) is not
+/// "unused": it takes no part in the step, its share of its bucket is reduced as zeros, its .grad is left as it
+/// was, and a bucket with nothing trainable left is not reduced.
 ///
 /// Averaging: large (in-place) buckets are all-reduced with ReduceOp::Avg, so nothing touches .grad after the
 /// collective; packed buckets use Avg where the backend fuses it (NCCL) and otherwise Sum, the division by the
@@ -88,6 +91,7 @@ class GradReducer {
     int64_t offset = 0;  ///< in elements, into the bucket buffer
     int hook = -1;
     bool ready = false;
+    bool frozen = false;  ///< requires_grad off for this step (toggle_optimizer): no gradient, not waited for
   };
   struct Bucket {
     std::vector<int> slots;
@@ -100,6 +104,10 @@ class GradReducer {
   void on_grad_ready(int slot);
   void launch_ready_buckets();
   void reset_step();
+  /// At the first gradient of a synced step (or in finalize if none came): freezes the slots whose parameter
+  /// has requires_grad off now; a bucket frozen whole is not reduced.
+  void begin_step();
+  bool step_open_ = false;
   void finalize_single();
   [[noreturn]] void fail_unused(const std::vector<std::string>& unused);
 

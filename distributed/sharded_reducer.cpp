@@ -67,7 +67,8 @@ ShardedReducer::~ShardedReducer() {
 }
 
 void ShardedReducer::reset_step() {
-  for (auto& s : slots_) s.ready = false;
+  step_open_ = false;
+  for (auto& s : slots_) s.ready = s.frozen = false;
   for (auto& b : buckets_) {
     b.pending = static_cast<int>(b.slots.size());
     b.work.reset();
@@ -77,8 +78,19 @@ void ShardedReducer::reset_step() {
   next_launch_ = 0;
 }
 
+void ShardedReducer::begin_step() {
+  step_open_ = true;
+  for (auto& s : slots_) {
+    if (s.param.requires_grad()) continue;
+    s.frozen = s.ready = true;
+    --buckets_[s.bucket].pending;
+  }
+  launch_ready_buckets();  // buckets with nothing trainable
+}
+
 void ShardedReducer::on_grad_ready(int i) {
   if (!sync_) return;
+  if (!step_open_) begin_step();
   Slot& s = slots_[i];
   VOLT_CHECK(!s.ready, "ShardedReducer: the gradient of parameter '", s.name, "' became ready twice in one synced "
              "step (two backward passes before finalize()); run all but the last micro-batch with sync off");
@@ -95,6 +107,8 @@ void ShardedReducer::on_grad_ready(int i) {
     if (!b.flat.defined()) {
       b.flat = empty({b.chunk * world_}, s.param.dtype(), s.param.device());
       if (b.chunk * world_ > b.numel) b.flat.narrow(0, b.numel, b.chunk * world_ - b.numel).zero_();
+      for (int k : b.slots)
+        if (slots_[k].frozen) b.flat.narrow(0, slots_[k].offset, slots_[k].param.numel()).zero_();
     }
     b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape()).copy_(g);
   }
@@ -118,6 +132,7 @@ void ShardedReducer::harvest(Bucket& b, bool wait) {
 void ShardedReducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_++];
+    if (!b.flat.defined()) continue;  // every parameter frozen: nothing to reduce
     if (stage_ == Stage::one) {
       b.work = group_.all_reduce_async(b.flat, ReduceOp::Avg);
     } else {
@@ -129,6 +144,7 @@ void ShardedReducer::launch_ready_buckets() {
 
 void ShardedReducer::finalize() {
   if (!sync_ || slots_.empty()) return;
+  if (!step_open_) begin_step();
   std::vector<std::string> unused;
   for (auto& s : slots_)
     if (!s.ready) unused.push_back(s.name);
@@ -148,7 +164,8 @@ void ShardedReducer::finalize() {
               "requires_grad(false)");
   }
   NoGradGuard ng;
-  for (auto& b : buckets_) b.shard.set_grad(b.reduced);
+  for (auto& b : buckets_)
+    if (b.reduced.defined()) b.shard.set_grad(b.reduced);  // a bucket frozen whole keeps its shard's gradient
   reset_step();
 }
 

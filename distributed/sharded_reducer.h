@@ -24,6 +24,11 @@
 /// buckets are tested as later gradients arrive, and waited for in finalize()); between steps a rank keeps its
 /// shards, their gradients, and nothing of full size but the parameters themselves.
 ///
+/// Toggled-off parameters: a parameter whose requires_grad is off during a synced step (toggle_optimizer on
+/// another optimizer) receives no gradient and is not waited for. Its slice of a bucket is reduced as zeros; a
+/// bucket with no trainable parameter left is not reduced at all and its shard keeps the gradient it had. Every
+/// rank toggles the same optimizer, so every rank skips the same buckets.
+///
 /// Gradient accumulation: with sync off the hooks do nothing and gradients accumulate in the parameters' .grad
 /// as usual; the next synced backward reduces the sums (and releases them).
 ///
@@ -59,6 +64,7 @@ class ShardedReducer {
     int64_t offset = 0;  ///< in elements, into the bucket's flat layout
     int hook = -1;
     bool ready = false;
+    bool frozen = false;  ///< requires_grad off for this step (toggled off): no gradient, not waited for
   };
   struct Bucket {
     int owner = 0;
@@ -116,6 +122,10 @@ class ShardedReducer {
   /// and releases the full-size buffer.
   void harvest(Bucket& b, bool wait);
   void reset_step();
+  /// At the first gradient of a synced step (or in finalize if none came): slots whose parameter has
+  /// requires_grad off now (TrainModule::toggle_optimizer) are frozen for this step.
+  void begin_step();
+  bool step_open_ = false;
 
   ProcessGroup& group_;
   Stage stage_;

@@ -231,6 +231,12 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
                 "norm | value")
             ->check(choice({"norm", "value"}))
             ->default_str(std::string(name(o.gradient_clip_algorithm))));
+  group(app.add_option_function<std::string>(
+                "--checkpoint-layout",
+                [&o](const std::string& s) { o.checkpoint_layout = parse_checkpoint_layout(s); },
+                "full | sharded: zero1/zero2 checkpoints gathered by rank 0, or one shard file per rank")
+            ->check(choice({"full", "sharded"}))
+            ->default_str(std::string(name(o.checkpoint_layout))));
   group(add_bool_flag(app, "--deterministic", o.deterministic, "deterministic algorithms (no TF32)"));
   if (want("benchmark"))
     group(add_optional_bool_flag(app, "--benchmark,!--no-benchmark", o.benchmark,

@@ -1,8 +1,11 @@
 // Trainer checkpoints: <stem>.safetensors holds the module's state_dict and every optimizer's tensors
 // ("optimizer.<i>.<key>"); <stem>.json holds the trainer state (loop position, optimizer hyper-state,
-// scheduler and callback states, RNG, hparams). The safetensors file is written first and the JSON last, both
-// atomically, so a checkpoint whose JSON exists is complete. The JSON records the size and CRC-32 of the
-// safetensors file ("safetensors_digest"), verified on load (records from before the digest load unchecked).
+// scheduler and callback states, RNG, hparams). With checkpoint_layout = sharded under a sharded strategy, the
+// optimizers' flat shards go to one file per rank instead (trainer/sharded_checkpoint.h). The safetensors file
+// is written first and the JSON last, both atomically, so a checkpoint whose JSON exists is complete. The JSON
+// records the size and CRC-32 of the safetensors file ("safetensors_digest"), verified on load (records from
+// before the digest load unchecked).
+#include <exception>
 #include <filesystem>
 
 #include <volt/nn/serialization.h>
@@ -10,11 +13,117 @@
 #include <volt/runtime/trace.h>
 #include <volt/trainer/checkpoint.h>
 #include <volt/trainer/checkpoint_locate.h>
+#include <volt/trainer/sharded_checkpoint.h>
 #include <volt/trainer/trainer.h>
 
 namespace volt {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// checkpoint_layout = sharded: every rank writes its slices of the optimizers' flat buffers to its own file
+// (after rank 0 removed an old record), and rank 0 learns every file's digest. Returns the layout record
+// without "order" (rank 0 adds it) and without tensors. (collective)
+ShardedLayout write_checkpoint_shards(Strategy& s, const std::string& stem,
+                                      const std::vector<Strategy::ShardedOptimizerState>& states) {
+  ShardedLayout layout;
+  layout.world_size = s.world_size();
+  layout.strategy = s.name();
+  for (size_t i = 0; i < states.size(); ++i)
+    for (FlatShard f : states[i].flats) {
+      const std::string prefix = "optimizer." + std::to_string(i) + ".";
+      f.key = prefix + f.key;
+      for (auto& sl : f.slots) sl.key = prefix + sl.key;
+      layout.buffers.push_back(std::move(f));
+    }
+  if (s.is_global_zero()) {
+    fs::path p(stem);
+    if (p.has_parent_path()) fs::create_directories(p.parent_path());
+    fs::remove(stem + ".json");  // incomplete from here until the new record is written
+  }
+  s.barrier("save_checkpoint (sharded): old record removed");
+  nn::FileDigest mine;
+  std::exception_ptr failed;  // a rank that cannot write (disk full) stops every rank, not only itself
+  try {
+    mine = write_rank_shards(stem, s.global_rank(), s.world_size(), layout.buffers);
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  if (s.reduce_decision(failed != nullptr, /*all=*/false)) {
+    if (failed) std::rethrow_exception(failed);
+    VOLT_FAIL("Trainer::save_checkpoint: ", stem, ": another rank could not write its shard file (see its error)");
+  }
+  for (int r = 0; r < s.world_size(); ++r) {
+    // Rank r has written its file once its digest arrives.
+    const std::string d = s.broadcast_string(r == s.global_rank() ? nn::digest_to_json(mine).dump() : "", r);
+    layout.files.push_back(nn::digest_from_json(nlohmann::json::parse(d), "rank " + std::to_string(r) + "'s shards"));
+  }
+  for (auto& b : layout.buffers) b.shard = Tensor();
+  return layout;
+}
+
+// This rank's slices of a sharded checkpoint, per optimizer (keys relative to it); `same` turns false when the
+// record holds buffers that are not optimizer state or that this rank's layout does not match.
+void add_own_shards(Strategy& s, const std::string& stem, const ShardedLayout& layout,
+                    const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers,
+                    std::vector<std::vector<FlatShard>>& per, bool& same) {
+  check_shard_files(stem, layout, s.global_rank());
+  const auto mine = load_rank_shards(stem, layout, s.global_rank());
+  for (const auto& b : layout.buffers) {
+    std::string rest;
+    if (b.key.rfind("optimizer.", 0) != 0) {
+      same = false;
+      return;
+    }
+    const size_t i = parse_optimizer_key(b.key, stem + ".json", &rest);
+    const std::string prefix = "optimizer." + std::to_string(i) + ".";
+    if (i >= per.size()) {
+      same = false;
+      return;
+    }
+    FlatShard f = b;
+    f.key = rest;
+    for (auto& sl : f.slots) {
+      if (sl.key.rfind(prefix, 0) != 0) same = false;
+      else sl.key = sl.key.substr(prefix.size());
+    }
+    f.shard = mine.at(b.key);
+    per[i].push_back(std::move(f));
+  }
+  for (size_t i = 0; same && i < optimizers.size(); ++i) same = s.matches_sharded_layout(*optimizers[i], per[i]);
+}
+
+// resume_from of a sharded checkpoint. At the same world size, under a strategy whose shards are laid out as
+// recorded, each rank reads only its own file: `direct[i]` receives optimizer i's flats (keys relative to it)
+// and the returned tensors are `<stem>.safetensors`'s. Otherwise every rank puts the full layout back together
+// in memory and `direct` stays empty. (collective)
+nn::StateDict read_sharded_checkpoint(Strategy& s, const std::string& stem, const nlohmann::json& record,
+                                      const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers, bool fitting,
+                                      std::vector<std::vector<FlatShard>>& direct) {
+  const std::string js = stem + ".json";
+  const ShardedLayout layout = parse_sharded_record(record, js);
+  bool same = fitting && layout.world_size == s.world_size() && s.shards_optimizer_state();
+  std::vector<std::vector<FlatShard>> per(optimizers.size());
+  // Only this rank reads its file: a problem with it must stop every rank, not leave the others waiting below.
+  std::exception_ptr failed;
+  try {
+    if (same) add_own_shards(s, stem, layout, optimizers, per, same);
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  if (s.reduce_decision(failed != nullptr, /*all=*/false)) {
+    if (failed) std::rethrow_exception(failed);
+    VOLT_FAIL("Trainer: checkpoint ", js, ": another rank could not read its shard file (see its error)");
+  }
+  if (s.reduce_decision(same, /*all=*/true)) {
+    direct = std::move(per);
+    return nn::load_safetensors(stem + ".safetensors");
+  }
+  return consolidate_tensors(stem, layout);
+}
+
+}  // namespace
 
 static std::string checkpoint_stem(const std::string& path) {
   for (const char* ext : {".safetensors", ".json"}) {
@@ -29,9 +138,21 @@ void Trainer::save_checkpoint(const std::string& path) {
   trace::Range range(trace::Layer::trainer, "[Trainer]save_checkpoint");
   VOLT_CHECK(module_ != nullptr, "Trainer::save_checkpoint: no module is attached (call it during fit)");
   std::string stem = checkpoint_stem(path);
-  // Every rank: the optimizer state in its full layout (a sharded strategy gathers it here).
+  // Every rank: the optimizer state in its full layout (a sharded strategy gathers it here), or with
+  // checkpoint_layout = sharded this rank's shards, written by every rank to its own file.
+  const bool sharded = opt_.checkpoint_layout == CheckpointLayout::sharded && strategy_->shards_optimizer_state();
   std::vector<Strategy::OptimizerState> opt_states;
-  for (auto& o : optimizers_) opt_states.push_back(strategy_->optimizer_state(*o));
+  std::vector<Strategy::ShardedOptimizerState> shard_states;
+  for (auto& o : optimizers_) {
+    if (!sharded) {
+      opt_states.push_back(strategy_->optimizer_state(*o));
+      continue;
+    }
+    shard_states.push_back(strategy_->sharded_optimizer_state(*o));
+    opt_states.push_back(shard_states.back().replicated);
+  }
+  ShardedLayout layout;
+  if (sharded) layout = write_checkpoint_shards(*strategy_, stem, shard_states);
   if (strategy_->is_global_zero()) {
     nn::StateDict sd = module_->state_dict();
     nlohmann::json opts = nlohmann::json::array();
@@ -80,6 +201,15 @@ void Trainer::save_checkpoint(const std::string& path) {
     // The record goes first when overwriting (last, interrupted): a kill between the two renames then leaves
     // an incomplete checkpoint (no JSON), never a torn pair of new weights and an old record.
     fs::remove(stem + ".json");
+    if (sharded) {
+      for (auto& [k, t] : module_->state_dict()) layout.order.push_back(k);
+      for (size_t i = 0; i < optimizers_.size(); ++i)
+        for (auto& k : shard_states[i].order) layout.order.push_back("optimizer." + std::to_string(i) + "." + k);
+      remove_stale_shard_files(stem, layout.world_size);
+      j["sharded"] = sharded_record_to_json(layout);
+    } else {
+      remove_shards_dir(stem);  // a sharded checkpoint this one replaces
+    }
     nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", sd, {{"format", "volt-checkpoint"}});
     j["safetensors_digest"] = nn::digest_to_json(weights);
     nn::save_json_atomic(stem + ".json", j);
@@ -98,7 +228,10 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   const nlohmann::json record = nn::load_json(js);
   const TrainerStateRecord rec = parse_trainer_state(record, js);
   verify_checkpoint_weights(stem, record);
-  nn::StateDict all = nn::load_safetensors(st);
+  std::vector<std::vector<FlatShard>> direct;  // a sharded checkpoint loaded as it is: per optimizer, its flats
+  nn::StateDict all = is_sharded_record(record)
+                          ? read_sharded_checkpoint(*strategy_, stem, record, optimizers_, fitting, direct)
+                          : nn::load_safetensors(st);
   nn::StateDict model;
   std::vector<nn::StateDict> opt_sd(optimizers_.size());
   for (auto& [k, t] : all) {
@@ -122,7 +255,8 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   for (size_t i = 0; i < optimizers_.size(); ++i) {
     VOLT_CHECK(rec.optimizers[i].type == optimizers_[i]->type_name(), "Trainer: checkpoint ", js, ": optimizer ", i,
                " is ", rec.optimizers[i].type, " but the module configures ", optimizers_[i]->type_name());
-    strategy_->load_optimizer_state(*optimizers_[i], opt_sd[i]);
+    if (direct.empty()) strategy_->load_optimizer_state(*optimizers_[i], opt_sd[i]);
+    else strategy_->load_sharded_optimizer_state(*optimizers_[i], opt_sd[i], direct[i]);
   }
   VOLT_CHECK(rec.schedulers.size() == schedulers_.size(), "Trainer: checkpoint ", js, " holds ",
              rec.schedulers.size(), " LR schedulers but configure_optimizers returned ", schedulers_.size());

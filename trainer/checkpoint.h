@@ -2,6 +2,8 @@
 /// @file
 /// Trainer checkpoints on disk: `<stem>.safetensors` (the module's state_dict plus every optimizer's tensors
 /// under `"optimizer.<i>.<key>"`) and `<stem>.json` (the trainer-state record below, "format": "volt-checkpoint").
+/// A sharded checkpoint (checkpoint_layout = sharded) keeps the optimizers' flat shards in one file per rank
+/// under `<stem>.shards/`, described by the record's "sharded" key (trainer/sharded_checkpoint.h).
 ///
 /// Reading is split in two so that a corrupt or hand-edited checkpoint is a volt::Error naming the file and the
 /// key, never an uncaught nlohmann/std exception:

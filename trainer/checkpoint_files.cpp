@@ -11,6 +11,7 @@
 
 #include <volt/runtime/error.h>
 #include <volt/runtime/process.h>
+#include <volt/trainer/sharded_checkpoint.h>
 
 namespace volt {
 
@@ -39,6 +40,27 @@ bool is_volt_checkpoint_tensors(const fs::path& path) {
   if (!j.is_object() || !j.contains("__metadata__") || !j["__metadata__"].is_object()) return false;
   const auto& m = j["__metadata__"];
   return m.contains("format") && m["format"] == "volt-checkpoint";
+}
+
+// A sharded checkpoint's `<stem>.shards` folder without `<stem>.json` (killed before the record), old enough and
+// holding nothing but rank files and temp files.
+bool is_orphan_shards_dir(const fs::directory_entry& e, fs::file_time_type now, std::chrono::seconds min_age) {
+  std::error_code ec;
+  const fs::path p = e.path();
+  if (!e.is_directory(ec) || e.is_symlink(ec) || p.extension() != ".shards") return false;
+  fs::path record = p;
+  record.replace_extension(".json");
+  if (fs::exists(record, ec) || ec) return false;
+  const auto mtime = fs::last_write_time(p, ec);
+  if (ec || now - mtime < min_age) return false;
+  for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    int rank = 0, world = 0;
+    long pid = 0;
+    if (!it->is_regular_file(ec) || !(parse_shard_file_name(f, rank, world) || is_atomic_write_temp_name(f, pid)))
+      return false;
+  }
+  return !ec;
 }
 
 }  // namespace
@@ -79,6 +101,10 @@ std::vector<std::string> cleanup_stale_checkpoint_files(const std::string& dir, 
   const auto now = fs::file_time_type::clock::now();
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code fec;
+    if (is_orphan_shards_dir(*it, now, min_age)) {
+      if (fs::remove_all(it->path(), fec) > 0 && !fec) removed.push_back(it->path().string());
+      continue;
+    }
     if (!it->is_regular_file(fec) || it->is_symlink(fec)) continue;
     const fs::path p = it->path();
     const auto mtime = fs::last_write_time(p, fec);

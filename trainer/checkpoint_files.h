@@ -8,9 +8,11 @@
 ///   * temp files of that exact pattern whose writer pid is not a live process on this machine;
 ///   * orphan .safetensors files that a Trainer wrote (header metadata "format": "volt-checkpoint") and that
 ///     have no `<stem>.json` partner.
-/// Both only when last modified at least `min_age` ago, so a writer on another machine sharing the directory,
-/// or a checkpoint whose .json is being written right now, is left alone. Complete checkpoints (both files), any
-/// other file and subdirectories are never touched. Returns the removed paths. Errors are not fatal: a file
+///   * orphan `<stem>.shards` folders of a sharded checkpoint (no `<stem>.json`) that hold only rank files
+///     (`rank-<r>-of-<w>.safetensors`) and temp files.
+/// All only when last modified at least `min_age` ago, so a writer on another machine sharing the directory,
+/// or a checkpoint whose .json is being written right now, is left alone. Complete checkpoints (with their shard
+/// folders), any other file and other subdirectories are never touched. Returns the removed paths. Errors are not fatal: a file
 /// that cannot be removed or read is skipped. Call it on rank 0 only.
 #include <chrono>
 #include <string>

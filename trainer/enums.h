@@ -24,6 +24,12 @@ enum class SchedulerInterval {
   step,   ///< after every `frequency` optimizer steps
 };
 
+/// How Trainer::save_checkpoint lays out the optimizer state of a sharded strategy (TrainerOptions::checkpoint_layout).
+enum class CheckpointLayout {
+  full,     ///< gathered into the layout DDP writes; rank 0 writes one `<stem>.safetensors`
+  sharded,  ///< each rank writes its own shards under `<stem>.shards/` (trainer/sharded_checkpoint.h)
+};
+
 /// What the Trainer is running (Trainer::stage()).
 enum class Stage {
   none,      ///< between runs
@@ -58,6 +64,8 @@ inline constexpr EnumNames<GradClipAlgorithm, 2> kGradClipNames{
     {{{GradClipAlgorithm::norm, "norm"}, {GradClipAlgorithm::value, "value"}}}, "gradient_clip_algorithm"};
 inline constexpr EnumNames<SchedulerInterval, 2> kIntervalNames{
     {{{SchedulerInterval::epoch, "epoch"}, {SchedulerInterval::step, "step"}}}, "interval"};
+inline constexpr EnumNames<CheckpointLayout, 2> kCheckpointLayoutNames{
+    {{{CheckpointLayout::full, "full"}, {CheckpointLayout::sharded, "sharded"}}}, "checkpoint_layout"};
 inline constexpr EnumNames<Stage, 5> kStageNames{{{{Stage::none, ""},
                                                     {Stage::train, "train"},
                                                     {Stage::validate, "validate"},
@@ -69,9 +77,11 @@ inline constexpr EnumNames<Stage, 5> kStageNames{{{{Stage::none, ""},
 inline std::string_view name(GradClipAlgorithm a) { return detail::kGradClipNames.name(a); }
 inline std::string_view name(SchedulerInterval i) { return detail::kIntervalNames.name(i); }
 inline std::string_view name(Stage s) { return detail::kStageNames.name(s); }
+inline std::string_view name(CheckpointLayout l) { return detail::kCheckpointLayoutNames.name(l); }
 
 /// Throws volt::Error naming the option, the bad spelling and the accepted ones.
 inline GradClipAlgorithm parse_gradient_clip_algorithm(std::string_view s) { return detail::kGradClipNames.parse(s); }
 inline SchedulerInterval parse_scheduler_interval(std::string_view s) { return detail::kIntervalNames.parse(s); }
+inline CheckpointLayout parse_checkpoint_layout(std::string_view s) { return detail::kCheckpointLayoutNames.parse(s); }
 
 }  // namespace volt

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <volt/trainer/checkpoint_files.h>
+#include <volt/trainer/sharded_checkpoint.h>
 #include <volt/trainer/trainer.h>
 
 namespace volt {
@@ -141,6 +142,7 @@ void ModelCheckpoint::remove_checkpoint(Trainer& trainer, const std::string& ste
   std::error_code ec;
   fs::remove(stem + ".json", ec);  // the record first: a half-deleted checkpoint is never "valid"
   fs::remove(stem + ".safetensors", ec);
+  remove_shards_dir(stem);  // a sharded checkpoint's rank files (checkpoint_layout = sharded)
 }
 
 std::string ModelCheckpoint::worst_key() const {

@@ -18,6 +18,7 @@
 #include <volt/distributed/process_group.h>
 #include <volt/kernels/tensor.h>
 #include <volt/nn/module.h>
+#include <volt/trainer/sharded_checkpoint.h>
 
 namespace volt {
 
@@ -68,6 +69,33 @@ class Strategy {
   virtual OptimizerState optimizer_state(const optim::Optimizer& optimizer);
   virtual void load_optimizer_state(optim::Optimizer& optimizer, const nn::StateDict& sd);
   virtual void load_optimizer_hyper_state(optim::Optimizer& optimizer, const std::map<std::string, double>& hs);
+  /// Sharded checkpoints (TrainerOptions::checkpoint_layout = sharded, trainer/sharded_checkpoint.h). True when
+  /// this strategy keeps optimizer state in flat shards that each rank can write without a gather (zero1/zero2);
+  /// the others write the full layout for either setting.
+  virtual bool shards_optimizer_state() const { return false; }
+  /// An optimizer's state as this rank holds it: `replicated` (tensors every rank holds alike, such as step
+  /// counts, in full-layout keys, and the hyper-state as optimizer_state() gives it), this rank's `flats` (keys
+  /// relative to the optimizer, slot keys in the full layout), and `order`: every full-layout tensor key of the
+  /// optimizer in the order optimizer_state() lists them. Local: no communication. Default: a volt::Error.
+  struct ShardedOptimizerState {
+    OptimizerState replicated;
+    std::vector<FlatShard> flats;
+    std::vector<std::string> order;
+  };
+  virtual ShardedOptimizerState sharded_optimizer_state(const optim::Optimizer& optimizer);
+  /// True when `flats` (from a sharded checkpoint's record, keys relative to the optimizer, tensors: this
+  /// rank's slices) lay out exactly what this rank holds, so load_sharded_optimizer_state can take them as they
+  /// are. Default: false (the checkpoint is consolidated and loaded through load_optimizer_state).
+  virtual bool matches_sharded_layout(const optim::Optimizer& optimizer, const std::vector<FlatShard>& flats) {
+    return false;
+  }
+  /// Loads this rank's slices directly; `replicated` holds the checkpoint's other tensors of this optimizer in
+  /// full-layout keys. Only after matches_sharded_layout said true. Default: a volt::Error.
+  virtual void load_sharded_optimizer_state(optim::Optimizer& optimizer, const nn::StateDict& replicated,
+                                            const std::vector<FlatShard>& flats);
+  /// The module parameters an optimizer steps (toggle_optimizer): its parameter groups' tensors, or under a
+  /// sharded strategy (whose optimizers hold flat shards) the parameters those shards stand for.
+  virtual std::vector<Tensor> optimizer_parameters(const optim::Optimizer& optimizer);
   /// Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
   /// skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
   virtual void backward(const Tensor& loss, bool sync_grad);

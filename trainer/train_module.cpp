@@ -103,11 +103,17 @@ std::vector<Tensor> TrainModule::all_gather_uneven(const Tensor& t) const {
   return s ? s->all_gather_uneven(t) : std::vector<Tensor>{t};
 }
 
+// The parameters `optimizer` steps: under a sharded strategy its groups hold flat shards, and the strategy knows
+// which parameters they stand for.
+std::vector<Tensor> TrainModule::toggled_parameters(const optim::Optimizer& optimizer) const {
+  if (trainer_) return trainer_->strategy().optimizer_parameters(optimizer);
+  return SingleDeviceStrategy(device_).optimizer_parameters(optimizer);  // not attached: the groups' tensors
+}
+
 void TrainModule::toggle_optimizer(const optim::Optimizer& optimizer) {
   untoggle_optimizer();
   std::vector<const TensorImpl*> owned;
-  for (auto& g : optimizer.param_groups())
-    for (auto& p : g.params) owned.push_back(p.impl());
+  for (auto& p : toggled_parameters(optimizer)) owned.push_back(p.impl());
   for (auto& p : parameters()) {
     bool mine = std::find(owned.begin(), owned.end(), p.impl()) != owned.end();
     toggled_.emplace_back(p, p.requires_grad());

@@ -173,12 +173,14 @@ class TrainModule : public nn::Module {
 
   /// Sets requires_grad=false on parameters that `optimizer` does not own (and remembers the previous flags);
   /// untoggle_optimizer restores them. For multi-optimizer modules (GAN-style) that want per-optimizer grads.
+  /// Under zero1/zero2 (whose optimizers hold flat shards) "owns" means the parameters the shards stand for.
   void toggle_optimizer(const optim::Optimizer& optimizer);
   void untoggle_optimizer();
 
  private:
   friend class Trainer;
   friend class LogScope;
+  std::vector<Tensor> toggled_parameters(const optim::Optimizer& optimizer) const;
   Trainer* trainer_ = nullptr;
   Device device_ = kCPU;
   nlohmann::json hparams_ = nlohmann::json::object();

@@ -58,6 +58,8 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
                  opt_.gradient_clip_algorithm == GradClipAlgorithm::value,
              "Trainer: gradient_clip_algorithm=", static_cast<int>(opt_.gradient_clip_algorithm),
              " is not a GradClipAlgorithm value");
+  VOLT_CHECK(opt_.checkpoint_layout == CheckpointLayout::full || opt_.checkpoint_layout == CheckpointLayout::sharded,
+             "Trainer: checkpoint_layout=", static_cast<int>(opt_.checkpoint_layout), " is not a CheckpointLayout value");
   VOLT_CHECK(opt_.max_epochs >= -1, "Trainer: max_epochs=", opt_.max_epochs, "; expected -1 (default) or >= 0");
   VOLT_CHECK(opt_.max_steps >= -1, "Trainer: max_steps=", opt_.max_steps, "; expected -1 (no limit) or >= 0");
   VOLT_CHECK(opt_.val_check_interval.is_fraction ? opt_.val_check_interval.fraction > 0

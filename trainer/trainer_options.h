@@ -84,6 +84,10 @@ struct TrainerOptions {
   bool enable_progress_bar = true;
   bool enable_model_summary = true;
   bool enable_checkpointing = true;  ///< adds a default ModelCheckpoint (last epoch) when none is given
+  /// full: a sharded strategy (zero1/zero2) gathers its optimizer state and rank 0 writes the layout DDP writes.
+  /// sharded: each rank writes its own shards, no gather (trainer/sharded_checkpoint.h); under strategies that
+  /// hold no shards (single_device, ddp) rank 0 already holds everything and the full layout is written.
+  CheckpointLayout checkpoint_layout = CheckpointLayout::full;
   std::string default_root_dir = ".";
   /// Where logged metrics go (trainer/logger.h: CSVLogger, TensorBoardLogger or your own). Empty with
   /// logger = true: one CSVLogger under `<default_root_dir>/lightning_logs/version_N`. logger = false: no logging

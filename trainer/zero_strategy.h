@@ -24,6 +24,10 @@
 /// - clipping by norm uses the norm over all ranks' shards (one all_reduce of a scalar); by value is local.
 /// - checkpoints hold the optimizer state in the full layout DDP writes (gathered on every rank, written by
 ///   rank 0), and load from any such checkpoint: a run may change strategy and world size when it resumes.
+///   With checkpoint_layout = sharded each rank writes its own shards instead (trainer/sharded_checkpoint.h);
+///   such a checkpoint loads directly at the same layout, and is consolidated in memory otherwise.
+/// - toggle_optimizer works: a parameter toggled off gets no gradient in that backward, and the reducer skips
+///   it (a bucket with nothing trainable is not reduced, and its shard gradient is left as it was).
 /// - teardown() gives each optimizer its parameters back; the sharded optimizer state is dropped then (save a
 ///   checkpoint to keep it).
 /// Parameters that require grad must each belong to one optimizer (a ZeRO rank keeps no gradient an optimizer
@@ -62,6 +66,15 @@ class ZeroStrategy : public DDPStrategy {
   void load_optimizer_state(optim::Optimizer& optimizer, const nn::StateDict& sd) override;
   void load_optimizer_hyper_state(optim::Optimizer& optimizer, const std::map<std::string, double>& hs) override;
   void teardown(TrainModule& module) override;
+  // Sharded checkpoints and toggle_optimizer (trainer/zero_sharded_checkpoint.cpp): each bucket of an optimizer
+  // group is a flat buffer "flat.<group>.<j>.<state name>" whose slots are the full-layout keys
+  // "state.<group>.<index>.<state name>" of its parameters.
+  bool shards_optimizer_state() const override { return true; }
+  ShardedOptimizerState sharded_optimizer_state(const optim::Optimizer& optimizer) override;
+  bool matches_sharded_layout(const optim::Optimizer& optimizer, const std::vector<FlatShard>& flats) override;
+  void load_sharded_optimizer_state(optim::Optimizer& optimizer, const nn::StateDict& replicated,
+                                    const std::vector<FlatShard>& flats) override;
+  std::vector<Tensor> optimizer_parameters(const optim::Optimizer& optimizer) override;
 
   /// The layout, for tests and benchmarks (null before setup_optimizers).
   const dist::ShardedReducer* sharded_reducer() const { return reducer_.get(); }
@@ -75,6 +88,8 @@ class ZeroStrategy : public DDPStrategy {
     std::vector<std::vector<int>> buckets;
   };
   Managed* managed(const optim::Optimizer& o);
+  /// The layout of bucket j of group g of `m`'s optimizer for state `state_name` (no tensor).
+  FlatShard flat_layout(const Managed& m, size_t g, size_t j, const std::string& state_name) const;
   void restore_optimizers();
 
   ZeroStage stage_;

@@ -2,7 +2,10 @@
 // under a strategy for a number of optimizer steps, with a global batch of 12 at any world size (12 / world per
 // rank: the same trajectory up to rounding), and saves a checkpoint at the end.
 //
-//   zero_resume_driver STRATEGY STEPS SAVE_STEM [RESUME_STEM [REFERENCE_STEM]]
+//   zero_resume_driver STRATEGY[+sharded] STEPS SAVE_STEM [RESUME_STEM [REFERENCE_STEM]]
+//
+// "+sharded" saves with checkpoint_layout = sharded (one shard file per rank). A sharded checkpoint to resume
+// from or compare with is read through consolidate_tensors (its full layout).
 //
 // With RESUME_STEM, right after the checkpoint is loaded, the parameters and the optimizer state in the full
 // layout (gathered from the shards under ZeRO) must equal the checkpoint's tensors exactly. With REFERENCE_STEM,
@@ -15,6 +18,7 @@
 
 #include <volt/distributed/process_group.h>
 #include <volt/nn/serialization.h>
+#include <volt/trainer/sharded_checkpoint.h>
 
 #include "distributed/zero_test_module.h"
 
@@ -35,6 +39,13 @@ std::map<std::string, std::vector<double>> values(const nn::StateDict& sd) {
   return out;
 }
 
+// A checkpoint's tensors in the full layout, whichever layout it was written in.
+nn::StateDict checkpoint_tensors(const std::string& stem) {
+  const nlohmann::json record = nn::load_json(stem + ".json");
+  if (!is_sharded_record(record)) return nn::load_safetensors(stem + ".safetensors");
+  return consolidate_tensors(stem, parse_sharded_record(record, stem + ".json"));
+}
+
 struct CheckResume : Callback {
   std::string stem;
   explicit CheckResume(std::string s) : stem(std::move(s)) {}
@@ -44,7 +55,7 @@ struct CheckResume : Callback {
     for (auto& [k, t] : trainer.strategy().optimizer_state(*trainer.optimizers()[0]).tensors)
       now.emplace_back("optimizer.0." + k, t);
     if (!trainer.strategy().is_global_zero()) return;
-    auto expect = values(nn::load_safetensors(stem + ".safetensors"));
+    auto expect = values(checkpoint_tensors(stem));
     auto got = values(now);
     if (got.size() != expect.size())
       fail("after resume: " + std::to_string(got.size()) + " tensors, the checkpoint has " + std::to_string(expect.size()));
@@ -68,7 +79,12 @@ int main(int argc, char** argv) {
     std::cerr << "usage: zero_resume_driver STRATEGY STEPS SAVE_STEM [RESUME_STEM [REFERENCE_STEM]]\n";
     return 2;
   }
-  const std::string strategy = argv[1], save = argv[3], resume = argc > 4 ? argv[4] : "", reference = argc > 5 ? argv[5] : "";
+  std::string strategy = argv[1];
+  const std::string sharded_suffix = "+sharded";
+  const bool sharded = strategy.size() > sharded_suffix.size() &&
+                       strategy.compare(strategy.size() - sharded_suffix.size(), sharded_suffix.size(), sharded_suffix) == 0;
+  if (sharded) strategy.resize(strategy.size() - sharded_suffix.size());
+  const std::string save = argv[3], resume = argc > 4 ? argv[4] : "", reference = argc > 5 ? argv[5] : "";
   const int64_t steps = std::stoll(argv[2]);
   int rank = 0;
   try {
@@ -77,6 +93,7 @@ int main(int argc, char** argv) {
     o.max_epochs = -1;
     o.seed = 11;
     o.gradient_clip_val = 0.5;
+    if (sharded) o.checkpoint_layout = CheckpointLayout::sharded;
     if (!resume.empty()) o.callbacks.push_back(std::make_shared<CheckResume>(resume));
     o.callbacks.push_back(std::make_shared<SaveAtEnd>(save));
     Trainer trainer(o);
@@ -91,7 +108,7 @@ int main(int argc, char** argv) {
         test::zero_regression_data(24), data::DataLoaderOptions{.batch_size = 12 / world, .shuffle = true, .seed = 5});
     trainer.fit(m, loader, nullptr, resume);
     if (!reference.empty() && trainer.strategy().is_global_zero()) {
-      auto ref = values(nn::load_safetensors(reference + ".safetensors"));
+      auto ref = values(checkpoint_tensors(reference));
       double worst = 0;
       for (auto& [k, p] : m.named_parameters()) {
         std::vector<double> v = p.detach().contiguous().to_vector<double>();

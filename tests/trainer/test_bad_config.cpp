@@ -45,6 +45,7 @@ TEST(BadConfig, TrainerRowsFailBeforeTraining) {
       {"accumulate", [](TrainerOptions& o) { o.accumulate_grad_batches = 0; }, {"accumulate_grad_batches=0", ">= 1"}},
       {"val interval", [](TrainerOptions& o) { o.val_check_interval = 1.5; }, {"val_check_interval=1.5"}},
       {"clip algorithm", [](TrainerOptions& o) { o.gradient_clip_algorithm = static_cast<GradClipAlgorithm>(7); }, {"gradient_clip_algorithm=7", "not a GradClipAlgorithm"}},
+      {"checkpoint layout", [](TrainerOptions& o) { o.checkpoint_layout = static_cast<CheckpointLayout>(5); }, {"checkpoint_layout=5", "not a CheckpointLayout"}},
       {"max_time", [](TrainerOptions& o) { o.max_time = "soon"; }, {"max_time=\"soon\""}},
       {"limit negative", [](TrainerOptions& o) { o.limit_train_batches = int64_t{-1}; }, {"limit_train_batches=-1"}},
       {"limit to nothing", [](TrainerOptions& o) { o.limit_train_batches = 0.1; }, {"limit_train_batches=0.1",
@@ -226,7 +227,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
                           "--min-steps", "2", "--max-time", "00:00:01:00", "--profiler-dir", "prof",
                           "--no-checkpointing", "--grad-scaler-init-scale", "1024", "--limit-test-batches", "1.0",
                           "--detect-anomaly", "--fast-dev-run", "3", "--overfit-batches", "0.1",
-                          "--reload-dataloaders-every-n-epochs", "2", "--sync-batchnorm"});
+                          "--reload-dataloaders-every-n-epochs", "2", "--sync-batchnorm", "--checkpoint-layout", "sharded"});
   ASSERT_TRUE(p.ok) << p.err << p.out;
   const TrainerOptions& t = p.a.trainer;
   EXPECT_EQ(t.max_steps, 7);
@@ -240,6 +241,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
   EXPECT_EQ(t.accumulate_grad_batches, 2);
   EXPECT_DOUBLE_EQ(t.gradient_clip_val, 0.5);
   EXPECT_EQ(t.gradient_clip_algorithm, GradClipAlgorithm::value);
+  EXPECT_EQ(t.checkpoint_layout, CheckpointLayout::sharded);
   EXPECT_EQ(t.log_every_n_steps, 5);
   EXPECT_EQ(p.a.out, "runs/x");  // --default-root-dir is --out
   EXPECT_EQ(p.a.epochs, 3);      // --max-epochs is --epochs
@@ -270,6 +272,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
       {{"--limit-train-batches", "1.5"}, {"--limit-train-batches", "fraction of the epoch in [0, 1]", "'1.5'"}},
       {{"--limit-val-batches", "many"}, {"--limit-val-batches", "batch count", "'many'"}},
       {{"--gradient-clip-algorithm", "l2"}, {"--gradient-clip-algorithm", "'l2'", "norm, value"}},
+      {{"--checkpoint-layout", "ranks"}, {"--checkpoint-layout", "'ranks'", "full, sharded"}},
       {{"--on-nonfinite-loss", "retry"}, {"--on-nonfinite-loss", "ignore, skip, stop"}},
       {{"--max-time", "soon"}, {"--max-time", "soon"}},
       {{"--accumulate-grad-batches", "0"}, {"--accumulate-grad-batches", ">= 1"}},
@@ -343,7 +346,7 @@ TEST(ExampleFlags, PrintConfigShowsEverythingAndReadsBack) {
   EXPECT_FALSE(p.ok);
   EXPECT_EQ(p.code, 0);
   for (const char* line : {"max_steps: 9", "enable_progress_bar: false", "limit_val_batches: 0.5", "batch_size: 16",
-                           "limit_train_batches: 1.0", "accumulate_grad_batches: 1", "gradient_clip_algorithm: norm",
+                           "limit_train_batches: 1.0", "accumulate_grad_batches: 1", "gradient_clip_algorithm: norm", "checkpoint_layout: full",
                            "on_nonfinite_loss: ignore", "enable_model_summary: true", "epochs: 1"})
     EXPECT_NE(p.out.find(std::string("\n") + line + "\n"), std::string::npos) << line << " missing from\n" << p.out;
   EXPECT_EQ(p.out.find("print_config"), std::string::npos);
@@ -433,4 +436,7 @@ TEST(TrainerEnums, SpellingsParseOnceAndBadOnesAreNamed) {
   EXPECT_EQ(name(Stage::validate), "validate");
   VOLT_EXPECT_ERROR(parse_gradient_clip_algorithm("l3"), "gradient_clip_algorithm=\"l3\"", "\"norm\", \"value\"");
   VOLT_EXPECT_ERROR(parse_scheduler_interval("hour"), "interval=\"hour\"", "\"epoch\", \"step\"");
+  EXPECT_EQ(parse_checkpoint_layout("full"), CheckpointLayout::full);
+  EXPECT_EQ(name(CheckpointLayout::sharded), "sharded");
+  VOLT_EXPECT_ERROR(parse_checkpoint_layout("ranks"), "checkpoint_layout=\"ranks\"", "\"full\", \"sharded\"");
 }

@@ -254,6 +254,16 @@ TEST(CheckpointFiles, CleanupRemovesOnlyStaleLeftovers) {
   // An orphan checkpoint tensor file (killed between the .safetensors and the .json), and a foreign one.
   nn::save_safetensors((d / "epoch=1-step=8.safetensors").string(), {{"w", zeros({2})}}, {{"format", "volt-checkpoint"}});
   nn::save_safetensors((d / "weights.safetensors").string(), {{"w", zeros({2})}});
+  // Shard folders of sharded checkpoints: an orphan (no record) goes; the complete checkpoint's stays, and so
+  // does a folder holding anything but rank files.
+  fs::create_directories(d / "epoch=2-step=12.shards");
+  touch(d / "epoch=2-step=12.shards" / "rank-0-of-2.safetensors");
+  touch(d / "epoch=2-step=12.shards" / (".rank-1-of-2.safetensors.tmp." + dead_s + ".0"));
+  fs::create_directories(d / "ck.shards");
+  touch(d / "ck.shards" / "rank-0-of-1.safetensors");
+  fs::create_directories(d / "notes.shards");
+  touch(d / "notes.shards" / "rank-0-of-1.safetensors");
+  touch(d / "notes.shards" / "readme.txt");
   // Everything is fresh: with the default age guard nothing is removed.
   EXPECT_TRUE(cleanup_stale_checkpoint_files(d.string()).empty());
   std::vector<std::string> removed = cleanup_stale_checkpoint_files(d.string(), std::chrono::seconds(0));
@@ -261,7 +271,10 @@ TEST(CheckpointFiles, CleanupRemovesOnlyStaleLeftovers) {
   for (auto& r : removed) names.insert(fs::path(r).filename().string());
   EXPECT_EQ(names, (std::set<std::string>{".ck.json.tmp." + dead_s + ".3",
                                           ".epoch=0-step=4.safetensors.tmp." + dead_s + ".0",
-                                          "epoch=1-step=8.safetensors"}));
+                                          "epoch=1-step=8.safetensors", "epoch=2-step=12.shards"}));
+  EXPECT_FALSE(fs::exists(d / "epoch=2-step=12.shards"));
+  EXPECT_TRUE(fs::exists(d / "ck.shards" / "rank-0-of-1.safetensors"));
+  EXPECT_TRUE(fs::exists(d / "notes.shards" / "readme.txt"));
   EXPECT_TRUE(fs::exists(stem + ".json"));
   EXPECT_TRUE(fs::exists(stem + ".safetensors"));
   EXPECT_TRUE(fs::exists(d / (".ck.json.tmp." + live_s + ".1")));
