@@ -31,7 +31,10 @@ int FSDPStrategy::shard_unit(const std::string& param_name) const {
 void FSDPStrategy::setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {
   VOLT_CHECK(module() != nullptr, name(), ": setup_optimizers before setup()");
   drop_units();
-  std::vector<FsdpUnitPlan> plan = plan_fsdp_units(*module(), policy_);
+  FsdpWrapPolicy policy = policy_;
+  for (auto& name : module()->fsdp_wrap_modules())
+    if (std::find(policy.modules.begin(), policy.modules.end(), name) == policy.modules.end()) policy.modules.push_back(name);
+  std::vector<FsdpUnitPlan> plan = plan_fsdp_units(*module(), policy);
   units_.clear();
   unit_of_param_.clear();
   for (size_t u = 0; u < plan.size(); ++u) {

@@ -31,6 +31,7 @@ struct FsdpNet : TrainModule {
   FsdpBlock encoder;
   nn::Linear shared{4, 4}, head{4, 1};
   bool adamw = false;
+  std::vector<std::string> wrap_hook;  // returned by fsdp_wrap_modules()
   FsdpNet() {
     skip = register_parameter("skip", zeros({3}));
     register_module("encoder", encoder);
@@ -42,6 +43,7 @@ struct FsdpNet : TrainModule {
     for (auto& [name, p] : named_parameters()) p.copy_((cast(rand_with_seed(p.shape(), seed++, 0), DType::f64) - 0.5) * 0.8);
   }
   std::string type_name() const override { return "FsdpNet"; }
+  std::vector<std::string> fsdp_wrap_modules() const override { return wrap_hook; }
   Tensor forward_batch(const Tensor& x) {
     Tensor h = shared(shared(encoder(x)).tanh());
     return head(h).reshape({-1}) + (x * skip).sum({1});

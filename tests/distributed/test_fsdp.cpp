@@ -34,14 +34,20 @@ struct Config {
   bool manual = false;
   std::vector<std::string> wrap = {"shared"};
   int64_t min_num_params = 25;
+  std::vector<std::string> wrap_hook = {};
 };
 
 // Checks the sharded state after every batch (fsdp only): no parameter data, and the allocator's view of what
 // gathering everything costs.
 struct ProbeNet : test::FsdpNet {
   bool manual = false;
-  int64_t batches = 0, released_violations = 0, gathered_bytes = -1, shard_bytes = 0;
-  ProbeNet() = default;
+  int64_t batches = 0, released_violations = 0, gathered_bytes = -1, shard_bytes = 0, gathers_per_step = 0;
+  int64_t gathers_before = 0;
+  std::vector<std::string> units;  // "name:numel"
+  bool on_train_batch_start(const Batch&, int64_t) override {
+    if (auto* fsdp = dynamic_cast<FSDPStrategy*>(&trainer()->strategy())) gathers_before = fsdp->gather_count();
+    return true;
+  }
   Tensor training_step(const Batch& b, int64_t i) override {
     if (!manual) return FsdpNet::training_step(b, i);
     auto opts = optimizers();
@@ -55,6 +61,9 @@ struct ProbeNet : test::FsdpNet {
     auto* fsdp = dynamic_cast<FSDPStrategy*>(&trainer()->strategy());
     if (!fsdp) return;
     ++batches;
+    gathers_per_step = fsdp->gather_count() - gathers_before;
+    units.clear();
+    for (const auto& u : fsdp->units()) units.push_back(u.name + ":" + std::to_string(u.numel));
     for (auto& [n, p] : named_parameters())
       if (p.storage()->data) ++released_violations;
     const int64_t before = memory_stats(kCPU).allocated;
@@ -70,7 +79,8 @@ struct ProbeNet : test::FsdpNet {
 struct Result {
   std::vector<std::vector<double>> params;
   std::string strategy;
-  int64_t batches = 0, released_violations = 0, gathered_bytes = 0, shard_bytes = 0;
+  int64_t batches = 0, released_violations = 0, gathered_bytes = 0, shard_bytes = 0, gathers_per_step = 0;
+  std::vector<std::string> units;
 };
 
 Result run(const std::string& strategy, const Config& c) {
@@ -88,11 +98,12 @@ Result run(const std::string& strategy, const Config& c) {
   m.adamw = c.adamw;
   m.manual = c.manual;
   m.automatic_optimization = !c.manual;
+  m.wrap_hook = c.wrap_hook;
   auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24),
                                                    data::DataLoaderOptions{.batch_size = 2, .shuffle = true, .seed = 5});
   trainer.fit(m, loader);
   return {test::parameter_values(m), trainer.strategy().name(), m.batches, m.released_violations, m.gathered_bytes,
-          m.shard_bytes};
+          m.shard_bytes, m.gathers_per_step, m.units};
 }
 
 double max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
@@ -118,6 +129,13 @@ void check_parity(const Config& c) {
   EXPECT_EQ(f.gathered_bytes, world() * f.shard_bytes);
   EXPECT_GE(f.gathered_bytes, 80 * 8);
   EXPECT_LE(f.gathered_bytes, (80 + 5 * (world() - 1)) * 8);
+  // encoder.b auto-wrapped (28 >= 25), shared wrapped by name, the root with skip, encoder.a and head.
+  EXPECT_EQ(f.units, (std::vector<std::string>{"shared:20", "encoder.b:28", ":32"}));
+  if (c.accumulate == 1 && !c.manual) {
+    // One gather per bucket: the root's 3 at the step's start and again after the optimizer step, encoder.b
+    // before its forward and its backward, shared before each of its two forward calls and its backward.
+    EXPECT_EQ(f.gathers_per_step, 3 + 3 + 2 + 3);
+  }
 }
 
 }  // namespace
@@ -131,11 +149,17 @@ TEST(Fsdp, ManualOptimizationMatchesDdp) { check_parity({.manual = true}); }
 TEST(Fsdp, EveryWrapPolicyGivesTheSameParameters) {
   const Result ddp = run("ddp", {});
   // One unit around a module whose children are not units; every layer a unit; no wrapping (the root only).
-  for (const Config& c : {Config{.wrap = {"encoder"}, .min_num_params = 0}, Config{.wrap = {}, .min_num_params = 1},
-                          Config{.wrap = {}, .min_num_params = 0}}) {
+  const std::vector<std::pair<Config, std::vector<std::string>>> cases = {
+      {Config{.wrap = {"encoder"}, .min_num_params = 0}, {"encoder:52", ":28"}},
+      {Config{.wrap = {}, .min_num_params = 1}, {"head:5", "shared:20", "encoder.b:28", "encoder.a:24", ":3"}},
+      {Config{.wrap = {}, .min_num_params = 0}, {":80"}},
+      {Config{.wrap = {}, .min_num_params = 0, .wrap_hook = {"encoder.a", "head"}}, {"head:5", "encoder.a:24", ":51"}},
+  };
+  for (const auto& [c, units] : cases) {
     const Result f = run("fsdp", c);
     EXPECT_LE(max_abs_diff(f.params, ddp.params), 1e-12);
     EXPECT_EQ(f.released_violations, 0);
+    EXPECT_EQ(f.units, units);
   }
 }
 
