@@ -188,7 +188,19 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
                          "fsdp: a submodule with at least this many parameters (not yet wrapped) becomes a unit; 0: off")
               ->check(at_least(0)));
   if (want("fsdp_wrap"))
-    group(app.add_option("--fsdp-wrap", o.fsdp_wrap, "fsdp: dotted module names that become units (repeatable)"));
+    group(app.add_option_function<std::string>(
+                 "--fsdp-wrap",
+                 [&o](const std::string& names) {
+                   o.fsdp_wrap.clear();
+                   std::string::size_type start = 0;
+                   while (start <= names.size()) {
+                     const auto comma = std::min(names.find(',', start), names.size());
+                     if (comma > start) o.fsdp_wrap.push_back(names.substr(start, comma - start));
+                     start = comma + 1;
+                   }
+                 },
+                 "fsdp: comma-separated dotted module names that become units ('encoder,decoder.l1')")
+              ->default_str(""));
   if (want("num_nodes"))
     group(app.add_option("--num-nodes", o.num_nodes, "machines in a ddp job: world size = num_nodes x devices")
               ->check(at_least(1)));

@@ -1,6 +1,6 @@
 // FSDP (fully sharded, ZeRO stage 3) on N ranks (mpirun -np 2 / 3, and alone as one rank): every rank asserts.
 //  - parity: fsdp reaches DDP's parameters after several Adam steps (plain, gradient accumulation, clipping by
-//    norm, AdamW with both, manual optimisation) to 1e-12 in f64, with an auto-wrapped unit, an explicitly
+//    norm, AdamW with both, 16-mixed, manual optimisation) to 1e-12 in f64, with an auto-wrapped unit, an explicitly
 //    wrapped unit called twice per forward, and the root unit; other wrap policies give the same numbers;
 //  - memory: between steps every sharded parameter's storage holds no data, and gathering them all raises the
 //    allocator's live bytes by exactly the padded model size, world times this rank's shard bytes;
@@ -35,6 +35,7 @@ struct Config {
   std::vector<std::string> wrap = {"shared"};
   int64_t min_num_params = 25;
   std::vector<std::string> wrap_hook = {};
+  std::string precision = "32-true";
 };
 
 // Checks the sharded state after every batch (fsdp only): no parameter data, and the allocator's view of what
@@ -89,6 +90,7 @@ Result run(const std::string& strategy, const Config& c) {
   o.accumulate_grad_batches = c.accumulate;
   o.gradient_clip_val = c.clip;
   o.seed = 77;
+  o.precision = c.precision;
   if (strategy == "fsdp") {
     o.fsdp_wrap = c.wrap;
     o.fsdp_min_num_params = c.min_num_params;
@@ -144,6 +146,8 @@ TEST(Fsdp, MatchesDdpWithAdam) { check_parity({}); }
 TEST(Fsdp, MatchesDdpWithAccumulation) { check_parity({.accumulate = 3}); }
 TEST(Fsdp, MatchesDdpWithClipping) { check_parity({.clip = 0.05}); }
 TEST(Fsdp, MatchesDdpWithAdamWClippingAndAccumulation) { check_parity({.accumulate = 2, .clip = 0.05, .adamw = true}); }
+// 16-mixed: the grad scaler unscales and checks the shard gradients.
+TEST(Fsdp, MatchesDdpUnderTheGradScaler) { check_parity({.clip = 0.05, .precision = "16-mixed"}); }
 TEST(Fsdp, ManualOptimizationMatchesDdp) { check_parity({.manual = true}); }
 
 TEST(Fsdp, EveryWrapPolicyGivesTheSameParameters) {
