@@ -207,9 +207,10 @@ void FSDPStrategy::on_backward_node(const Node& node) {
 
 void FSDPStrategy::on_param_grad_ready(int unit) {
   Unit& u = units_[static_cast<size_t>(unit)];
-  // The root unit stays gathered until module_step_end: training_step may read it after backward (manual
-  // optimisation); a wrapped unit's backward is over once all its gradients are complete.
-  if (--u.pending == 0 && unit != root_) release(unit);
+  // A unit's backward is over once all its gradients are complete. The root unit's too under automatic
+  // optimisation (training_step has returned); a manually optimised training_step may still read it after
+  // manual_backward, so it stays gathered (and is refreshed after each step) until module_step_end.
+  if (--u.pending == 0 && (unit != root_ || module()->automatic_optimization)) release(unit);
 }
 
 void FSDPStrategy::backward(const Tensor& loss, bool sync_grad) {

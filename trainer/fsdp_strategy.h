@@ -26,8 +26,9 @@
 ///   the first of them runs (autograd::PreNodeHookGuard), prefetching the next unit in backward order; once all
 ///   its parameters' gradients are complete they are reduce-scattered into the shards' gradients (the
 ///   ShardedReducer stage-two path, overlapped with backward) and the full parameters are freed again.
-/// - the root unit is gathered from module_step_begin() (before training_step, each validation/test/predict
-///   step) to module_step_end(); after each optimizer step, gathered units are re-gathered from the new shards.
+/// - the root unit is gathered in module_step_begin() (before training_step, each validation/test/predict
+///   step) and freed once its gradients are complete (automatic optimisation) or in module_step_end(); after
+///   each optimizer step, units still gathered are re-gathered from the new shards.
 /// Requirements: a wrapped module's parameters are read only inside its calls, and every call goes through
 /// call_scoped (UnaryModule::operator() does); a unit's module is called on every rank alike (the gathers are
 /// collectives). Parameters with requires_grad false are not sharded (each rank keeps them whole).
