@@ -1,12 +1,16 @@
 // bench_memory: per-rank training-state memory and step time of the data-parallel strategies. Trains a
 // 784-W-W-10 MLP with Adam on synthetic data through the Trainer under each --strategy (repeatable; default
-// ddp, zero1, zero2) and prints one JSON object per strategy (rank 0; byte figures and step time are the
+// ddp, zero1, zero2, fsdp) and prints one JSON object per strategy (rank 0; byte figures and step time are the
 // maximum over ranks):
-//   {"bench":"memory","strategy":"zero2","world_size":3,"width":1024,"params":...,"param_bytes":...,
-//    "grad_bytes":...,"optimizer_state_bytes":...,"peak_allocated_bytes":...,"step_ms":...}
-// grad_bytes: the gradients alive when the optimizer steps (the parameters' .grad plus, under ZeRO, the shard
-// gradients the optimizer holds); optimizer_state_bytes: the optimizer's state tensors (step counts excluded);
-// peak_allocated_bytes: the CPU allocator's high-water mark during fit (activations and buffers included).
+//   {"bench":"memory","strategy":"fsdp","world_size":3,"width":1024,"params":...,"param_bytes":...,
+//    "grad_bytes":...,"optimizer_state_bytes":...,"model_state_bytes":...,"peak_allocated_bytes":...,
+//    "step_ms":...}
+// param_bytes: parameter values resident between steps (the module's parameter storages that hold data, plus
+// the shards an optimizer steps under ZeRO/FSDP; under FSDP only the shards); grad_bytes: the gradients alive
+// when the optimizer steps (the parameters' .grad plus, under ZeRO/FSDP, the shard gradients the optimizer
+// holds); optimizer_state_bytes: the optimizer's state tensors (step counts excluded); model_state_bytes: the
+// sum of the three; peak_allocated_bytes: the CPU allocator's high-water mark during fit (activations and
+// buffers included). Under fsdp every Linear is a unit (--fsdp-min-num-params, default 1).
 //   mpirun -np 3 --oversubscribe build/benchmarks/bench_memory --width 1024 --steps 20
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -27,7 +31,7 @@ namespace {
 struct Mlp : TrainModule {
   nn::Linear l1, l2, l3;
   std::shared_ptr<optim::Optimizer> opt;
-  int64_t grad_bytes = 0, state_bytes = 0, steps = 0, warmup = 2;
+  int64_t grad_bytes = 0, state_bytes = 0, param_bytes = 0, steps = 0, warmup = 2;
   std::chrono::steady_clock::time_point t0;
   double timed_s = 0;
   explicit Mlp(int64_t width) : l1(28 * 28, width), l2(width, width), l3(width, 10) {
@@ -60,6 +64,19 @@ struct Mlp : TrainModule {
     for (auto& [k, t] : opt->state_dict())
       if (k.size() < 5 || k.compare(k.size() - 5, 5, ".step") != 0) bytes += t.nbytes();
     state_bytes = std::max(state_bytes, bytes);
+    // Resident parameter values: each live storage of the module's parameters once, and the optimizer's own
+    // parameters (ZeRO/FSDP shards).
+    std::set<const Storage*> storages;
+    std::set<const TensorImpl*> mine;
+    int64_t resident = 0;
+    for (auto& [n, p] : named_parameters()) {
+      mine.insert(p.impl());
+      if (p.storage()->data && storages.insert(p.storage().get()).second) resident += static_cast<int64_t>(p.storage()->nbytes);
+    }
+    for (auto& g : opt->param_groups())
+      for (auto& p : g.params)
+        if (!mine.count(p.impl())) resident += p.nbytes();
+    param_bytes = std::max(param_bytes, resident);
     if (++steps == warmup) t0 = std::chrono::steady_clock::now();
     if (steps > warmup) timed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -69,14 +86,16 @@ struct Mlp : TrainModule {
 
 int main(int argc, char** argv) {
   std::vector<std::string> strategies;
-  int64_t width = 1024, steps = 20, batch = 32;
-  CLI::App app{"Volt per-rank memory of ddp / zero1 / zero2"};
-  app.add_option("--strategy", strategies, "ddp | zero1 | zero2 (repeatable; default all three)");
+  int64_t width = 1024, steps = 20, batch = 32, fsdp_min = 1;
+  CLI::App app{"Volt per-rank memory of ddp / zero1 / zero2 / fsdp"};
+  app.add_option("--strategy", strategies, "ddp | zero1 | zero2 | fsdp (repeatable; default all four)");
+  app.add_option("--fsdp-min-num-params", fsdp_min, "fsdp: auto-wrap threshold (1: every Linear is a unit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--width", width, "hidden width")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "optimizer steps per strategy (the first 2 are not timed)")->check(CLI::Range(3, 1 << 30));
   app.add_option("--batch-size", batch, "batch size per rank")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  if (strategies.empty()) strategies = {"ddp", "zero1", "zero2"};
+  if (strategies.empty()) strategies = {"ddp", "zero1", "zero2", "fsdp"};
 
   const int64_t n = batch * 8;
   Tensor x = randn({n, 28 * 28}), y = cast(mul(rand({n}), 9.999), DType::i64);
@@ -91,20 +110,19 @@ int main(int argc, char** argv) {
     o.enable_progress_bar = o.enable_model_summary = o.enable_checkpointing = false;
     o.logger = false;
     o.num_sanity_val_steps = 0;
+    if (s == "fsdp") o.fsdp_min_num_params = fsdp_min;
     Trainer trainer(o);
     Mlp m(width);
     auto loader = std::make_shared<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = batch, .drop_last = true});
     reset_peak_memory_stats(kCPU);
     trainer.fit(m, loader);
-    int64_t params = 0, param_bytes = 0;
-    for (auto& p : m.parameters()) {
-      params += p.numel();
-      param_bytes += p.nbytes();
-    }
+    int64_t params = 0;
+    for (auto& p : m.parameters()) params += p.numel();
     const double step_ms = m.timed_s * 1e3 / static_cast<double>(m.steps - m.warmup);
     // The maximum over ranks (the group outlives the Trainer).
-    std::vector<double> v = {static_cast<double>(param_bytes), static_cast<double>(m.grad_bytes),
+    std::vector<double> v = {static_cast<double>(m.param_bytes), static_cast<double>(m.grad_bytes),
                              static_cast<double>(m.state_bytes),
+                             static_cast<double>(m.param_bytes + m.grad_bytes + m.state_bytes),
                              static_cast<double>(memory_stats(kCPU).peak_allocated), step_ms};
     Tensor t = from_vector<double>(v);
     dist::default_group().all_reduce(t, dist::ReduceOp::Max);
@@ -112,9 +130,9 @@ int main(int argc, char** argv) {
     if (trainer.strategy().is_global_zero())
       std::printf("{\"bench\":\"memory\",\"strategy\":\"%s\",\"world_size\":%d,\"width\":%lld,\"params\":%lld,"
                   "\"param_bytes\":%.0f,\"grad_bytes\":%.0f,\"optimizer_state_bytes\":%.0f,"
-                  "\"peak_allocated_bytes\":%.0f,\"step_ms\":%.3f}\n",
+                  "\"model_state_bytes\":%.0f,\"peak_allocated_bytes\":%.0f,\"step_ms\":%.3f}\n",
                   trainer.strategy().name().c_str(), trainer.strategy().world_size(), static_cast<long long>(width),
-                  static_cast<long long>(params), v[0], v[1], v[2], v[3], v[4]);
+                  static_cast<long long>(params), v[0], v[1], v[2], v[3], v[4], v[5]);
   }
   return 0;
 }

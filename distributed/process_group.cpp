@@ -359,6 +359,22 @@ Tensor ProcessGroup::all_gather(const Tensor& t) {
   return gather_stacked(t.contiguous(), info);
 }
 
+std::shared_ptr<Work> ProcessGroup::all_gather_into_async(const Tensor& in, Tensor& out) {
+  trace::Range range(trace::Layer::comm, "all_gather_into_async", {in.device(), in.nbytes()});
+  check_usable("all_gather", in);
+  VOLT_CHECK(in.dim() == 1 && in.is_contiguous(), "ProcessGroup::all_gather_into_async: the input must be a "
+             "contiguous 1-D tensor, got ", in.shape_str());
+  VOLT_CHECK(out.defined() && out.dim() == 1 && out.size(0) == in.size(0) * world_size_ && out.is_contiguous() &&
+                 out.dtype() == in.dtype() && out.device() == in.device(),
+             "ProcessGroup::all_gather_into_async: the output must be a contiguous (", in.size(0) * world_size_,
+             ",) ", dtype_name(in.dtype()), " tensor on ", in.device().str(), ", got ",
+             out.defined() ? out.shape_str() + " " + dtype_name(out.dtype()) + " on " + out.device().str()
+                           : std::string("an undefined tensor"));
+  CollectiveInfo info = begin("all_gather", &in);
+  Tensor stacked = out.view({world_size_, in.size(0)});
+  return all_gather_impl(in, stacked, info);
+}
+
 Tensor ProcessGroup::all_gather_with_grad(const Tensor& t) {
   Tensor out = all_gather(t.detach());
   if (autograd::any_requires_grad({&t})) {

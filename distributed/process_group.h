@@ -106,6 +106,11 @@ class ProcessGroup {
   /// Equal shapes (s...) on every rank -> (world, s...) in rank order. Different dtypes or shapes are a
   /// volt::Error on every rank naming each rank's shape (a small host-side exchange first, also without debug).
   Tensor all_gather(const Tensor& t);
+  /// all_gather into a preallocated buffer, launched without blocking: `in` (n,) contiguous, `out` (world * n,)
+  /// contiguous on the same device and dtype; rank r's `in` lands in out[r * n, (r + 1) * n) after wait().
+  /// Both must stay alive and untouched until then. The shapes are not exchanged first: every rank must pass
+  /// the same n (FSDP's fixed shard layout).
+  std::shared_ptr<Work> all_gather_into_async(const Tensor& in, Tensor& out);
   /// all_gather that gradients flow back through (upstream's `all_gather(..., sync_grads=True)`): the result
   /// requires grad when `t` does, and its backward hands each rank the sum over ranks of the gradients that
   /// reached this rank's slice (an all_reduce of the incoming gradient, then this rank's row). The backward

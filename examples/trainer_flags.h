@@ -181,8 +181,26 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
   if (want("auto_select_gpus"))
     group(add_bool_flag(app, "--auto-select-gpus", o.auto_select_gpus, "with --devices N: N GPUs no other process uses"));
   if (want("strategy"))
-    group(app.add_option("--strategy", o.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2")
+    group(app.add_option("--strategy", o.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2 | fsdp | fsdp_full_shard | deepspeed_stage_3")
               ->check(choice(volt::strategy_names())));
+  if (want("fsdp_min_num_params"))
+    group(app.add_option("--fsdp-min-num-params", o.fsdp_min_num_params,
+                         "fsdp: a submodule with at least this many parameters (not yet wrapped) becomes a unit; 0: off")
+              ->check(at_least(0)));
+  if (want("fsdp_wrap"))
+    group(app.add_option_function<std::string>(
+                 "--fsdp-wrap",
+                 [&o](const std::string& names) {
+                   o.fsdp_wrap.clear();
+                   std::string::size_type start = 0;
+                   while (start <= names.size()) {
+                     const auto comma = std::min(names.find(',', start), names.size());
+                     if (comma > start) o.fsdp_wrap.push_back(names.substr(start, comma - start));
+                     start = comma + 1;
+                   }
+                 },
+                 "fsdp: comma-separated dotted module names that become units ('encoder,decoder.l1')")
+              ->default_str(""));
   if (want("num_nodes"))
     group(app.add_option("--num-nodes", o.num_nodes, "machines in a ddp job: world size = num_nodes x devices")
               ->check(at_least(1)));

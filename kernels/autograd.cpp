@@ -19,6 +19,7 @@ thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_sequence{0};
 std::atomic<bool> g_anomaly{false};
 thread_local std::vector<std::string> t_scopes;
+thread_local const autograd::PreNodeHook* t_pre_node_hook = nullptr;
 
 std::string shapes_of(const std::vector<InputMeta>& metas) {
   std::string s;
@@ -189,6 +190,13 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
   }
 }
 
+uint64_t next_sequence_nr() { return g_sequence.load(); }
+
+PreNodeHookGuard::PreNodeHookGuard(PreNodeHook hook) : hook_(std::move(hook)), prev_(t_pre_node_hook) {
+  t_pre_node_hook = hook_ ? &hook_ : nullptr;
+}
+PreNodeHookGuard::~PreNodeHookGuard() { t_pre_node_hook = prev_; }
+
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   VOLT_ASSERT(roots.size() == grads.size(), "run_backward: roots/grads size mismatch");
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
@@ -288,6 +296,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         if (!traced_module.empty())
           module_range = std::make_unique<trace::Range>(trace::Layer::module, std::string_view(traced_module + ".backward"));
       }
+      if (t_pre_node_hook) (*t_pre_node_hook)(*node);
       trace::Range node_range(trace::Layer::backward, [&] { return node->name(); });
       in_grads = node->apply(p.grads);
     }

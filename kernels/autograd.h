@@ -81,6 +81,26 @@ inline void attach(const Tensor& output, const std::string& name, const std::vec
   attach(std::vector<Tensor>{output}, name, inputs, std::move(fn));
 }
 
+/// The sequence_nr the next node will get: nodes created between two reads belong to what ran in between
+/// (FSDP keys a unit's backward on the range of its forward).
+uint64_t next_sequence_nr();
+
+/// Called by the engine before each node's backward formula (gradient accumulators included), on the thread
+/// running backward. FSDP re-gathers a unit's parameters here. Costs one null test when none is set.
+using PreNodeHook = std::function<void(const Node& node)>;
+/// RAII: installs `hook` for this thread while in scope (restoring the previous one).
+class PreNodeHookGuard {
+ public:
+  explicit PreNodeHookGuard(PreNodeHook hook);
+  ~PreNodeHookGuard();
+  PreNodeHookGuard(const PreNodeHookGuard&) = delete;
+  PreNodeHookGuard& operator=(const PreNodeHookGuard&) = delete;
+
+ private:
+  PreNodeHook hook_;
+  const PreNodeHook* prev_;
+};
+
 /// Runs backward from `roots` seeded with `grads` (same length; undefined = ones for one-element roots).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
 

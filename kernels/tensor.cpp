@@ -41,6 +41,11 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   const auto& impl = need(impl_, "data_ptr");
+  if (!impl.storage->data && impl.storage->nbytes > 0)
+    VOLT_FAIL("Tensor::data_ptr: storage released: an FSDP-sharded parameter outside its unit's forward/backward; "
+              "the tensor ", shape_to_string(impl.shape), " ", dtype_name(impl.dtype), " views a storage of ",
+              impl.storage->nbytes, " bytes whose data is freed between uses. Read it through the module's call "
+              "(nn::Module::call_scoped), or gather it first (Strategy::module_state_dict, FSDPStrategy::FullParams)");
   return static_cast<char*>(impl.storage->data.get()) + impl.offset * static_cast<int64_t>(itemsize(impl.dtype));
 }
 

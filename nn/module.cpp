@@ -77,6 +77,12 @@ void Module::add_child(std::string name, Module* child, std::shared_ptr<Module> 
   children_.push_back({std::move(name), child, std::move(owned)});
 }
 
+void Module::set_call_hook(CallHook* hook) {
+  VOLT_CHECK(hook == nullptr || call_hook_ == nullptr || call_hook_ == hook, type_name(), " '", path_name(),
+             "': set_call_hook: the module already has a call hook (one hook per module; remove it first)");
+  call_hook_ = hook;
+}
+
 std::string Module::path_name() const {
   std::string path;
   for (const Module* m = this; m->parent_ != nullptr; m = m->parent_)

@@ -11,6 +11,7 @@
 /// member copies, and optimizer references to them, stay valid.
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,16 @@
 namespace volt::nn {
 
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
+class Module;
+
+/// Code run around every call of one module (Module::call_scoped): FSDP gathers a unit's parameters in
+/// before_call and frees them in after_call. after_call is skipped when the call throws.
+class CallHook {
+ public:
+  virtual ~CallHook() = default;
+  virtual void before_call(Module& module) = 0;
+  virtual void after_call(Module& module) = 0;
+};
 
 class Module {
  public:
@@ -98,8 +109,14 @@ class Module {
     };
     autograd::ScopeGuard scope(name);
     trace::ModuleRange range(name);
+    CallHookScope hook(call_hook_, *this);
     return f();
   }
+
+  /// Installs (or with nullptr removes) the hook run around this module's calls; the hook must outlive its
+  /// installation. One hook per module: installing over another one is a volt::Error.
+  void set_call_hook(CallHook* hook);
+  CallHook* call_hook() const { return call_hook_; }
 
   virtual std::string type_name() const { return "Module"; }
   /// Short description of the configuration ("in_features=784, out_features=128") for summaries.
@@ -118,6 +135,28 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   template <class F> void visit(const std::string& prefix, F&& f) const;
 
+  /// Runs the hook's after_call at scope exit unless the call threw; a null hook costs one test each way.
+  class CallHookScope {
+   public:
+    CallHookScope(CallHook* hook, Module& m) : hook_(hook), module_(m) {
+      if (hook_) {
+        exceptions_ = std::uncaught_exceptions();
+        hook_->before_call(module_);
+      }
+    }
+    ~CallHookScope() noexcept(false) {
+      if (hook_ && std::uncaught_exceptions() == exceptions_) hook_->after_call(module_);
+    }
+    CallHookScope(const CallHookScope&) = delete;
+    CallHookScope& operator=(const CallHookScope&) = delete;
+
+   private:
+    CallHook* hook_;
+    Module& module_;
+    int exceptions_ = 0;
+  };
+
+  CallHook* call_hook_ = nullptr;
   std::deque<std::pair<std::string, Tensor>> params_;   ///< deque: returned references stay valid
   std::deque<std::pair<std::string, Tensor>> buffers_;
   std::vector<Child> children_;

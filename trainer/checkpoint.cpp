@@ -153,8 +153,10 @@ void Trainer::save_checkpoint(const std::string& path) {
   }
   ShardedLayout layout;
   if (sharded) layout = write_checkpoint_shards(*strategy_, stem, shard_states);
+  // Every rank too: the module state in its full layout (FSDP gathers the shards; rank 0 gets the values).
+  nn::StateDict module_sd = strategy_->module_state_dict(*module_);
   if (strategy_->is_global_zero()) {
-    nn::StateDict sd = module_->state_dict();
+    nn::StateDict sd = std::move(module_sd);
     nlohmann::json opts = nlohmann::json::array();
     for (size_t i = 0; i < optimizers_.size(); ++i) {
       for (auto& [k, t] : opt_states[i].tensors) sd.emplace_back("optimizer." + std::to_string(i) + "." + k, t);
@@ -247,7 +249,7 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
       model.emplace_back(k, t);
     }
   }
-  module_->load_state_dict(model, /*strict=*/true);
+  strategy_->load_module_state_dict(*module_, model);  // strict; collective under FSDP
   if (!fitting) return;
 
   VOLT_CHECK(rec.optimizers.size() == optimizers_.size(), "Trainer: checkpoint ", js, " holds ", rec.optimizers.size(),

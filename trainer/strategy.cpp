@@ -5,6 +5,7 @@
 #include <volt/nn/optim.h>
 #include <volt/trainer/ddp_strategy.h>
 #include <volt/trainer/device_parser.h>
+#include <volt/trainer/fsdp_strategy.h>
 #include <volt/trainer/train_module.h>
 #include <volt/trainer/zero_strategy.h>
 
@@ -16,6 +17,12 @@ void Strategy::backward(const Tensor& loss, bool sync_grad) { loss.backward(); }
 
 Tensor Strategy::clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return nn::clip_grad_norm_no_sync_(params, max_norm);
+}
+
+nn::StateDict Strategy::module_state_dict(TrainModule& module) { return module.state_dict(); }
+
+void Strategy::load_module_state_dict(TrainModule& module, const nn::StateDict& sd) {
+  module.load_state_dict(sd, /*strict=*/true);
 }
 
 Strategy::OptimizerState Strategy::optimizer_state(const optim::Optimizer& optimizer) {
@@ -42,7 +49,7 @@ std::optional<double> Strategy::agreed_value(std::optional<double> local) {
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names = {"auto",  "single_device", "ddp",         "ddp_spawn",
                                                  "zero1", "zero2",         "ddp_sharded", "deepspeed_stage_1",
-                                                 "deepspeed_stage_2"};
+                                                 "deepspeed_stage_2", "fsdp", "fsdp_full_shard", "deepspeed_stage_3"};
   return names;
 }
 
@@ -65,6 +72,7 @@ std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const Devic
     return g_ddp_factory ? g_ddp_factory(devices) : make_ddp_strategy(devices);
   }
   if (std::optional<ZeroStage> stage = parse_zero_strategy(strategy)) return make_zero_strategy(devices, *stage);
+  if (is_fsdp_strategy(strategy)) return make_fsdp_strategy(devices);
   std::string names;
   for (const auto& n : strategy_names()) names += (names.empty() ? "\"" : ", \"") + n + "\"";
   VOLT_FAIL("Trainer: strategy=\"", strategy, "\" is not supported; expected one of ", names);

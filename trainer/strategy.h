@@ -96,6 +96,16 @@ class Strategy {
   /// The module parameters an optimizer steps (toggle_optimizer): its parameter groups' tensors, or under a
   /// sharded strategy (whose optimizers hold flat shards) the parameters those shards stand for.
   virtual std::vector<Tensor> optimizer_parameters(const optim::Optimizer& optimizer);
+  /// Checkpoints: the module's parameters and buffers in the full layout (Module::state_dict). (collective:
+  /// FSDP gathers the shards and returns the values on rank 0 only, the rank that writes; other ranks get an
+  /// empty dict.) load_module_state_dict copies a full-layout dict in, strict (collective under FSDP).
+  virtual nn::StateDict module_state_dict(TrainModule& module);
+  virtual void load_module_state_dict(TrainModule& module, const nn::StateDict& sd);
+  /// Bracket every step the Trainer runs the module in: a training batch (training_step through backward and
+  /// the optimizer step), each validation/test/predict step. FSDP gathers the root unit's parameters (those of
+  /// no wrapped submodule) in begin and frees every unit still gathered in end. (collective for FSDP)
+  virtual void module_step_begin() {}
+  virtual void module_step_end() {}
   /// Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
   /// skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
   virtual void backward(const Tensor& loss, bool sync_grad);
@@ -150,7 +160,8 @@ class SingleDeviceStrategy : public Strategy {
 /// Builds the strategy a TrainerOptions asks for: "auto" (one device -> single_device; several -> ddp),
 /// "single_device", "ddp", "ddp_spawn", and the sharded data-parallel strategies "zero1" (ZeRO stage 1: sharded
 /// optimizer state), "zero2" (stage 2: sharded gradients too), with the aliases "deepspeed_stage_1",
-/// "deepspeed_stage_2" and "ddp_sharded" (= zero2). An unknown name is a volt::Error listing these. `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
+/// "deepspeed_stage_2" and "ddp_sharded" (= zero2), and "fsdp" (fully sharded, ZeRO stage 3: also
+/// "fsdp_full_shard", "deepspeed_stage_3"; trainer/fsdp_strategy.h). An unknown name is a volt::Error listing these. `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
 /// processes).
 ///
 /// Where DDP plugs in: a header trainer/ddp_strategy.h declaring

@@ -96,6 +96,9 @@ class TrainModule : public nn::Module {
   virtual void test_step(const Batch& batch, int64_t batch_idx);
   virtual Tensor predict_step(const Batch& batch, int64_t batch_idx);
   virtual Optimizers configure_optimizers();
+  /// strategy="fsdp": dotted names of submodules to wrap as units, added to TrainerOptions::fsdp_wrap
+  /// (trainer/fsdp_wrap.h). Default: none.
+  virtual std::vector<std::string> fsdp_wrap_modules() const { return {}; }
 
   // ---- hooks (default: nothing) --------------------------------------------------------------------------
   virtual void on_fit_start() {}

@@ -1,6 +1,7 @@
 // Trainer: construction, fit/validate/test/predict entry points and the epoch loop. The per-batch training
 // step and the evaluation loop live in training_loop.cpp; checkpoints in checkpoint.cpp.
 #include <volt/trainer/trainer.h>
+#include <volt/trainer/fsdp_strategy.h>
 
 #include <volt/runtime/trace.h>
 #include <volt/trainer/callback_calls.h>
@@ -118,6 +119,7 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
   }
   sel.num_nodes = opt_.num_nodes;  // checked by make_strategy
   strategy_ = make_strategy(opt_.strategy, sel);
+  configure_fsdp();
   apply_benchmark_option();
   if (strategy_->is_global_zero()) {
     // Which accelerator there is and which is used, as upstream's console says at start-up.
@@ -199,6 +201,18 @@ void Trainer::attach(TrainModule& module) {
     const std::string dir = opt_.profiler_dir.empty() ? log_dir() + "/profiler" : opt_.profiler_dir;
     profile_dir_ = strategy_->broadcast_string(dir);
   }
+}
+
+void Trainer::configure_fsdp() {
+  auto* fsdp = dynamic_cast<FSDPStrategy*>(strategy_.get());
+  if (fsdp) {
+    fsdp->set_wrap_policy({opt_.fsdp_min_num_params, opt_.fsdp_wrap});
+    VOLT_CHECK(opt_.fsdp_min_num_params >= 0, "Trainer: fsdp_min_num_params=", opt_.fsdp_min_num_params,
+               " must be >= 0 (0 turns auto-wrapping off)");
+    return;
+  }
+  VOLT_CHECK(opt_.fsdp_min_num_params == 0 && opt_.fsdp_wrap.empty(), "Trainer: fsdp_min_num_params / fsdp_wrap "
+             "are options of strategy=\"fsdp\", but the strategy is \"", strategy_->name(), "\"");
 }
 
 void Trainer::release_sync_batchnorm() noexcept {
@@ -735,7 +749,9 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
     std::optional<AutocastGuard> ac;
     enter_forward(ac);
     trace::Range range(trace::Layer::trainer, "[TrainModule]predict_step");
+    strategy_->module_step_begin();
     out.push_back(module.predict_step(*b, i));
+    strategy_->module_step_end();
     pbar_->update(i);
   }
   loader->reset();

@@ -25,6 +25,7 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     LogScope s(m, &results_train_, "training_step", bs);
     std::optional<AutocastGuard> ac;  // mixed precision: forward and loss under autocast
     enter_forward(ac);
+    strategy_->module_step_begin();
     loss = m.training_step(batch, batch_idx);
   }
   bool skipped = false;  // on_nonfinite_loss dropped this batch: no backward, step or module batch-end hook
@@ -61,6 +62,7 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     }
     loss = loss.detach();
   }
+  strategy_->module_step_end();
   if (!skipped) {
     LogScope s(m, &results_train_, "on_train_batch_end", bs);
     m.on_train_batch_end(loss, batch, batch_idx);
@@ -225,8 +227,10 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
       std::optional<AutocastGuard> ac;
       enter_forward(ac);
       m.default_step_called_ = false;
+      strategy_->module_step_begin();
       if (is_test) m.test_step(batch, i);
       else m.validation_step(batch, i);
+      strategy_->module_step_end();
     }
     if (!is_test && m.default_step_called_) {  // validation_step not overridden: no validation loop
       val_has_step_ = false;

@@ -48,16 +48,13 @@ void ZeroStrategy::setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer
   reducer_.reset();
   // Where each optimized tensor lives: (optimizer, group, index in the group).
   std::unordered_map<const TensorImpl*, std::tuple<int, int, int>> where;
-  std::map<std::pair<int, int>, int> owner_of;  // (optimizer, group) -> owner key of the reducer
-  std::vector<std::pair<int, int>> owners;
+  std::map<std::tuple<int, int, int>, int> owner_of;  // (optimizer, group, unit) -> owner key of the reducer
+  owners_.clear();
   for (size_t k = 0; k < optimizers.size(); ++k) {
     auto& groups = optimizers[k]->param_groups();
-    for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t g = 0; g < groups.size(); ++g)
       for (size_t i = 0; i < groups[g].params.size(); ++i)
         where[groups[g].params[i].impl()] = {static_cast<int>(k), static_cast<int>(g), static_cast<int>(i)};
-      owner_of[{static_cast<int>(k), static_cast<int>(g)}] = static_cast<int>(owners.size());
-      owners.emplace_back(static_cast<int>(k), static_cast<int>(g));
-    }
   }
   std::vector<dist::ShardedReducer::Param> params;
   std::set<const TensorImpl*> in_module;
@@ -69,7 +66,10 @@ void ZeroStrategy::setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer
                "strategy keeps gradients only for what an optimizer steps: add it to an optimizer or set "
                "requires_grad(false)");
     auto [k, g, i] = it->second;
-    params.push_back({pname, p, owner_of.at({k, g})});
+    const int unit = shard_unit(pname);
+    auto [key, fresh] = owner_of.try_emplace({k, g, unit}, static_cast<int>(owners_.size()));
+    if (fresh) owners_.push_back({k, g, unit});
+    params.push_back({pname, p, key->second});
   }
   for (size_t k = 0; k < optimizers.size(); ++k) {
     const auto& groups = optimizers[k]->param_groups();
@@ -94,7 +94,8 @@ void ZeroStrategy::setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer
     managed_.push_back(std::move(m));
   }
   for (size_t b = 0; b < buckets.size(); ++b) {
-    auto [k, g] = owners[static_cast<size_t>(buckets[b].owner)];
+    const int k = owners_[static_cast<size_t>(buckets[b].owner)].optimizer;
+    const int g = owners_[static_cast<size_t>(buckets[b].owner)].group;
     managed_[static_cast<size_t>(k)].buckets[static_cast<size_t>(g)].push_back(static_cast<int>(b));
     for (int s : buckets[b].slots) slot_index_[b].push_back(std::get<2>(where.at(slots[static_cast<size_t>(s)].param.impl())));
   }
@@ -117,6 +118,21 @@ void ZeroStrategy::restore_optimizers() {
     m.optimizer->load_state_dict({});
   }
   managed_.clear();
+}
+
+int ZeroStrategy::unit_of_bucket(int b) const {
+  return owners_.at(static_cast<size_t>(reducer_->buckets().at(static_cast<size_t>(b)).owner)).unit;
+}
+
+int ZeroStrategy::optimizer_of_bucket(int b) const {
+  return owners_.at(static_cast<size_t>(reducer_->buckets().at(static_cast<size_t>(b)).owner)).optimizer;
+}
+
+std::vector<int> ZeroStrategy::buckets_of(const optim::Optimizer& o) {
+  std::vector<int> out;
+  if (Managed* m = managed(o))
+    for (auto& group_buckets : m->buckets) out.insert(out.end(), group_buckets.begin(), group_buckets.end());
+  return out;
 }
 
 ZeroStrategy::Managed* ZeroStrategy::managed(const optim::Optimizer& o) {
@@ -290,6 +306,7 @@ void ZeroStrategy::teardown(TrainModule& module) {
   restore_optimizers();
   reducer_.reset();
   slot_index_.clear();
+  owners_.clear();
   module_ = nullptr;
   DDPStrategy::teardown(module);
 }

@@ -79,6 +79,17 @@ class ZeroStrategy : public DDPStrategy {
   /// The layout, for tests and benchmarks (null before setup_optimizers).
   const dist::ShardedReducer* sharded_reducer() const { return reducer_.get(); }
 
+ protected:
+  /// Buckets never mix two units: FSDP returns the index of the unit a parameter belongs to (ZeRO: 0).
+  virtual int shard_unit(const std::string& param_name) const { return 0; }
+  /// The unit (shard_unit) and the optimizer (index in setup_optimizers' list) of bucket b's parameters.
+  int unit_of_bucket(int b) const;
+  int optimizer_of_bucket(int b) const;
+  TrainModule* module() const { return module_; }
+  dist::ShardedReducer* reducer() { return reducer_.get(); }
+  /// The buckets whose shards optimizer `o` steps (empty when ZeRO does not manage it).
+  std::vector<int> buckets_of(const optim::Optimizer& o);
+
  private:
   /// One optimizer under sharding: its original parameter lists, and for each group the buckets whose shards
   /// replace them (shard j of group g is bucket buckets[g][j]) with each bucket slot's index in the group.
@@ -97,6 +108,10 @@ class ZeroStrategy : public DDPStrategy {
   std::unique_ptr<dist::ShardedReducer> reducer_;
   std::vector<Managed> managed_;
   std::vector<std::vector<int>> slot_index_;  ///< per bucket, per slot: the parameter's index in its group
+  struct OwnerKey {
+    int optimizer, group, unit;
+  };
+  std::vector<OwnerKey> owners_;  ///< the reducer's owner keys
 };
 
 std::unique_ptr<Strategy> make_zero_strategy(const DeviceSelection& devices, ZeroStage stage);

@@ -72,6 +72,23 @@ TEST(Collectives, AllGatherEqual) {
   for (int i = 0; i < w; ++i) EXPECT_EQ(all_s.to_vector<int64_t>()[i], 2 * i);
 }
 
+// FSDP's gather: rank r's (n,) lands in out[r * n, (r + 1) * n) of a preallocated buffer, after wait().
+TEST(Collectives, AllGatherIntoAsync) {
+  const int r = pg().rank(), w = pg().world_size();
+  Tensor in = from_vector<double>({10.0 * r, 10.0 * r + 1});
+  Tensor buffer = full({2 * w + 1}, -1.0, DType::f64);
+  Tensor out = buffer.narrow(0, 1, 2 * w);
+  pg().all_gather_into_async(in, out)->wait();
+  std::vector<double> got = buffer.to_vector<double>();
+  EXPECT_EQ(got[0], -1.0);  // nothing outside the output
+  for (int k = 0; k < w; ++k) {
+    EXPECT_EQ(got[1 + 2 * k], 10.0 * k);
+    EXPECT_EQ(got[2 + 2 * k], 10.0 * k + 1);
+  }
+  Tensor wrong = empty({2 * w + 1}, DType::f64);
+  VOLT_EXPECT_ERROR(pg().all_gather_into_async(in, wrong), "all_gather_into_async", "contiguous (", "float64");
+}
+
 TEST(Collectives, AllGatherUneven) {
   int r = pg().rank(), w = pg().world_size();
   // Rank r contributes r + 1 rows; row i holds (100 r + i, -(100 r + i)).

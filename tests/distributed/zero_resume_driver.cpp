@@ -2,11 +2,13 @@
 // under a strategy for a number of optimizer steps, with a global batch of 12 at any world size (12 / world per
 // rank: the same trajectory up to rounding), and saves a checkpoint at the end.
 //
-//   zero_resume_driver STRATEGY[+sharded] STEPS SAVE_STEM [RESUME_STEM [REFERENCE_STEM]]
+//   zero_resume_driver [--fsdp-net] STRATEGY[+sharded] STEPS SAVE_STEM [RESUME_STEM [REFERENCE_STEM]]
 //
 // "+sharded" saves with checkpoint_layout = sharded (one shard file per rank). A sharded checkpoint to resume
 // from or compare with is read through consolidate_tensors (its full layout).
 //
+// --fsdp-net trains FsdpNet (fsdp_test_module.h: wrapped units, one called twice) instead of ZeroMlp, with
+// its test wrap policy when the strategy is fsdp (check_fsdp_resume.sh).
 // With RESUME_STEM, right after the checkpoint is loaded, the parameters and the optimizer state in the full
 // layout (gathered from the shards under ZeRO) must equal the checkpoint's tensors exactly. With REFERENCE_STEM,
 // the final parameters must equal that checkpoint's to 1e-9. Prints "zero-resume ok" on rank 0 when all holds;
@@ -20,6 +22,7 @@
 #include <volt/nn/serialization.h>
 #include <volt/trainer/sharded_checkpoint.h>
 
+#include "distributed/fsdp_test_module.h"
 #include "distributed/zero_test_module.h"
 
 using namespace volt;
@@ -50,7 +53,7 @@ struct CheckResume : Callback {
   std::string stem;
   explicit CheckResume(std::string s) : stem(std::move(s)) {}
   void on_fit_start(Trainer& trainer, TrainModule& m) override {
-    nn::StateDict now = m.state_dict();
+    nn::StateDict now = trainer.strategy().module_state_dict(m);  // FSDP gathers (rank 0 gets the values)
     // Every rank gathers (a collective under ZeRO); rank 0 compares.
     for (auto& [k, t] : trainer.strategy().optimizer_state(*trainer.optimizers()[0]).tensors)
       now.emplace_back("optimizer.0." + k, t);
@@ -75,8 +78,13 @@ struct SaveAtEnd : Callback {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool fsdp_net = argc > 1 && std::string(argv[1]) == "--fsdp-net";
+  if (fsdp_net) {
+    --argc;
+    ++argv;
+  }
   if (argc < 4) {
-    std::cerr << "usage: zero_resume_driver STRATEGY STEPS SAVE_STEM [RESUME_STEM [REFERENCE_STEM]]\n";
+    std::cerr << "usage: zero_resume_driver [--fsdp-net] STRATEGY[+sharded] STEPS SAVE_STEM [RESUME_STEM [REFERENCE_STEM]]\n";
     return 2;
   }
   std::string strategy = argv[1];
@@ -96,6 +104,7 @@ int main(int argc, char** argv) {
     if (sharded) o.checkpoint_layout = CheckpointLayout::sharded;
     if (!resume.empty()) o.callbacks.push_back(std::make_shared<CheckResume>(resume));
     o.callbacks.push_back(std::make_shared<SaveAtEnd>(save));
+    if (fsdp_net && strategy == "fsdp") test::fsdp_test_wrap(o);
     Trainer trainer(o);
     rank = trainer.strategy().global_rank();
     const int world = trainer.strategy().world_size();
@@ -103,7 +112,10 @@ int main(int argc, char** argv) {
       std::cerr << "zero_resume_driver: world size " << world << " does not divide the global batch of 12\n";
       return 2;
     }
-    test::ZeroMlp m;
+    std::unique_ptr<TrainModule> model;
+    if (fsdp_net) model = std::make_unique<test::FsdpNet>();
+    else model = std::make_unique<test::ZeroMlp>();
+    TrainModule& m = *model;
     auto loader = std::make_shared<data::DataLoader>(
         test::zero_regression_data(24), data::DataLoaderOptions{.batch_size = 12 / world, .shuffle = true, .seed = 5});
     trainer.fit(m, loader, nullptr, resume);

@@ -194,3 +194,35 @@ TEST(Module, SequentialNamesChildrenByIndex) {
   EXPECT_EQ(seq[1].type_name(), "ReLU");
   EXPECT_NE(seq.repr().find("(1): ReLU()"), std::string::npos) << seq.repr();
 }
+
+namespace {
+struct CountingHook : nn::CallHook {
+  std::vector<std::string> events;
+  void before_call(nn::Module& m) override { events.push_back("before " + m.path_name()); }
+  void after_call(nn::Module& m) override { events.push_back("after " + m.path_name()); }
+};
+struct Throwing : nn::UnaryModule {
+  Tensor forward(const Tensor&) override { VOLT_FAIL("forward failed on purpose"); }
+};
+}  // namespace
+
+// The call hook runs around each call of the module it is installed on (not its children), skips after_call
+// when the call throws, and one module takes one hook.
+TEST(Module, CallHookRunsAroundEachCall) {
+  Net net;
+  CountingHook hook, other;
+  net.b->set_call_hook(&hook);
+  net(ones({3}));
+  net(ones({3}));
+  EXPECT_EQ(hook.events, (std::vector<std::string>{"before b", "after b", "before b", "after b"}));
+  EXPECT_EQ(net.b->call_hook(), &hook);
+  VOLT_EXPECT_ERROR(net.b->set_call_hook(&other), "already has a call hook");
+  net.b->set_call_hook(nullptr);
+  net(ones({3}));
+  EXPECT_EQ(hook.events.size(), 4u);
+  Throwing t;
+  t.set_call_hook(&hook);
+  hook.events.clear();
+  EXPECT_THROW(t(ones({1})), Error);
+  EXPECT_EQ(hook.events, (std::vector<std::string>{"before "}));
+}

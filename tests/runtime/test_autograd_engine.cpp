@@ -181,3 +181,41 @@ TEST(AutogradEngine, SharedGradientIsNotAliasedBetweenLeaves) {
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{10, 10}));
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 1}));
 }
+
+// The pre-node hook sees every node before its formula runs (FSDP re-gathers a unit's parameters there), latest
+// created first, and next_sequence_nr() brackets the nodes a stretch of forward code created.
+TEST(AutogradEngine, PreNodeHookSeesTheNodesOfAForwardRange) {
+  Tensor x = from_vector<double>({1, 2, 3}).set_requires_grad();
+  Tensor y = x * 2.0;
+  const uint64_t start = autograd::next_sequence_nr();
+  Tensor z = (y * y).exp();  // two nodes inside the range
+  const uint64_t end = autograd::next_sequence_nr();
+  Tensor loss = z.sum();
+  EXPECT_EQ(end - start, 2u);
+  std::vector<uint64_t> inside;
+  int calls = 0;
+  {
+    autograd::PreNodeHookGuard hook([&](const Node& n) {
+      ++calls;
+      if (n.sequence_nr >= start && n.sequence_nr < end) inside.push_back(n.sequence_nr);
+    });
+    loss.backward();
+  }
+  EXPECT_EQ(inside, (std::vector<uint64_t>{end - 1, start}));  // exp's node, then mul's
+  EXPECT_EQ(calls, 5);  // sum, exp, mul, mul by 2, the leaf's accumulator
+  // Out of scope the hook is gone.
+  calls = 0;
+  (x * 3.0).sum().backward();
+  EXPECT_EQ(calls, 0);
+}
+
+// A tensor over a storage whose data was released (FSDP between uses) fails clearly when read.
+TEST(AutogradEngine, ReleasedStorageReadIsAnError) {
+  Tensor t = from_vector<double>({1, 2, 3, 4});
+  Tensor v = t.narrow(0, 1, 2);
+  t.storage()->data.reset();
+  EXPECT_EQ(t.storage()->nbytes, 32u);
+  VOLT_EXPECT_ERROR(v.to_vector<double>(), "storage released", "(2,)", "32 bytes");
+  Tensor empty_t = empty({0});
+  EXPECT_NO_THROW(empty_t.data_ptr());  // no bytes: nothing to release
+}

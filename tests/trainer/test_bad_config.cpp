@@ -37,7 +37,7 @@ TEST(BadConfig, TrainerRowsFailBeforeTraining) {
       {"accelerator unknown", [](TrainerOptions& o) { o.accelerator = "tpu"; }, {"accelerator 'tpu'", "expected"}},
       {"cpu devices zero", [](TrainerOptions& o) { o.devices = "0"; }, {"devices='0'", "positive"}},
       {"cpu devices text", [](TrainerOptions& o) { o.devices = "two"; }, {"devices='two'"}},
-      {"strategy unknown", [](TrainerOptions& o) { o.strategy = "fsdp"; }, {"strategy=\"fsdp\"", "expected"}},
+      {"strategy unknown", [](TrainerOptions& o) { o.strategy = "horovod"; }, {"strategy=\"horovod\"", "expected"}},
       {"single device, two devices", [](TrainerOptions& o) { o.strategy = "single_device"; o.devices = "2"; },
        {"single_device", "needs one device"}},
       {"max_epochs", [](TrainerOptions& o) { o.max_epochs = -5; }, {"max_epochs=-5"}},
@@ -121,7 +121,7 @@ TEST(BadConfig, ExampleFlagsAreValidatedWithReadableMessages) {
       {{"--num-workers", "-2"}, {"--num-workers", "0 to 1024"}},
       {{"--devices", "many"}, {"--devices", "'many'", "expected auto"}},
       {{"--accelerator", "tpu"}, {"--accelerator", "'tpu'", "cpu, gpu"}},
-      {{"--strategy", "fsdp"}, {"--strategy", "'fsdp'", "ddp"}},
+      {{"--strategy", "horovod"}, {"--strategy", "'horovod'", "ddp"}},
       {{"--precision", "fp8"}, {"--precision", "'fp8'", "32-true", "bf16-true"}},
       {{"--logger", "wandb"}, {"--logger", "'wandb'", "csv, tensorboard, both, none"}},
       {{"--out", ""}, {"--out", "must not be empty"}},
@@ -360,6 +360,19 @@ TEST(ExampleFlags, PrintConfigShowsEverythingAndReadsBack) {
   EXPECT_EQ(used.a.trainer.max_steps, 9);
   EXPECT_FALSE(used.a.progress_bar);
   EXPECT_DOUBLE_EQ(used.a.trainer.limit_val_batches.fraction, 0.5);
+}
+
+TEST(ExampleFlags, FsdpWrapOptions) {
+  Parsed p = parse({"--strategy", "fsdp", "--fsdp-wrap", "encoder,decoder.l1", "--fsdp-min-num-params", "1000"});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_EQ(p.a.trainer.fsdp_wrap, (std::vector<std::string>{"encoder", "decoder.l1"}));
+  EXPECT_EQ(p.a.trainer.fsdp_min_num_params, 1000);
+  p = parse({"--strategy", "fsdp"});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_TRUE(p.a.trainer.fsdp_wrap.empty());
+  p = parse({"--fsdp-min-num-params", "-1"});
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.err.find("--fsdp-min-num-params"), std::string::npos) << p.err;
 }
 
 TEST(ExampleFlags, BenchmarkAndNumNodes) {

@@ -303,7 +303,7 @@ TEST(TrainerOptionsParse, MaxTimeZeroStopsImmediately) {
 
 TEST(TrainerOptionsParse, BadOptionsAreErrors) {
   VOLT_EXPECT_ERROR(Trainer(TrainerOptions{.accelerator = "cpu", .precision = "8-bit"}), "precision", "8-bit");
-  VOLT_EXPECT_ERROR(Trainer(TrainerOptions{.accelerator = "cpu", .strategy = "fsdp"}), "strategy", "fsdp");
+  VOLT_EXPECT_ERROR(Trainer(TrainerOptions{.accelerator = "cpu", .strategy = "horovod"}), "strategy", "horovod");
   VOLT_EXPECT_ERROR(Trainer(TrainerOptions{.accelerator = "cpu", .accumulate_grad_batches = 0}),
                     "accumulate_grad_batches");
 }
