@@ -181,7 +181,7 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
   if (want("auto_select_gpus"))
     group(add_bool_flag(app, "--auto-select-gpus", o.auto_select_gpus, "with --devices N: N GPUs no other process uses"));
   if (want("strategy"))
-    group(app.add_option("--strategy", o.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2")
+    group(app.add_option("--strategy", o.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2 | dp | ddp2")
               ->check(choice(volt::strategy_names())));
   if (want("num_nodes"))
     group(app.add_option("--num-nodes", o.num_nodes, "machines in a ddp job: world size = num_nodes x devices")
