@@ -169,8 +169,59 @@ void merge_replica_logs(TrainModule& module, const std::vector<ReplicaLogs>& log
   }
 }
 
-StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const StepFn& step, int devices) {
-  std::vector<data::Batch> slices = split_batch(batch, devices);
+ReplicaPool::ReplicaPool(int workers) {
+  VOLT_CHECK(workers >= 0, "dp: a replica pool needs >= 0 worker threads, got ", workers);
+  threads_.reserve(static_cast<size_t>(workers));
+  for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i] { loop(i); });
+}
+
+ReplicaPool::~ReplicaPool() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ReplicaPool::loop(int worker) {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    work_.wait(l, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    if (worker + 1 >= active_) continue;  // this step has fewer replicas
+    const std::function<void(int)>* job = job_;
+    l.unlock();
+    (*job)(worker + 1);
+    l.lock();
+    if (--pending_ == 0) done_.notify_one();
+  }
+}
+
+void ReplicaPool::run(int n, const std::function<void(int)>& fn) {
+  VOLT_ASSERT(n >= 1 && n - 1 <= workers(), "ReplicaPool::run: ", n, " replicas for ", workers(), " workers");
+  if (n > 1) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      job_ = &fn;
+      active_ = n;
+      pending_ = n - 1;
+      ++generation_;
+    }
+    work_.notify_all();
+  }
+  fn(0);
+  if (n > 1) {
+    std::unique_lock<std::mutex> l(mu_);
+    done_.wait(l, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+}
+
+StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const StepFn& step, ReplicaPool& pool) {
+  std::vector<data::Batch> slices = split_batch(batch, pool.workers() + 1);
   const int n = static_cast<int>(slices.size());
   if (n == 1) {
     nn::ReplicaScope replica(0);
@@ -202,7 +253,7 @@ StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const Ste
   std::vector<StepOutput> outs(static_cast<size_t>(n));
   std::vector<ReplicaLogs> logs(static_cast<size_t>(n));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  auto run = [&](int r) {
+  std::function<void(int)> run = [&](int r) {
     try {
       nn::ReplicaScope replica(r);
       GradModeScope grad_mode(grad);
@@ -217,11 +268,7 @@ StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const Ste
       errors[r] = std::current_exception();
     }
   };
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(n - 1));
-  for (int r = 1; r < n; ++r) threads.emplace_back(run, r);
-  run(0);
-  for (auto& t : threads) t.join();
+  pool.run(n, run);
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   merge_replica_logs(module, logs);

@@ -44,7 +44,10 @@ DPStrategy::DPStrategy(const DeviceSelection& devices) {
     root_ = kCPU;
     devices_ = devices.num_processes;
   }
+  pool_ = std::make_unique<detail::ReplicaPool>(devices_ - 1);
 }
+
+DPStrategy::~DPStrategy() = default;
 
 void DPStrategy::setup(TrainModule& module) {
   check_automatic_optimization(module, name());
@@ -52,11 +55,15 @@ void DPStrategy::setup(TrainModule& module) {
 }
 
 StepOutput DPStrategy::run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) {
-  return detail::run_replicas(module, batch, step, devices_);
+  return detail::run_replicas(module, batch, step, *pool_);
 }
 
 DDP2Strategy::DDP2Strategy(const DeviceSelection& devices)
-    : DDPStrategy(per_process(checked_ddp2(devices))), devices_(devices.num_processes) {}
+    : DDPStrategy(per_process(checked_ddp2(devices))),
+      devices_(devices.num_processes),
+      pool_(std::make_unique<detail::ReplicaPool>(devices_ - 1)) {}
+
+DDP2Strategy::~DDP2Strategy() = default;
 
 void DDP2Strategy::setup(TrainModule& module) {
   check_automatic_optimization(module, name());
@@ -64,7 +71,7 @@ void DDP2Strategy::setup(TrainModule& module) {
 }
 
 StepOutput DDP2Strategy::run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) {
-  return detail::run_replicas(module, batch, step, devices_);
+  return detail::run_replicas(module, batch, step, *pool_);
 }
 
 std::unique_ptr<Strategy> make_dp_strategy(const DeviceSelection& devices) {

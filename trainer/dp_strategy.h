@@ -11,7 +11,8 @@
 /// Every step (training, validation, test; Strategy::run_step) splits the batch along dim 0 into one slice per
 /// device (every tensor of the Batch: input, target, fields; slices of ceil(B / devices) samples as torch.chunk,
 /// so the last may be smaller and a batch of fewer samples than devices uses fewer replicas), runs the step on
-/// every slice CONCURRENTLY, one thread per replica (replica 0 on the calling thread), gathers the outputs on the
+/// every slice CONCURRENTLY, one thread per replica (replica 0 on the calling thread, the others on threads the
+/// strategy keeps for its lifetime), gathers the outputs on the
 /// root device (0-d tensors such as the per-replica losses stacked to (replicas,), the others concatenated along
 /// dim 0) and hands them to `training_step_end` / `validation_step_end` / `test_step_end`, which run once on the
 /// calling thread. training_step_end returns the loss (default: the mean of the per-replica losses, as upstream);
@@ -48,9 +49,14 @@
 
 namespace volt {
 
+namespace detail {
+class ReplicaPool;
+}
+
 class DPStrategy : public Strategy {
  public:
   explicit DPStrategy(const DeviceSelection& devices);
+  ~DPStrategy() override;
   std::string name() const override { return "dp"; }
   Device root_device() const override { return root_; }
   /// Replicas per step (the most; a smaller batch uses fewer).
@@ -61,6 +67,7 @@ class DPStrategy : public Strategy {
  private:
   Device root_ = kCPU;
   int devices_ = 1;
+  std::unique_ptr<detail::ReplicaPool> pool_;  ///< devices - 1 threads for replicas 1..
 };
 
 class DDP2Strategy : public DDPStrategy {
@@ -68,6 +75,7 @@ class DDP2Strategy : public DDPStrategy {
   /// The processes come from the launcher (mpirun -np P: world size P; without one, a world of 1); `devices` is
   /// the number of virtual CPU devices each process drives.
   explicit DDP2Strategy(const DeviceSelection& devices);
+  ~DDP2Strategy() override;
   std::string name() const override { return "ddp2"; }
   int devices() const { return devices_; }
   void setup(TrainModule& module) override;
@@ -75,6 +83,7 @@ class DDP2Strategy : public DDPStrategy {
 
  private:
   int devices_ = 1;
+  std::unique_ptr<detail::ReplicaPool> pool_;
 };
 
 /// The factories make_strategy() uses for "dp" and "ddp2".

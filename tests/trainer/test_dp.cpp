@@ -12,7 +12,10 @@
 //    optimisation, all_gather in a replica), strategy names, effective batch size.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -507,4 +510,49 @@ TEST(Dp, ReplicaErrorsReachTheCaller) {
   Trainer t(test::dp_options("dp", "2"));
   auto loader = std::make_shared<data::DataLoader>(test::dp_data(8), data::DataLoaderOptions{.batch_size = 4});
   VOLT_EXPECT_ERROR(t.fit(m, loader), "replica 1 failed on purpose");
+}
+
+// Thread sanity of what a replica's forward touches besides the tensors: the profiler's recorder (ranges from
+// every replica thread), anomaly detection (its checks run in the replicas), and the pool's threads being kept
+// from step to step (the trace names exactly one extra thread for 2 devices).
+TEST(Dp, ProfilerAndAnomalyDetectionSeeEveryReplica) {
+  auto run = [](const std::string& strategy, const std::string& devices, std::string* trace) {
+    TrainerOptions o = test::dp_options(strategy, devices);
+    o.max_steps = 12;
+    o.detect_anomaly = true;
+    o.profiler = "ops";
+    o.default_root_dir = (std::filesystem::temp_directory_path() / ("volt_dp_profile_" + std::to_string(::getpid()))).string();
+    Trainer t(o);
+    test::DpNet m;
+    auto loader = std::make_shared<data::DataLoader>(test::dp_data(48), data::DataLoaderOptions{.batch_size = 4});
+    ::testing::internal::CaptureStdout();
+    t.fit(m, loader);
+    ::testing::internal::GetCapturedStdout();
+    if (trace) *trace = t.profiler()->chrome_trace_json();
+    std::filesystem::remove_all(o.default_root_dir);
+    return dp_parameter_values(m);
+  };
+  std::string trace;
+  const auto dp = run("dp", "2", &trace);
+  EXPECT_LE(dp_max_abs_diff(dp, run("single_device", "1", nullptr)), 1e-12);
+  EXPECT_NE(trace.find("\"name\":\"thread 1\""), std::string::npos);   // replica 1's ranges
+  EXPECT_EQ(trace.find("\"name\":\"thread 2\""), std::string::npos);   // the same worker thread every step
+}
+
+TEST(DpPool, RunsEveryReplicaOnItsOwnThreadEveryTime) {
+  detail::ReplicaPool pool(3);
+  std::vector<std::thread::id> first(4), again(4);
+  pool.run(4, [&](int r) { first[static_cast<size_t>(r)] = std::this_thread::get_id(); });
+  for (int step = 0; step < 200; ++step) {
+    std::atomic<int> ran{0};
+    const int n = 1 + step % 4;  // fewer replicas than workers in some steps
+    pool.run(n, [&](int r) {
+      again[static_cast<size_t>(r)] = std::this_thread::get_id();
+      ran.fetch_add(1);
+    });
+    ASSERT_EQ(ran.load(), n);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(again[static_cast<size_t>(r)], first[static_cast<size_t>(r)]) << "replica " << r;
+  }
+  EXPECT_EQ(first[0], std::this_thread::get_id());
+  EXPECT_EQ(std::set<std::thread::id>(first.begin(), first.end()).size(), 4u);
 }
