@@ -33,7 +33,7 @@
 ///   the whole batch), "sum" the sum, "min"/"max" the min/max, with the whole batch's size as batch size.
 ///   Logging from `*_step_end` goes straight to the results.
 /// - Manual optimisation (manual_backward inside the step) and sync_batchnorm are refused: the step runs on
-///   several threads.
+///   several threads. predict_step runs on the whole batch on the calling thread.
 /// - Devices: on the CPU `devices=N` gives N virtual CPU devices (threads; no processes are started). On GPUs one
 ///   module cannot be shared by several devices' replicas, so dp accepts one GPU (one replica) and refuses more
 ///   with an error naming `ddp`; ddp2 runs on CPU processes.

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "common/dp_test_module.h"
 #include "common/gradcheck.h"
@@ -555,4 +556,33 @@ TEST(DpPool, RunsEveryReplicaOnItsOwnThreadEveryTime) {
   }
   EXPECT_EQ(first[0], std::this_thread::get_id());
   EXPECT_EQ(std::set<std::thread::id>(first.begin(), first.end()).size(), 4u);
+}
+
+// Grad mode and autocast follow the calling thread into every replica: on in training (bf16-mixed), grad off in
+// validation.
+TEST(Dp, ReplicasInheritGradModeAndAutocast) {
+  struct Probe : test::DpNet {
+    std::mutex mu;
+    std::set<std::tuple<int, bool, bool, bool>> seen;  // (replica, training, grad enabled, autocast enabled)
+    void note() {
+      std::lock_guard<std::mutex> l(mu);
+      seen.insert({nn::replica_index(), is_training(), autograd::grad_enabled(), autocast_enabled()});
+    }
+    Tensor training_step(const Batch& b, int64_t i) override {
+      note();
+      return test::DpNet::training_step(b, i);
+    }
+    void validation_step(const Batch& b, int64_t) override { note(); }
+  } m;
+  TrainerOptions o = test::dp_options("dp", "2");
+  o.max_steps = 2;
+  o.precision = "bf16-mixed";
+  o.limit_val_batches = 1;
+  Trainer t(o);
+  auto loader = std::make_shared<data::DataLoader>(test::dp_data(8), data::DataLoaderOptions{.batch_size = 4});
+  t.fit(m, loader, loader);
+  const std::set<std::tuple<int, bool, bool, bool>> expected = {
+      {0, true, true, true}, {1, true, true, true}, {0, false, false, true}, {1, false, false, true}};
+  EXPECT_EQ(m.seen, expected);
+  EXPECT_FALSE(autocast_enabled());
 }
