@@ -37,7 +37,7 @@ Tensor TrainModule::training_step_end(const StepOutput& outputs) {
   VOLT_CHECK(it != outputs.end(), type_name(), "::training_step_end: the step outputs have no \"loss\"; return it ",
              "from training_step_outputs, or override training_step_end to compute the loss");
   const Tensor& loss = it->second;
-  if (!loss.defined() || loss.numel() == 1) return loss.defined() && loss.dim() > 0 ? loss.reshape({}) : loss;
+  if (!loss.defined() || loss.numel() == 1) return loss;
   return loss.mean();  // one loss per data-parallel replica, as upstream's default reduction
 }
 

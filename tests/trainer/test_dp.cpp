@@ -288,7 +288,7 @@ TEST(Dp, DefaultStepEndIsTheMeanOfPerDeviceLosses) {
       losses.push_back(l.item());
       const std::vector<double> per = out.at("loss").to_vector<double>();
       expected.push_back((per[0] + per[1]) / 2);
-      EXPECT_EQ(l.shape(), Shape{});
+      EXPECT_EQ(l.shape(), Shape{});  // the mean of the (2,) losses
       return l;
     }
   } m;
