@@ -139,7 +139,7 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
       ->check(integer_in(0, kMax, "a non-negative integer"));
   app.add_option("--accelerator", a.accelerator, "cpu | gpu | auto")->check(one_of({"cpu", "gpu", "cuda", "auto"}));
   app.add_option("--devices", a.devices, "auto | N | -1 | ids like '0,1'")->check(devices_spec());
-  app.add_option("--strategy", a.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2 | fsdp | fsdp_full_shard | deepspeed_stage_3")
+  app.add_option("--strategy", a.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2 | fsdp | fsdp_full_shard | deepspeed_stage_3 | dp | ddp2")
       ->check(one_of(volt::strategy_names()));
   app.add_option("--precision", a.precision, "32-true | 16-mixed | bf16-mixed | 16-true | bf16-true | 64-true")
       ->check(one_of({"32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16", "16-true", "bf16-true", "64-true",

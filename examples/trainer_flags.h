@@ -181,7 +181,7 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
   if (want("auto_select_gpus"))
     group(add_bool_flag(app, "--auto-select-gpus", o.auto_select_gpus, "with --devices N: N GPUs no other process uses"));
   if (want("strategy"))
-    group(app.add_option("--strategy", o.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2 | fsdp | fsdp_full_shard | deepspeed_stage_3")
+    group(app.add_option("--strategy", o.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2 | fsdp | fsdp_full_shard | deepspeed_stage_3 | dp | ddp2")
               ->check(choice(volt::strategy_names())));
   if (want("fsdp_min_num_params"))
     group(app.add_option("--fsdp-min-num-params", o.fsdp_min_num_params,

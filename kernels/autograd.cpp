@@ -20,6 +20,10 @@ std::atomic<uint64_t> g_sequence{0};
 std::atomic<bool> g_anomaly{false};
 thread_local std::vector<std::string> t_scopes;
 thread_local const autograd::PreNodeHook* t_pre_node_hook = nullptr;
+thread_local bool t_seq_active = false;  // a SequenceRangeScope numbers this thread's nodes
+thread_local uint64_t t_seq_next = 0;
+
+uint64_t take_sequence_nr() { return t_seq_active ? t_seq_next++ : g_sequence.fetch_add(1); }
 
 std::string shapes_of(const std::vector<InputMeta>& metas) {
   std::string s;
@@ -111,6 +115,17 @@ namespace autograd {
 bool grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 
+uint64_t reserve_sequence_numbers(uint64_t count) { return g_sequence.fetch_add(count); }
+
+SequenceRangeScope::SequenceRangeScope(uint64_t first) : prev_active_(t_seq_active), prev_next_(t_seq_next) {
+  t_seq_active = true;
+  t_seq_next = first;
+}
+SequenceRangeScope::~SequenceRangeScope() {
+  t_seq_active = prev_active_;
+  t_seq_next = prev_next_;
+}
+
 bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
 void set_detect_anomaly(bool enabled) { g_anomaly.store(enabled, std::memory_order_relaxed); }
 std::string current_scope() { return t_scopes.empty() ? std::string() : t_scopes.back(); }
@@ -172,7 +187,7 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
   auto node = std::make_shared<LambdaNode>(name, std::move(fn));
   if (anomaly) node->anomaly_scope = current_scope();
   else if (trace::active(trace::Layer::module)) node->anomaly_scope = trace::current_module();  // backward ranges per module
-  node->sequence_nr = g_sequence.fetch_add(1);
+  node->sequence_nr = take_sequence_nr();
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   for (const Tensor& in : inputs) {
     node->next_edges.push_back(gradient_edge(in));
@@ -190,7 +205,7 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
   }
 }
 
-uint64_t next_sequence_nr() { return g_sequence.load(); }
+uint64_t next_sequence_nr() { return t_seq_active ? t_seq_next : g_sequence.load(); }
 
 PreNodeHookGuard::PreNodeHookGuard(PreNodeHook hook) : hook_(std::move(hook)), prev_(t_pre_node_hook) {
   t_pre_node_hook = hook_ ? &hook_ : nullptr;

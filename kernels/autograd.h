@@ -81,8 +81,8 @@ inline void attach(const Tensor& output, const std::string& name, const std::vec
   attach(std::vector<Tensor>{output}, name, inputs, std::move(fn));
 }
 
-/// The sequence_nr the next node will get: nodes created between two reads belong to what ran in between
-/// (FSDP keys a unit's backward on the range of its forward).
+/// The sequence_nr the next node created on this thread will get: nodes created between two reads belong to
+/// what ran in between (FSDP keys a unit's backward on the range of its forward).
 uint64_t next_sequence_nr();
 
 /// Called by the engine before each node's backward formula (gradient accumulators included), on the thread
@@ -99,6 +99,26 @@ class PreNodeHookGuard {
  private:
   PreNodeHook hook_;
   const PreNodeHook* prev_;
+};
+
+/// Graph nodes carry a sequence number in creation order; among the nodes whose gradients are complete the
+/// engine runs the latest created first, so the order gradients are summed in follows these numbers.
+/// reserve_sequence_numbers(count) takes `count` numbers from the process-wide counter (every node created
+/// afterwards gets a larger one); while a SequenceRangeScope lives, nodes created on its thread take consecutive
+/// numbers from `first` instead. Data-parallel replicas (trainer/dp_strategy.h) each number their graph from
+/// their own reserved range, so one backward through all of them sums in the same order however the replica
+/// threads interleaved, and training repeats bit for bit.
+uint64_t reserve_sequence_numbers(uint64_t count);
+class SequenceRangeScope {
+ public:
+  explicit SequenceRangeScope(uint64_t first);
+  ~SequenceRangeScope();
+  SequenceRangeScope(const SequenceRangeScope&) = delete;
+  SequenceRangeScope& operator=(const SequenceRangeScope&) = delete;
+
+ private:
+  bool prev_active_;
+  uint64_t prev_next_;
 };
 
 /// Runs backward from `roots` seeded with `grads` (same length; undefined = ones for one-element roots).

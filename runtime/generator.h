@@ -36,8 +36,23 @@ class Generator {
   std::mutex mu_;
 };
 
+/// The global generator, or on a thread inside a ThreadGeneratorScope the generator that scope installed.
 Generator& default_generator();
 /// Seeds the global generator (and so rand/randn/dropout/shuffles that use it).
 void manual_seed(uint64_t seed);
+
+/// RAII: makes default_generator() return `gen` on this thread for the scope's lifetime (data-parallel replicas
+/// draw their dropout masks from their own deterministic streams this way; trainer/dp_strategy.h). nullptr
+/// restores the global generator for the scope. Scopes nest.
+class ThreadGeneratorScope {
+ public:
+  explicit ThreadGeneratorScope(Generator* gen);
+  ~ThreadGeneratorScope();
+  ThreadGeneratorScope(const ThreadGeneratorScope&) = delete;
+  ThreadGeneratorScope& operator=(const ThreadGeneratorScope&) = delete;
+
+ private:
+  Generator* prev_;
+};
 
 }  // namespace volt

@@ -29,10 +29,10 @@ HookLogRules hook_log_rules(const std::string& hook) {
   // Step-level training hooks: per step by default.
   static const char* step_hooks[] = {"training_step",      "on_train_batch_start",     "on_train_batch_end",
                                      "on_before_backward", "on_after_backward",        "on_before_optimizer_step",
-                                     "on_before_zero_grad"};
+                                     "on_before_zero_grad", "training_step_end"};
   for (const char* h : step_hooks)
     if (hook == h) return {true, true, false, true};
-  static const char* eval_step_hooks[] = {"validation_step", "test_step"};
+  static const char* eval_step_hooks[] = {"validation_step", "test_step", "validation_step_end", "test_step_end"};
   for (const char* h : eval_step_hooks)
     if (hook == h) return {true, false, true, true};
   static const char* epoch_hooks[] = {"on_train_epoch_start",      "on_train_epoch_end", "on_validation_epoch_start",

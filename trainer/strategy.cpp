@@ -6,6 +6,7 @@
 #include <volt/trainer/ddp_strategy.h>
 #include <volt/trainer/device_parser.h>
 #include <volt/trainer/fsdp_strategy.h>
+#include <volt/trainer/dp_strategy.h>
 #include <volt/trainer/train_module.h>
 #include <volt/trainer/zero_strategy.h>
 
@@ -49,7 +50,7 @@ std::optional<double> Strategy::agreed_value(std::optional<double> local) {
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names = {"auto",  "single_device", "ddp",         "ddp_spawn",
                                                  "zero1", "zero2",         "ddp_sharded", "deepspeed_stage_1",
-                                                 "deepspeed_stage_2", "fsdp", "fsdp_full_shard", "deepspeed_stage_3"};
+                                                 "deepspeed_stage_2", "fsdp", "fsdp_full_shard", "deepspeed_stage_3", "dp", "ddp2"};
   return names;
 }
 
@@ -60,6 +61,9 @@ std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const Devic
   Device root = devices.accelerator == "gpu" && !devices.device_ids.empty() ? cuda_device(devices.device_ids[0])
                                                                               : kCPU;
   VOLT_CHECK(devices.num_nodes >= 1, "Trainer: num_nodes=", devices.num_nodes, " must be >= 1 (the number of machines)");
+  // dp and ddp2 drive several devices per process: devices counts replicas there, not processes.
+  if (strategy == "dp") return make_dp_strategy(devices);
+  if (strategy == "ddp2") return make_ddp2_strategy(devices);
   bool several = devices.num_processes > 1 || devices.num_nodes > 1;
   if (strategy == "single_device" || (strategy == "auto" && !several)) {
     VOLT_CHECK(devices.num_nodes == 1, "Trainer: num_nodes=", devices.num_nodes, " needs strategy=\"ddp\" (one ",

@@ -8,12 +8,14 @@
 /// Collective contract: every method marked (collective) must be called by every rank, in the same order.
 /// The Trainer guarantees that: all decisions that could differ per rank (stop, save, skip) are agreed
 /// through reduce_decision / broadcast_* before anyone acts on them.
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <volt/data/batch.h>
 #include <volt/data/data_loader.h>
 #include <volt/distributed/process_group.h>
 #include <volt/kernels/tensor.h>
@@ -29,6 +31,11 @@ class Metric;
 namespace optim {
 class Optimizer;
 }
+
+/// What a step returns to its `*_step_end` hook: named tensors (the training loss under "loss").
+using StepOutput = std::map<std::string, Tensor>;
+/// One step of the module on a batch (or, under dp, on one replica's slice of it).
+using StepFn = std::function<StepOutput(const data::Batch&)>;
 
 class Strategy {
  public:
@@ -106,6 +113,11 @@ class Strategy {
   /// no wrapped submodule) in begin and frees every unit still gathered in end. (collective for FSDP)
   virtual void module_step_begin() {}
   virtual void module_step_end() {}
+  /// Runs one training/validation/test step on `batch` and returns what the `*_step_end` hook receives. One
+  /// device per process: `step(batch)` on the calling thread. Data-parallel replicas (dp, ddp2): the batch is
+  /// split along dim 0, `step` runs once per replica on its own thread, and the outputs are gathered on the
+  /// root device (trainer/dp_strategy.h).
+  virtual StepOutput run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) { return step(batch); }
   /// Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
   /// skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
   virtual void backward(const Tensor& loss, bool sync_grad);
@@ -161,7 +173,8 @@ class SingleDeviceStrategy : public Strategy {
 /// "single_device", "ddp", "ddp_spawn", and the sharded data-parallel strategies "zero1" (ZeRO stage 1: sharded
 /// optimizer state), "zero2" (stage 2: sharded gradients too), with the aliases "deepspeed_stage_1",
 /// "deepspeed_stage_2" and "ddp_sharded" (= zero2), and "fsdp" (fully sharded, ZeRO stage 3: also
-/// "fsdp_full_shard", "deepspeed_stage_3"; trainer/fsdp_strategy.h). An unknown name is a volt::Error listing these. `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
+/// "fsdp_full_shard", "deepspeed_stage_3"; trainer/fsdp_strategy.h), and the in-process replicas "dp" (one process drives `devices`
+/// devices) and "ddp2" (dp inside each process, ddp across processes; trainer/dp_strategy.h). An unknown name is a volt::Error listing these. `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
 /// processes).
 ///
 /// Where DDP plugs in: a header trainer/ddp_strategy.h declaring

@@ -2,6 +2,7 @@
 
 #include <volt/kernels/ops.h>
 #include <volt/nn/metrics.h>
+#include <volt/trainer/data_parallel.h>
 #include <volt/trainer/result_collection.h>
 #include <volt/trainer/trainer.h>
 
@@ -20,6 +21,25 @@ Tensor TrainModule::predict_step(const Batch&, int64_t) {
 Optimizers TrainModule::configure_optimizers() {
   VOLT_FAIL(type_name(), ": configure_optimizers is not implemented; return at least one optimizer");
 }
+StepOutput TrainModule::training_step_outputs(const Batch& batch, int64_t batch_idx) {
+  return {{"loss", training_step(batch, batch_idx)}};
+}
+StepOutput TrainModule::validation_step_outputs(const Batch& batch, int64_t batch_idx) {
+  validation_step(batch, batch_idx);
+  return {};
+}
+StepOutput TrainModule::test_step_outputs(const Batch& batch, int64_t batch_idx) {
+  test_step(batch, batch_idx);
+  return {};
+}
+Tensor TrainModule::training_step_end(const StepOutput& outputs) {
+  auto it = outputs.find("loss");
+  VOLT_CHECK(it != outputs.end(), type_name(), "::training_step_end: the step outputs have no \"loss\"; return it ",
+             "from training_step_outputs, or override training_step_end to compute the loss");
+  const Tensor& loss = it->second;
+  if (!loss.defined() || loss.numel() == 1) return loss;
+  return loss.mean();  // one loss per data-parallel replica, as upstream's default reduction
+}
 
 static ResultCollection& active(ResultCollection* rc, const char* hook, const std::string& name) {
   VOLT_CHECK(rc != nullptr, "log(\"", name, "\"): called ", hook ? "in hook " : "outside of a Trainer hook",
@@ -27,13 +47,30 @@ static ResultCollection& active(ResultCollection* rc, const char* hook, const st
   return *rc;
 }
 
+// On a dp replica's thread log() is recorded for that replica and merged on the calling thread afterwards
+// (trainer/data_parallel.h): the result collection is not shared between threads.
+static bool record_on_replica(const std::string& name, const Tensor& value, metrics::Metric* metric,
+                              const LogOptions& options) {
+  detail::ReplicaLogs* logs = detail::replica_logs();
+  if (!logs) return false;
+  VOLT_CHECK(metric || (value.defined() && value.numel() == 1), "log(\"", name, "\") in a dp replica: expected a ",
+             "scalar (one element) but got ", value.defined() ? "a tensor of shape " + value.shape_str() : "an undefined tensor");
+  logs->records.push_back({name, metric ? Tensor() : value.detach(), metric, options,
+                           options.batch_size.value_or(logs->slice_size > 0 ? logs->slice_size : 1)});
+  return true;
+}
+
 void TrainModule::log(const std::string& name, const Tensor& value, LogOptions options) {
+  if (record_on_replica(name, value, nullptr, options)) return;
   active(results_, hook_, name).log(hook_, name, value, options, batch_size_);
 }
 void TrainModule::log(const std::string& name, double value, LogOptions options) {
+  if (detail::replica_logs() && record_on_replica(name, scalar_tensor(value, DType::f64, device_), nullptr, options))
+    return;
   active(results_, hook_, name).log(hook_, name, value, options, batch_size_);
 }
 void TrainModule::log(const std::string& name, metrics::Metric& metric, LogOptions options) {
+  if (record_on_replica(name, Tensor(), &metric, options)) return;
   active(results_, hook_, name).log_metric(hook_, name, metric, options);
 }
 void TrainModule::log_dict(const std::map<std::string, Tensor>& values, LogOptions options) {
@@ -51,6 +88,9 @@ int64_t TrainModule::global_step() const { return trainer_ ? trainer_->global_st
 
 // The strategy to gather through, or nullptr when the input comes back unchanged (no trainer, one process).
 static Strategy* gather_strategy(Trainer* trainer) {
+  VOLT_CHECK(detail::replica_logs() == nullptr, "all_gather: called inside a step that runs in dp replicas (strategy ",
+             "dp/ddp2 run the steps on several threads); gather in training_step_end / validation_step_end / ",
+             "test_step_end, which run once per batch on the gathered outputs");
   if (!trainer || trainer->strategy().world_size() == 1) return nullptr;
   return &trainer->strategy();
 }

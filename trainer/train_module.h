@@ -11,10 +11,25 @@
 /// @endcode
 /// and any hook it needs. Hooks run on every rank.
 ///
+/// Steps with several outputs and the `*_step_end` hooks (under every strategy):
+/// @code{.unparsed}
+///   training_step_outputs -> StepOutput  (default: {"loss": training_step(...)})
+///   validation_step_outputs / test_step_outputs -> StepOutput  (default: the void step, no outputs)
+///   training_step_end(outputs) -> loss   (default: outputs["loss"], its mean when it holds one loss per replica)
+///   validation_step_end(outputs) / test_step_end(outputs)  (default: nothing)
+/// @endcode
+/// One device per process: `*_step_end` receives the step's outputs unchanged. Under `dp` / `ddp2` (trainer/
+/// dp_strategy.h) the steps run CONCURRENTLY, one thread per replica, on slices of the batch, sharing this module;
+/// `*_step_end` then runs once on the calling thread with the gathered outputs: 0-d tensors (the per-replica
+/// losses) stacked to (replicas,), the others concatenated along dim 0. Update metric objects and call
+/// collectives (all_gather) in `*_step_end`, not in the steps; log() from a step is recorded per replica and
+/// merged (trainer/dp_strategy.h).
+///
 /// Logging (docs/trainer_contract.md "Logging"): log(name, value, options) records a scalar in the Trainer's result
 /// collection for the current stage. Defaults depend on the hook: training-step hooks log on_step, epoch-level
 /// and evaluation hooks log on_epoch. on_step && on_epoch sends `name_step` and `name_epoch` to the logger;
 /// callbacks see the plain name too. Tensor values stay on their device until something reads them.
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,6 +46,7 @@
 #include <volt/runtime/trace.h>
 #include <volt/trainer/enums.h>
 #include <volt/trainer/manual_optimizer.h>
+#include <volt/trainer/strategy.h>
 
 namespace volt {
 
@@ -99,6 +115,16 @@ class TrainModule : public nn::Module {
   /// strategy="fsdp": dotted names of submodules to wrap as units, added to TrainerOptions::fsdp_wrap
   /// (trainer/fsdp_wrap.h). Default: none.
   virtual std::vector<std::string> fsdp_wrap_modules() const { return {}; }
+  /// Steps that return named outputs for the `*_step_end` hooks (see the file comment). Override these instead
+  /// of the single-output steps when a step_end hook needs more than the loss (e.g. {"loss", "y_hat"}).
+  virtual StepOutput training_step_outputs(const Batch& batch, int64_t batch_idx);
+  virtual StepOutput validation_step_outputs(const Batch& batch, int64_t batch_idx);
+  virtual StepOutput test_step_outputs(const Batch& batch, int64_t batch_idx);
+  /// Receives the (gathered) step outputs and returns the loss to backpropagate (undefined: skip the batch).
+  /// Default: outputs["loss"] as it is when it has one element, else its mean (the per-replica losses).
+  virtual Tensor training_step_end(const StepOutput& outputs);
+  virtual void validation_step_end(const StepOutput& outputs) {}
+  virtual void test_step_end(const StepOutput& outputs) {}
 
   // ---- hooks (default: nothing) --------------------------------------------------------------------------
   virtual void on_fit_start() {}
@@ -191,7 +217,8 @@ class TrainModule : public nn::Module {
   ResultCollection* results_ = nullptr;
   const char* hook_ = nullptr;
   int64_t batch_size_ = 0;
-  bool default_step_called_ = false;  ///< set by the default validation/test step: "not overridden"
+  std::atomic<bool> default_step_called_{false};  ///< set by the default validation step: "not overridden" (dp
+                                                  ///< replicas may set it from several threads)
   std::vector<std::pair<Tensor, bool>> toggled_;
 };
 

@@ -22,11 +22,16 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
   }
   Tensor loss;
   {
-    LogScope s(m, &results_train_, "training_step", bs);
     std::optional<AutocastGuard> ac;  // mixed precision: forward and loss under autocast
     enter_forward(ac);
     strategy_->module_step_begin();
-    loss = m.training_step(batch, batch_idx);
+    StepOutput out;
+    {
+      LogScope s(m, &results_train_, "training_step", bs);
+      out = strategy_->run_step(m, batch, [&](const Batch& b) { return m.training_step_outputs(b, batch_idx); });
+    }
+    LogScope s(m, &results_train_, "training_step_end", bs);
+    loss = m.training_step_end(out);
   }
   bool skipped = false;  // on_nonfinite_loss dropped this batch: no backward, step or module batch-end hook
   if (!m.automatic_optimization) {
@@ -223,18 +228,28 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
     if (i + 1 < max_batches) next = fetch_batch(loader);
     results_eval_.begin_step();
     {
-      LogScope s(m, &results_eval_, step_hook, batch.size());
       std::optional<AutocastGuard> ac;
       enter_forward(ac);
-      m.default_step_called_ = false;
+      StepOutput out;
       strategy_->module_step_begin();
-      if (is_test) m.test_step(batch, i);
-      else m.validation_step(batch, i);
+      {
+        LogScope s(m, &results_eval_, step_hook, batch.size());
+        m.default_step_called_ = false;
+        out = strategy_->run_step(m, batch, [&](const Batch& b) {
+          return is_test ? m.test_step_outputs(b, i) : m.validation_step_outputs(b, i);
+        });
+      }
+      if (!is_test && m.default_step_called_) {  // validation_step not overridden: no validation loop
+        strategy_->module_step_end();
+        val_has_step_ = false;
+        break;
+      }
+      {
+        LogScope s(m, &results_eval_, is_test ? "test_step_end" : "validation_step_end", batch.size());
+        if (is_test) m.test_step_end(out);
+        else m.validation_step_end(out);
+      }
       strategy_->module_step_end();
-    }
-    if (!is_test && m.default_step_called_) {  // validation_step not overridden: no validation loop
-      val_has_step_ = false;
-      break;
     }
     results_eval_.end_step(*strategy_);
     if (!sanity && results_eval_.has_step_values() && !loggers_.empty()) {

@@ -1,6 +1,7 @@
 #include <volt/nn/layers/batchnorm.h>
 
 #include <volt/kernels/autograd.h>
+#include <volt/nn/replica.h>
 
 namespace volt::nn {
 
@@ -49,6 +50,12 @@ Tensor BatchNormBase::normalize(const Tensor& x) {
   VOLT_CHECK(x.defined() && x.dim() >= 2 && x.size(1) == num_features, type_name(), "::forward: expected input with ",
              num_features, " channels in dim 1, got ", x.defined() ? x.shape_str() : std::string("undefined"));
   const bool use_batch_stats = is_training() || !running_mean.defined();
+  // Data-parallel replicas share this layer: only replica 0 updates the running estimates (nn/replica.h).
+  if (is_training() && replica_index() != 0) {
+    VOLT_CHECK(!sync_, type_name(), ": synchronised batch norm (sync_batchnorm) cannot run inside data-parallel ",
+               "replicas (strategy dp/ddp2); use strategy=\"ddp\" with sync_batchnorm");
+    return batch_norm(x, weight, bias, Tensor(), Tensor(), /*training=*/true, momentum, eps);
+  }
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard ng;
     if (num_batches_tracked.device().is_cpu()) ++*static_cast<int64_t*>(num_batches_tracked.data_ptr());

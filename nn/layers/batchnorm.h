@@ -8,6 +8,8 @@ namespace volt::nn {
 /// Batch normalisation over the channel dim (dim 1). Parameters weight (C) = 1, bias (C) = 0 when affine;
 /// buffers running_mean (C) = 0, running_var (C) = 1, num_batches_tracked () i64 when tracking. In training mode
 /// it normalises with batch statistics and updates the running estimates with `momentum`; in eval it uses them.
+/// Inside a data-parallel replica other than 0 (nn/replica.h) training mode normalises with the batch statistics
+/// but leaves the running estimates and num_batches_tracked alone: replica 0's slice updates them.
 ///
 /// Synchronised statistics (the Trainer's sync_batchnorm under DDP): with set_sync(sum), training-mode batches
 /// are normalised with the mean and variance of the batches of every process together (as one batch of their

@@ -1,0 +1,86 @@
+#pragma once
+// The model and data of the dp / ddp2 tests (tests/trainer/test_dp.cpp, tests/distributed/test_ddp2.cpp): an
+// f64 three-class classifier 4 -> 6 -> 3 with raw parameters (no initialiser draws), optional dropout, and a
+// deterministic labelled data set.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <volt/data/data.h>
+#include <volt/kernels/ops.h>
+#include <volt/nn/nn.h>
+#include <volt/trainer/trainer.h>
+
+namespace volt::test {
+
+struct DpNet : TrainModule {
+  Tensor w1, b1, w2, b2;  // (4, 6), (6), (6, 3), (3)
+  double dropout_p = 0;
+  std::string optimizer = "adam";
+  DpNet() {
+    w1 = register_parameter("w1", cast(rand_with_seed({4, 6}, 41, 0), DType::f64) - 0.5);
+    b1 = register_parameter("b1", cast(rand_with_seed({6}, 42, 0), DType::f64) * 0.2);
+    w2 = register_parameter("w2", cast(rand_with_seed({6, 3}, 43, 0), DType::f64) - 0.5);
+    b2 = register_parameter("b2", zeros({3}, DType::f64));
+  }
+  std::string type_name() const override { return "DpNet"; }
+  Tensor logits(const Tensor& x) {
+    Tensor h = relu(matmul(x, w1) + b1);
+    if (dropout_p > 0) h = dropout(h, dropout_p, is_training());
+    return matmul(h, w2) + b2;
+  }
+  Tensor training_step(const Batch& b, int64_t) override { return cross_entropy(logits(b.input), b.target); }
+  Optimizers configure_optimizers() override {
+    if (optimizer == "sgd") return std::make_shared<optim::SGD>(parameters(), optim::SGDOptions{.lr = 0.2});
+    return std::make_shared<optim::Adam>(parameters(), optim::AdamOptions{.lr = 0.02});
+  }
+};
+
+// n samples of 4 features; the label is the arg max of three fixed projections (learnable, not separable by
+// chance).
+inline std::shared_ptr<data::TensorDataset> dp_data(int64_t n) {
+  std::vector<double> xs(n * 4);
+  std::vector<int64_t> ys(n);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < 4; ++j) xs[i * 4 + j] = std::sin(0.9 * i + 1.7 * j) + 0.1 * j;
+    const double* x = &xs[i * 4];
+    const double s[3] = {x[0] - x[1], x[2] + 0.5 * x[3], -x[0] + 0.3 * x[2] + 0.2};
+    ys[i] = s[0] > s[1] ? (s[0] > s[2] ? 0 : 2) : (s[1] > s[2] ? 1 : 2);
+  }
+  return std::make_shared<data::TensorDataset>(from_vector(xs, {n, 4}), from_vector(ys, {n}));
+}
+
+// Quiet CPU training under `strategy` with `devices`.
+inline TrainerOptions dp_options(const std::string& strategy, const std::string& devices) {
+  TrainerOptions o;
+  o.accelerator = "cpu";
+  o.devices = devices;
+  o.strategy = strategy;
+  o.enable_progress_bar = false;
+  o.enable_model_summary = false;
+  o.enable_checkpointing = false;
+  o.logger = false;
+  o.num_sanity_val_steps = 0;
+  return o;
+}
+
+inline std::vector<std::vector<double>> dp_parameter_values(TrainModule& m) {
+  std::vector<std::vector<double>> out;
+  for (auto& [name, p] : m.named_parameters()) out.push_back(p.detach().contiguous().to_vector<double>());
+  return out;
+}
+
+inline double dp_max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  double d = 0;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].size(), b[i].size());
+    for (size_t j = 0; j < a[i].size() && j < b[i].size(); ++j) d = std::max(d, std::abs(a[i][j] - b[i][j]));
+  }
+  return d;
+}
+
+}  // namespace volt::test
