@@ -299,6 +299,34 @@ void FSDPStrategy::teardown(TrainModule& module) {
   ZeroStrategy::teardown(module);
 }
 
+void FSDPStrategy::abandon(TrainModule& module) noexcept {
+  // No gather (a collective): the hooks go, the parameters stay released. An all-gather still in flight (a
+  // prefetch) writes into its bucket's buffer until it completes: wait for it (the peers that issued it are
+  // normally there: it is bounded by the collective timeout), and if it cannot complete, keep its buffer alive
+  // for the rest of the process rather than let the transport write into freed memory.
+  for (auto& b : bucket_state_) {
+    if (!b.work) continue;
+    try {
+      b.work->wait();
+    } catch (...) {
+      static std::vector<Tensor>* leaked = new std::vector<Tensor>();  // deliberately never freed
+      leaked->push_back(b.full);
+      (void)new std::shared_ptr<dist::Work>(b.work);
+    }
+    b.work.reset();
+  }
+  for (auto& [p, id] : grad_hooks_) p.remove_grad_ready_hook(id);
+  grad_hooks_.clear();
+  for (auto& unit : units_)
+    if (unit.module) unit.module->set_call_hook(nullptr);
+  units_.clear();
+  unit_of_module_.clear();
+  unit_of_param_.clear();
+  forward_order_.clear();
+  last_forward_order_.clear();
+  root_ = -1;
+}
+
 std::unique_ptr<Strategy> make_fsdp_strategy(const DeviceSelection& devices) {
   return std::make_unique<FSDPStrategy>(devices);
 }

@@ -70,6 +70,7 @@ class FSDPStrategy : public ZeroStrategy, private nn::CallHook {
   nn::StateDict module_state_dict(TrainModule& module) override;
   void load_module_state_dict(TrainModule& module, const nn::StateDict& sd) override;
   void teardown(TrainModule& module) override;
+  void abandon(TrainModule& module) noexcept override;
 
   /// The units (wrapped submodules first, the root unit "" last), for tests and summaries.
   struct UnitInfo {

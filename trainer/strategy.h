@@ -125,6 +125,11 @@ class Strategy {
   /// here, so gradients are final (and averaged) before anyone reads them.
   virtual void finish_gradient_sync() {}
   virtual void teardown(TrainModule& module) {}
+  /// A stage failed on this rank (an exception leaves fit/validate/test): drop every hook this strategy put on
+  /// the module, locally (no collective: other ranks may be gone), so that the module no longer calls into the
+  /// strategy. FSDP's parameters then stay released (each rank kept only its shard; reading one is the
+  /// "storage released" error): resume from a checkpoint.
+  virtual void abandon(TrainModule& module) noexcept {}
 
   /// Replaces a loader's sampler with this rank's distributed shard (training: shuffled with `seed` and
   /// padded; evaluation: user order, every sample exactly once). Single device: unchanged.

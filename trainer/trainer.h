@@ -223,6 +223,7 @@ class Trainer {
       if (std::uncaught_exceptions() > pending) {
         trainer.finalize_loggers(RunStatus::failed);
         trainer.release_sync_batchnorm();
+        if (trainer.module_) trainer.strategy_->abandon(*trainer.module_);
         trainer.profile_abandon();
       }
     }

@@ -17,6 +17,7 @@
 #include <volt/runtime/allocator.h>
 #include <volt/trainer/fsdp_strategy.h>
 
+#include "common/gradcheck.h"
 #include "distributed/fsdp_test_module.h"
 #include "distributed/zero_test_module.h"
 
@@ -334,4 +335,29 @@ TEST(Fsdp, CheckpointHasTheFullLayoutAndResumesUnderDdp) {
   }
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(dir);
+}
+
+// A fit that fails on every rank mid-epoch (the same batch everywhere): the strategy drops its hooks on the way
+// out, so the module never calls into a strategy that is gone; its wrapped parameters stay released (each rank
+// kept only its shard), and reading one is the clear error, before and after the Trainer is destroyed.
+TEST(Fsdp, FailedFitLeavesNoHooksBehind) {
+  struct FailingNet : test::FsdpNet {
+    Tensor training_step(const Batch& b, int64_t i) override {
+      if (i == 3) throw Error("training_step failed on purpose");
+      return FsdpNet::training_step(b, i);
+    }
+  };
+  FailingNet m;
+  Tensor x = cast(rand_with_seed({4, 3}, 9, 0), DType::f64);
+  {
+    TrainerOptions o = test::zero_options("fsdp");
+    test::fsdp_test_wrap(o);
+    o.max_epochs = 1;
+    Trainer trainer(o);
+    auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24),
+                                                     data::DataLoaderOptions{.batch_size = 2});
+    VOLT_EXPECT_ERROR(trainer.fit(m, loader), "training_step failed on purpose");
+    VOLT_EXPECT_ERROR(m.forward_batch(x), "storage released");
+  }
+  VOLT_EXPECT_ERROR(m.forward_batch(x), "storage released");
 }
