@@ -106,6 +106,11 @@ void FSDPStrategy::drop_units() {
   // Every parameter keeps its full value in its bucket's storage (a collective: each rank gathers all units).
   for (size_t u = 0; u < units_.size(); ++u) start_gather(static_cast<int>(u));
   for (size_t u = 0; u < units_.size(); ++u) wait_gather(static_cast<int>(u));
+  forget_units();
+  bucket_state_.clear();
+}
+
+void FSDPStrategy::forget_units() noexcept {
   for (auto& [p, id] : grad_hooks_) p.remove_grad_ready_hook(id);
   grad_hooks_.clear();
   for (auto& unit : units_)
@@ -113,7 +118,6 @@ void FSDPStrategy::drop_units() {
   units_.clear();
   unit_of_module_.clear();
   unit_of_param_.clear();
-  bucket_state_.clear();
   forward_order_.clear();
   last_forward_order_.clear();
   root_ = -1;
@@ -309,22 +313,13 @@ void FSDPStrategy::abandon(TrainModule& module) noexcept {
     try {
       b.work->wait();
     } catch (...) {
-      static std::vector<Tensor>* leaked = new std::vector<Tensor>();  // deliberately never freed
-      leaked->push_back(b.full);
-      (void)new std::shared_ptr<dist::Work>(b.work);
+      // Deliberately never freed: the buffer and the request stay valid for the transport.
+      static auto* kept = new std::vector<std::pair<Tensor, std::shared_ptr<dist::Work>>>();
+      kept->emplace_back(b.full, b.work);
     }
     b.work.reset();
   }
-  for (auto& [p, id] : grad_hooks_) p.remove_grad_ready_hook(id);
-  grad_hooks_.clear();
-  for (auto& unit : units_)
-    if (unit.module) unit.module->set_call_hook(nullptr);
-  units_.clear();
-  unit_of_module_.clear();
-  unit_of_param_.clear();
-  forward_order_.clear();
-  last_forward_order_.clear();
-  root_ = -1;
+  forget_units();
 }
 
 std::unique_ptr<Strategy> make_fsdp_strategy(const DeviceSelection& devices) {

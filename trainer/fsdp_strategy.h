@@ -140,6 +140,7 @@ class FSDPStrategy : public ZeroStrategy, private nn::CallHook {
   void prefetch_next(const std::vector<int>& order, int unit, int step);
   void build_units();
   void drop_units();  ///< gathers everything (collective) and removes the hooks
+  void forget_units() noexcept;  ///< removes the hooks and the unit tables (local)
 
   FsdpWrapPolicy policy_;
   std::vector<Unit> units_;

@@ -11,10 +11,6 @@ namespace volt {
 
 namespace {
 
-std::string key(const char* kind, size_t g, size_t i, const std::string& name) {
-  return std::string(kind) + "." + std::to_string(g) + "." + std::to_string(i) + "." + name;
-}
-
 // "flat.<g>.<j>.<name>" -> (g, j, name); false otherwise.
 bool parse_flat_key(const std::string& k, size_t& g, size_t& j, std::string& name) {
   static const std::string kPre = "flat.";
@@ -41,13 +37,13 @@ FlatShard ZeroStrategy::flat_layout(const Managed& m, size_t g, size_t j, const 
   const auto& bucket = reducer_->buckets()[static_cast<size_t>(b)];
   const auto& index = slot_index_[static_cast<size_t>(b)];
   FlatShard f;
-  f.key = key("flat", g, j, state_name);
+  f.key = optimizer_slot_key("flat", g, j, state_name);
   f.numel = bucket.numel;
   f.chunk = bucket.chunk;
   f.dtype = bucket.shard.dtype();
   for (size_t s = 0; s < bucket.slots.size(); ++s) {
     const auto& slot = reducer_->slots()[static_cast<size_t>(bucket.slots[s])];
-    f.slots.push_back({key("state", g, static_cast<size_t>(index[s]), state_name), slot.offset, slot.param.shape()});
+    f.slots.push_back({optimizer_slot_key("state", g, static_cast<size_t>(index[s]), state_name), slot.offset, slot.param.shape()});
   }
   return f;
 }
@@ -72,10 +68,10 @@ Strategy::ShardedOptimizerState ZeroStrategy::sharded_optimizer_state(const opti
     for (size_t j = 0; j < m->buckets[g].size(); ++j) {
       const int b = m->buckets[g][j];
       const auto& index = slot_index_[static_cast<size_t>(b)];
-      auto step = mine.find(key("state", g, j, "step"));
-      auto hstep = hyper.find(key("state", g, j, "step"));
+      auto step = mine.find(optimizer_slot_key("state", g, j, "step"));
+      auto hstep = hyper.find(optimizer_slot_key("state", g, j, "step"));
       for (size_t s = 0; s < buckets[static_cast<size_t>(b)].slots.size(); ++s) {
-        const std::string k = key("state", g, static_cast<size_t>(index[s]), "step");
+        const std::string k = optimizer_slot_key("state", g, static_cast<size_t>(index[s]), "step");
         if (step != mine.end()) {
           out.replicated.tensors.emplace_back(k, step->second.clone());
           out.order.push_back(k);
@@ -83,7 +79,7 @@ Strategy::ShardedOptimizerState ZeroStrategy::sharded_optimizer_state(const opti
         if (hstep != hyper.end()) out.replicated.hyper[k] = hstep->second;
       }
       for (const auto& n : names) {
-        auto it = mine.find(key("state", g, j, n));
+        auto it = mine.find(optimizer_slot_key("state", g, j, n));
         if (it == mine.end()) continue;  // not created yet (the same on every rank)
         FlatShard f = flat_layout(*m, g, j, n);
         f.dtype = it->second.dtype();
@@ -130,17 +126,17 @@ void ZeroStrategy::load_sharded_optimizer_state(optim::Optimizer& optimizer, con
       const auto& index = slot_index_[static_cast<size_t>(b)];
       const Tensor* step = nullptr;
       for (int i : index) {
-        auto it = rep.find(key("state", g, static_cast<size_t>(i), "step"));
+        auto it = rep.find(optimizer_slot_key("state", g, static_cast<size_t>(i), "step"));
         if (it == rep.end()) continue;
         used.insert(it->first);
         if (!step) step = it->second;
       }
-      if (step) shards.emplace_back(key("state", g, j, "step"), *step);
+      if (step) shards.emplace_back(optimizer_slot_key("state", g, j, "step"), *step);
       for (const auto& n : names) {
-        auto it = by_key.find(key("flat", g, j, n));
+        auto it = by_key.find(optimizer_slot_key("flat", g, j, n));
         if (it == by_key.end()) continue;
         used.insert(it->first);
-        shards.emplace_back(key("state", g, j, n),
+        shards.emplace_back(optimizer_slot_key("state", g, j, n),
                             it->second->shard.to(buckets[static_cast<size_t>(b)].shard.device()));
       }
     }

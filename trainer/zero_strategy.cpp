@@ -14,11 +14,13 @@ namespace volt {
 
 namespace {
 
-std::string state_key(size_t g, size_t i, const std::string& name) {
-  return "state." + std::to_string(g) + "." + std::to_string(i) + "." + name;
-}
+std::string state_key(size_t g, size_t i, const std::string& name) { return optimizer_slot_key("state", g, i, name); }
 
 }  // namespace
+
+std::string optimizer_slot_key(const char* kind, size_t g, size_t i, const std::string& name) {
+  return std::string(kind) + "." + std::to_string(g) + "." + std::to_string(i) + "." + name;
+}
 
 std::optional<ZeroStage> parse_zero_strategy(const std::string& name) {
   if (name == "zero1" || name == "deepspeed_stage_1") return ZeroStage::one;

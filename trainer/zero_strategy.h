@@ -44,6 +44,10 @@ namespace volt {
 
 enum class ZeroStage { one = 1, two = 2 };
 
+/// "<kind>.<g>.<i>.<name>": an optimizer's full-layout state keys ("state": group g, parameter i) and the
+/// sharded checkpoint's flat keys ("flat": group g, bucket i).
+std::string optimizer_slot_key(const char* kind, size_t g, size_t i, const std::string& name);
+
 /// "zero1"/"deepspeed_stage_1" -> one; "zero2"/"deepspeed_stage_2"/"ddp_sharded" -> two; nullopt otherwise.
 std::optional<ZeroStage> parse_zero_strategy(const std::string& name);
 

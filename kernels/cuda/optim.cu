@@ -107,14 +107,14 @@ void for_each_launch(const std::vector<Entry>& list, Fill&& fill, Launch&& launc
 }
 
 template <class T>
-struct UnscaleArgs {
+struct ListArgs {
   T* g[kMaxTensors];
   int64_t n[kMaxTensors];
   ChunkTable chunks;
 };
 
 template <class T, class S>
-__global__ void unscale_check_kernel(UnscaleArgs<T> a, S inv, float* __restrict__ found) {
+__global__ void unscale_check_kernel(ListArgs<T> a, S inv, float* __restrict__ found) {
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
   const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
@@ -134,7 +134,7 @@ __global__ void unscale_check_kernel(UnscaleArgs<T> a, S inv, float* __restrict_
 // sums, then a shared-memory tree), and one block then folds the partials of every launch into out in index
 // order, so the result is the same on every run.
 template <class T>
-__global__ void norm_partial_kernel(UnscaleArgs<T> a, om::NormKind kind, double p, double* __restrict__ partials) {
+__global__ void norm_partial_kernel(ListArgs<T> a, om::NormKind kind, double p, double* __restrict__ partials) {
   __shared__ double red[kThreads];
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
@@ -167,7 +167,7 @@ __global__ void norm_fold_kernel(const double* __restrict__ partials, int64_t n,
 }
 
 template <class T, class S>
-__global__ void scale_by_kernel(UnscaleArgs<T> a, const double* __restrict__ coef) {
+__global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef) {
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
   const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
@@ -222,79 +222,75 @@ void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h) {
   om::dispatch_sgd(GpuLauncher{compute_stream(list.front().param)}, list, h);
 }
 
-struct UnscaleEntry {
+struct ListEntry {
   void* g;
   int64_t n;
 };
 
-std::vector<UnscaleEntry> entries(const std::vector<Tensor>& list) {
-  std::vector<UnscaleEntry> out;
+std::vector<ListEntry> entries(const std::vector<Tensor>& list) {
+  std::vector<ListEntry> out;
   for (const Tensor& t : list)
     if (t.numel() > 0) out.push_back({t.data_ptr(), t.numel()});
   return out;
 }
 
+// Calls launch(T{}, args, blocks) for each launch the plan makes over the non-empty tensors of `list` (all of
+// the first one's dtype T): args names each launch's tensors and chunks.
+template <class Launch>
+void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&& launch) {
+  const std::vector<ListEntry> e = entries(list);
+  if (e.empty()) return;
+  dispatch_floating(list.front().dtype(), what, [&](auto tag) {
+    using T = decltype(tag);
+    using Args = ListArgs<T>;
+    for_each_launch<Args>(
+        e, [](Args& a, size_t k, const ListEntry& x) { a.g[k] = static_cast<T*>(x.g); },
+        [&](const Args& a, unsigned blocks) { launch(tag, a, blocks); });
+  });
+}
+
 void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found) {
-  const std::vector<UnscaleEntry> list = entries(grads);
-  if (list.empty()) return;
+  if (grads.empty()) return;
   cudaStream_t stream = compute_stream(grads.front());
-  dispatch_floating(grads.front().dtype(), "unscale_check", [&](auto tag) {
+  launch_over_list(grads, "unscale_check", [&](auto tag, const auto& a, unsigned blocks) {
     using T = decltype(tag);
     using S = acc_t<T>;
-    using Args = UnscaleArgs<T>;
-    for_each_launch<Args>(
-        list, [](Args& a, size_t k, const UnscaleEntry& e) { a.g[k] = static_cast<T*>(e.g); },
-        [&](const Args& a, unsigned blocks) {
-          unscale_check_kernel<T, S><<<blocks, kThreads, 0, stream>>>(a, static_cast<S>(inv_scale),
-                                                                     static_cast<float*>(found.data_ptr()));
-          VOLT_CUDA_CHECK_LAUNCH();
-        });
+    unscale_check_kernel<T, S><<<blocks, kThreads, 0, stream>>>(a, static_cast<S>(inv_scale),
+                                                               static_cast<float*>(found.data_ptr()));
+    VOLT_CUDA_CHECK_LAUNCH();
   });
 }
 
 void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) {
-  const std::vector<UnscaleEntry> e = entries(list);
-  if (e.empty()) return;
-  cudaStream_t stream = compute_stream(out);
-  const om::NormKind kind = om::norm_kind(p);
   std::vector<int64_t> numels;
-  for (const auto& x : e) numels.push_back(x.n);
+  for (const auto& x : entries(list)) numels.push_back(x.n);
+  if (numels.empty()) return;
   int64_t chunks = 0;
   for (const auto& l : multi_tensor::plan(numels, kChunk, kMaxTensors, kMaxChunks))
     chunks += static_cast<int64_t>(l.chunks.size());
+  cudaStream_t stream = compute_stream(out);
+  const om::NormKind kind = om::norm_kind(p);
   // One partial per chunk of every launch (stream-ordered: freed after the fold is queued).
   Tensor partials = empty({chunks}, DType::f64, out.device());
   double* base = static_cast<double*>(partials.data_ptr());
-  dispatch_floating(list.front().dtype(), "norm_partial", [&](auto tag) {
+  int64_t done = 0;
+  launch_over_list(list, "norm_partial", [&](auto tag, const auto& a, unsigned blocks) {
     using T = decltype(tag);
-    using Args = UnscaleArgs<T>;
-    int64_t done = 0;
-    for_each_launch<Args>(
-        e, [](Args& a, size_t k, const UnscaleEntry& x) { a.g[k] = static_cast<T*>(x.g); },
-        [&](const Args& a, unsigned blocks) {
-          norm_partial_kernel<T><<<blocks, kThreads, 0, stream>>>(a, kind, p, base + done);
-          VOLT_CUDA_CHECK_LAUNCH();
-          done += blocks;
-        });
+    norm_partial_kernel<T><<<blocks, kThreads, 0, stream>>>(a, kind, p, base + done);
+    VOLT_CUDA_CHECK_LAUNCH();
+    done += blocks;
   });
   norm_fold_kernel<<<1, kThreads, 0, stream>>>(base, chunks, kind, static_cast<double*>(out.data_ptr()));
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
 void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
-  const std::vector<UnscaleEntry> e = entries(list);
-  if (e.empty()) return;
+  if (list.empty()) return;
   cudaStream_t stream = compute_stream(list.front());
-  dispatch_floating(list.front().dtype(), "scale_by", [&](auto tag) {
+  launch_over_list(list, "scale_by", [&](auto tag, const auto& a, unsigned blocks) {
     using T = decltype(tag);
-    using S = acc_t<T>;
-    using Args = UnscaleArgs<T>;
-    for_each_launch<Args>(
-        e, [](Args& a, size_t k, const UnscaleEntry& x) { a.g[k] = static_cast<T*>(x.g); },
-        [&](const Args& a, unsigned blocks) {
-          scale_by_kernel<T, S><<<blocks, kThreads, 0, stream>>>(a, static_cast<const double*>(coef.data_ptr()));
-          VOLT_CUDA_CHECK_LAUNCH();
-        });
+    scale_by_kernel<T, acc_t<T>><<<blocks, kThreads, 0, stream>>>(a, static_cast<const double*>(coef.data_ptr()));
+    VOLT_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -14,6 +14,8 @@
 #include <volt/nn/nn.h>
 #include <volt/trainer/trainer.h>
 
+#include "common/param_values.h"
+
 namespace volt::test {
 
 struct DpNet : TrainModule {
@@ -65,22 +67,6 @@ inline TrainerOptions dp_options(const std::string& strategy, const std::string&
   o.logger = false;
   o.num_sanity_val_steps = 0;
   return o;
-}
-
-inline std::vector<std::vector<double>> dp_parameter_values(TrainModule& m) {
-  std::vector<std::vector<double>> out;
-  for (auto& [name, p] : m.named_parameters()) out.push_back(p.detach().contiguous().to_vector<double>());
-  return out;
-}
-
-inline double dp_max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
-  double d = 0;
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].size(), b[i].size());
-    for (size_t j = 0; j < a[i].size() && j < b[i].size(); ++j) d = std::max(d, std::abs(a[i][j] - b[i][j]));
-  }
-  return d;
 }
 
 }  // namespace volt::test

@@ -50,7 +50,7 @@ Result run(const std::string& strategy, const std::string& devices, int64_t batc
   auto loader = std::make_shared<data::DataLoader>(test::dp_data(24), data::DataLoaderOptions{.batch_size = batch});
   trainer.fit(m, loader);
   EXPECT_EQ(trainer.strategy().name(), strategy);
-  return {test::dp_parameter_values(m), static_cast<int64_t>(m.replicas.size()), trainer.effective_batch_size(batch),
+  return {test::parameter_values(m), static_cast<int64_t>(m.replicas.size()), trainer.effective_batch_size(batch),
           trainer.world_size(), m.replicas};
 }
 
@@ -63,10 +63,10 @@ void check_parity(const Cfg& c) {
   for (int64_t r : ddp2.replicas) EXPECT_EQ(r, 2);
   // Every rank alone on the global batch.
   const Result single = run("single_device", "1", batch * world(), c);
-  EXPECT_GT(test::dp_max_abs_diff(single.params, test::dp_parameter_values(*std::make_unique<test::DpNet>())), 1e-3);
-  EXPECT_LE(test::dp_max_abs_diff(ddp2.params, single.params), 1e-12) << "ddp2 vs single_device";
+  EXPECT_GT(test::max_abs_diff(single.params, test::parameter_values(*std::make_unique<test::DpNet>())), 1e-3);
+  EXPECT_LE(test::max_abs_diff(ddp2.params, single.params), 1e-12) << "ddp2 vs single_device";
   const Result ddp = run("ddp", "auto", batch, c);
-  EXPECT_LE(test::dp_max_abs_diff(ddp2.params, ddp.params), 1e-12) << "ddp2 vs ddp";
+  EXPECT_LE(test::max_abs_diff(ddp2.params, ddp.params), 1e-12) << "ddp2 vs ddp";
 }
 
 }  // namespace
@@ -76,7 +76,7 @@ TEST(Ddp2, MatchesSingleDeviceWithAccumulation) { check_parity({.accumulate = 3}
 TEST(Ddp2, MatchesSingleDeviceWithClipping) {
   const Result clipped = run("single_device", "1", 4 * world(), {.clip = 0.05});
   const Result free = run("single_device", "1", 4 * world(), {});
-  ASSERT_GT(test::dp_max_abs_diff(clipped.params, free.params), 1e-4);
+  ASSERT_GT(test::max_abs_diff(clipped.params, free.params), 1e-4);
   check_parity({.clip = 0.05});
 }
 

@@ -109,22 +109,12 @@ Result run(const std::string& strategy, const Config& c) {
           m.shard_bytes, m.gathers_per_step, m.units};
 }
 
-double max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
-  double d = 0;
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].size(), b[i].size());
-    for (size_t j = 0; j < a[i].size() && j < b[i].size(); ++j) d = std::max(d, std::abs(a[i][j] - b[i][j]));
-  }
-  return d;
-}
-
 void check_parity(const Config& c) {
   const Result ddp = run("ddp", c);
   const Result f = run("fsdp", c);
   ASSERT_EQ(f.strategy, "fsdp");
-  EXPECT_LE(max_abs_diff(f.params, ddp.params), 1e-12) << "max |fsdp - ddp| over the parameters";
-  EXPECT_GT(max_abs_diff(f.params, test::parameter_values(*std::make_unique<test::FsdpNet>())), 1e-3) << "trained";
+  EXPECT_LE(test::max_abs_diff(f.params, ddp.params), 1e-12) << "max |fsdp - ddp| over the parameters";
+  EXPECT_GT(test::max_abs_diff(f.params, test::parameter_values(*std::make_unique<test::FsdpNet>())), 1e-3) << "trained";
   // Between steps nothing of full size: 80 values in 5 buckets; every rank's shards are 1/world of the padded
   // layout, which gathering allocates in full.
   EXPECT_EQ(f.batches, 2 * 24 / (2 * world()));
@@ -163,7 +153,7 @@ TEST(Fsdp, EveryWrapPolicyGivesTheSameParameters) {
   };
   for (const auto& [c, units] : cases) {
     const Result f = run("fsdp", c);
-    EXPECT_LE(max_abs_diff(f.params, ddp.params), 1e-12);
+    EXPECT_LE(test::max_abs_diff(f.params, ddp.params), 1e-12);
     EXPECT_EQ(f.released_violations, 0);
     EXPECT_EQ(f.units, units);
   }

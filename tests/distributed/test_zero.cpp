@@ -94,16 +94,6 @@ RunResult run(const std::string& strategy, const RunConfig& c) {
           trainer.strategy().name(), m.max_backward_collectives};
 }
 
-double max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
-  double d = 0;
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].size(), b[i].size());
-    for (size_t j = 0; j < a[i].size() && j < b[i].size(); ++j) d = std::max(d, std::abs(a[i][j] - b[i][j]));
-  }
-  return d;
-}
-
 // Values of the layout with two buckets (9 and 20 values, in reverse registration order): each rank's share.
 int64_t chunk_of(int64_t n) { return (n + world() - 1) / world(); }
 
@@ -116,7 +106,7 @@ void check_parity(const RunConfig& c) {
     SCOPED_TRACE(s);
     const RunResult z = run(s, c);
     ASSERT_EQ(z.strategy, s);
-    const double d = max_abs_diff(z.params, ddp.params);
+    const double d = test::max_abs_diff(z.params, ddp.params);
     EXPECT_LE(d, 1e-12) << "max |zero - ddp| over the parameters";
     // Optimizer state only for this rank's shards: DDP's / world, plus the padding of each bucket.
     const int64_t shard_values = chunk_of(9) + chunk_of(20);
@@ -136,7 +126,7 @@ TEST(Zero, MatchesDdpWithAccumulation) { check_parity({.accumulate = 3}); }
 TEST(Zero, MatchesDdpWithClipping) {
   // The clip must bite, or the test would not tell a global norm from a per-shard one.
   const RunResult clipped = run("ddp", {.clip = 0.05}), free = run("ddp", {});
-  ASSERT_GT(max_abs_diff(clipped.params, free.params), 1e-4);
+  ASSERT_GT(test::max_abs_diff(clipped.params, free.params), 1e-4);
   check_parity({.clip = 0.05});
 }
 // 16-mixed: the grad scaler unscales and checks the optimizer's shard gradients (the inf check agreed by all
@@ -169,9 +159,9 @@ TEST(Zero, ManualOptimizationMatchesDdp) {
     EXPECT_EQ(trainer.global_step(), 2 * 24 / (2 * world()));
     out[s] = test::parameter_values(m);
   }
-  EXPECT_LE(max_abs_diff(out["zero1"], out["ddp"]), 1e-12);
-  EXPECT_LE(max_abs_diff(out["zero2"], out["ddp"]), 1e-12);
-  EXPECT_GT(max_abs_diff(out["zero2"], test::parameter_values(*std::make_unique<test::ZeroMlp>())), 1e-3);
+  EXPECT_LE(test::max_abs_diff(out["zero1"], out["ddp"]), 1e-12);
+  EXPECT_LE(test::max_abs_diff(out["zero2"], out["ddp"]), 1e-12);
+  EXPECT_GT(test::max_abs_diff(out["zero2"], test::parameter_values(*std::make_unique<test::ZeroMlp>())), 1e-3);
 }
 
 TEST(Zero, ShardedLayoutPadsAndRoundTrips) {
@@ -349,8 +339,8 @@ TEST(Zero, CheckpointHasTheFullLayoutAndResumesUnderEveryStrategy) {
     EXPECT_EQ(cap.hyper["state.0.0.step"], 12.0);
     // Training on from the loaded state: the same two steps under every strategy (the same global batches).
     resumed[s] = test::parameter_values(m);
-    EXPECT_LE(max_abs_diff(resumed[s], resumed["ddp"]), 1e-12);
-    EXPECT_GT(max_abs_diff(resumed[s], cap.params), 1e-6);  // it did train on
+    EXPECT_LE(test::max_abs_diff(resumed[s], resumed["ddp"]), 1e-12);
+    EXPECT_GT(test::max_abs_diff(resumed[s], cap.params), 1e-6);  // it did train on
   }
   pg().barrier();
   if (pg().rank() == 0) fs::remove_all(dir);

@@ -89,16 +89,6 @@ GanRun run_gan(const std::string& strategy) {
   return {test::parameter_values(m), m.foreign_grads, m.own_grads, trainer.global_step()};
 }
 
-double max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
-  double d = 0;
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].size(), b[i].size());
-    for (size_t j = 0; j < a[i].size() && j < b[i].size(); ++j) d = std::max(d, std::abs(a[i][j] - b[i][j]));
-  }
-  return d;
-}
-
 TEST(ZeroToggle, GanWithTwoToggledOptimizersMatchesDdp) {
   if (12 % pg().world_size() != 0) GTEST_SKIP() << "the global batch of 12 needs a world size dividing it";
   const GanRun ddp = run_gan("ddp");
@@ -108,14 +98,14 @@ TEST(ZeroToggle, GanWithTwoToggledOptimizersMatchesDdp) {
   // Both halves trained.
   const auto start = test::parameter_values(*std::make_unique<GanModule>());
   for (size_t i = 0; i < start.size(); ++i)
-    EXPECT_GT(max_abs_diff({ddp.params[i]}, {start[i]}), 1e-4) << "parameter " << i << " did not change";
+    EXPECT_GT(test::max_abs_diff({ddp.params[i]}, {start[i]}), 1e-4) << "parameter " << i << " did not change";
   for (const std::string s : {"zero1", "zero2"}) {
     SCOPED_TRACE(s);
     const GanRun z = run_gan(s);
     EXPECT_EQ(z.steps, ddp.steps);
     EXPECT_EQ(z.foreign_grads, 0) << "the toggled-off optimizer's shards received a gradient";
     EXPECT_EQ(z.own_grads, 4 * 2);  // one shard per bucket: each optimizer is one group, one bucket
-    EXPECT_LE(max_abs_diff(z.params, ddp.params), 1e-12);
+    EXPECT_LE(test::max_abs_diff(z.params, ddp.params), 1e-12);
   }
 }
 

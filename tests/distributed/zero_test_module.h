@@ -12,6 +12,8 @@
 #include <volt/nn/nn.h>
 #include <volt/trainer/trainer.h>
 
+#include "common/param_values.h"
+
 namespace volt::test {
 
 struct ZeroMlp : TrainModule {
@@ -57,12 +59,6 @@ inline TrainerOptions zero_options(const std::string& strategy) {
   o.logger = false;
   o.num_sanity_val_steps = 0;
   return o;
-}
-
-inline std::vector<std::vector<double>> parameter_values(TrainModule& m) {
-  std::vector<std::vector<double>> out;
-  for (auto& [name, p] : m.named_parameters()) out.push_back(p.detach().contiguous().to_vector<double>());
-  return out;
 }
 
 }  // namespace volt::test

@@ -30,8 +30,8 @@
 #include <volt/trainer/dp_strategy.h>
 
 using namespace volt;
-using test::dp_max_abs_diff;
-using test::dp_parameter_values;
+using test::max_abs_diff;
+using test::parameter_values;
 
 namespace {
 
@@ -59,17 +59,17 @@ std::vector<std::vector<double>> train(const std::string& strategy, const std::s
   auto loader = std::make_shared<data::DataLoader>(test::dp_data(c.n), data::DataLoaderOptions{.batch_size = c.batch});
   trainer.fit(m, loader);
   EXPECT_EQ(trainer.strategy().name(), strategy);
-  return dp_parameter_values(m);
+  return parameter_values(m);
 }
 
 void check_parity(const Cfg& c) {
   const auto single = train("single_device", "1", c);
   // Training moved the parameters (so equality below says something).
   test::DpNet fresh;
-  ASSERT_GT(dp_max_abs_diff(single, dp_parameter_values(fresh)), 1e-3);
+  ASSERT_GT(max_abs_diff(single, parameter_values(fresh)), 1e-3);
   for (const std::string devices : {"2", "3"}) {
     SCOPED_TRACE("dp devices=" + devices);
-    EXPECT_LE(dp_max_abs_diff(train("dp", devices, c), single), 1e-12);
+    EXPECT_LE(max_abs_diff(train("dp", devices, c), single), 1e-12);
   }
 }
 
@@ -139,13 +139,13 @@ TEST(Dp, MatchesSingleDevice) { check_parity({}); }
 TEST(Dp, MatchesSingleDeviceWithAccumulation) { check_parity({.accumulate = 3}); }
 TEST(Dp, MatchesSingleDeviceWithClipping) {
   const auto clipped = train("single_device", "1", {.clip = 0.05}), free = train("single_device", "1", {});
-  ASSERT_GT(dp_max_abs_diff(clipped, free), 1e-4);  // the clip bites
+  ASSERT_GT(max_abs_diff(clipped, free), 1e-4);  // the clip bites
   check_parity({.clip = 0.05});
 }
 // Thread sanity: many steps with replicas on 3 threads (also run under ASan/UBSan in CI).
 TEST(Dp, ManyStepsMatchSingleDevice) {
   const Cfg c{.batch = 6, .n = 120, .epochs = 10};  // 200 steps
-  EXPECT_LE(dp_max_abs_diff(train("dp", "3", c), train("single_device", "1", c)), 1e-11);
+  EXPECT_LE(max_abs_diff(train("dp", "3", c), train("single_device", "1", c)), 1e-11);
 }
 
 // ---- the seeds' DP examples ---------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ TEST(Dp, TrainingStepEndAveragesPerDeviceLosses) {
   EXPECT_EQ(dp.replicas_seen, (std::set<int>{0, 1}));
   EXPECT_EQ(dp.threads_seen.size(), 2u);  // concurrently on two threads
   EXPECT_EQ(dp.preds, single.preds);
-  EXPECT_LE(dp_max_abs_diff(p_dp, p_single), 1e-12);
+  EXPECT_LE(max_abs_diff(p_dp, p_single), 1e-12);
 }
 
 // Example 1: validation_step returns (pred, y) per device; validation_step_end updates and logs an accuracy
@@ -271,7 +271,7 @@ TEST(Dp, UnevenLastBatch) {
   const auto p_single = train<SizeWeighted>("single_device", "1", c, &single);
   const std::vector<std::vector<int64_t>> expected = {{2, 2, 1}, {2, 2, 1}, {2, 2, 1}, {2, 2, 1}, {1, 1}};
   EXPECT_EQ(dp.slices, expected);
-  EXPECT_LE(dp_max_abs_diff(p_dp, p_single), 1e-12);
+  EXPECT_LE(max_abs_diff(p_dp, p_single), 1e-12);
   // A batch smaller than the devices runs on fewer replicas: one sample, one replica.
   SizeWeighted tiny;
   train<SizeWeighted>("dp", "3", {.batch = 1, .n = 2, .epochs = 1}, &tiny);
@@ -362,7 +362,7 @@ TEST(Dp, BatchNormRunningStatsComeFromReplicaZero) {
   ref.to(DType::f64);
   ref.train();
   ref.forward(data->inputs().narrow(0, 0, 4));
-  EXPECT_LE(dp_max_abs_diff({m.bn.running_mean.to_vector<double>(), m.bn.running_var.to_vector<double>()},
+  EXPECT_LE(max_abs_diff({m.bn.running_mean.to_vector<double>(), m.bn.running_var.to_vector<double>()},
                             {ref.running_mean.to_vector<double>(), ref.running_var.to_vector<double>()}),
             1e-15);
   EXPECT_EQ(m.bn.num_batches_tracked.item<int64_t>(), 1);
@@ -371,7 +371,7 @@ TEST(Dp, BatchNormRunningStatsComeFromReplicaZero) {
   whole.to(DType::f64);
   whole.train();
   whole.forward(data->inputs());
-  EXPECT_GT(dp_max_abs_diff({m.bn.running_mean.to_vector<double>()}, {whole.running_mean.to_vector<double>()}), 1e-3);
+  EXPECT_GT(max_abs_diff({m.bn.running_mean.to_vector<double>()}, {whole.running_mean.to_vector<double>()}), 1e-3);
 }
 
 TEST(Dp, ReplicaIndexOutsideReplicasIsZero) {
@@ -531,11 +531,11 @@ TEST(Dp, ProfilerAndAnomalyDetectionSeeEveryReplica) {
     ::testing::internal::GetCapturedStdout();
     if (trace) *trace = t.profiler()->chrome_trace_json();
     std::filesystem::remove_all(o.default_root_dir);
-    return dp_parameter_values(m);
+    return parameter_values(m);
   };
   std::string trace;
   const auto dp = run("dp", "2", &trace);
-  EXPECT_LE(dp_max_abs_diff(dp, run("single_device", "1", nullptr)), 1e-12);
+  EXPECT_LE(max_abs_diff(dp, run("single_device", "1", nullptr)), 1e-12);
   EXPECT_NE(trace.find("\"name\":\"thread 1\""), std::string::npos);   // replica 1's ranges
   EXPECT_EQ(trace.find("\"name\":\"thread 2\""), std::string::npos);   // the same worker thread every step
 }
