@@ -14,7 +14,7 @@
 #include <volt/nn/nn.h>
 #include <volt/trainer/trainer.h>
 
-#include "common/param_values.h"
+#include "common/strategy_test_util.h"
 
 namespace volt::test {
 
@@ -57,16 +57,7 @@ inline std::shared_ptr<data::TensorDataset> dp_data(int64_t n) {
 
 // Quiet CPU training under `strategy` with `devices`.
 inline TrainerOptions dp_options(const std::string& strategy, const std::string& devices) {
-  TrainerOptions o;
-  o.accelerator = "cpu";
-  o.devices = devices;
-  o.strategy = strategy;
-  o.enable_progress_bar = false;
-  o.enable_model_summary = false;
-  o.enable_checkpointing = false;
-  o.logger = false;
-  o.num_sanity_val_steps = 0;
-  return o;
+  return quiet_options(strategy, devices);
 }
 
 }  // namespace volt::test

@@ -262,19 +262,13 @@ TEST(Fsdp, CheckpointHasTheFullLayoutAndResumesUnderDdp) {
   if (pg.rank() == 0) fs::create_directories(dir);
   pg.barrier();
   std::map<std::string, nn::StateDict> saved;
-  struct SaveAtEnd : Callback {  // inside fit: the sharded optimizer state is dropped at teardown
-    std::string stem;
-    void on_fit_end(Trainer& trainer, TrainModule&) override { trainer.save_checkpoint(stem); }
-  };
   for (const std::string s : {"ddp", "fsdp"}) {
     TrainerOptions o = test::zero_options(s);
     if (s == "fsdp") test::fsdp_test_wrap(o);
     o.max_steps = 3;
     o.max_epochs = -1;
     o.seed = 3;
-    auto save = std::make_shared<SaveAtEnd>();
-    save->stem = dir + "/" + s;
-    o.callbacks.push_back(save);
+    o.callbacks.push_back(std::make_shared<test::SaveAtEnd>(dir + "/" + s));
     Trainer trainer(o);
     test::FsdpNet m;
     auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24), data::DataLoaderOptions{.batch_size = 2});

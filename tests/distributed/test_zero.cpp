@@ -247,26 +247,6 @@ TEST(Zero, UnusedParameterIsAnErrorNamingIt) {
 
 // ---- checkpoints ---------------------------------------------------------------------------------------------
 
-// Saves a checkpoint at the end of fit (every rank calls save_checkpoint: the optimizer state is gathered).
-struct SaveAtEnd : Callback {
-  std::string path;
-  explicit SaveAtEnd(std::string p) : path(std::move(p)) {}
-  void on_fit_end(Trainer& trainer, TrainModule&) override { trainer.save_checkpoint(path); }
-};
-
-// The full-layout optimizer state and the parameters right after a resume (on_fit_start follows the load).
-struct CaptureAtStart : Callback {
-  nn::StateDict opt_state;
-  std::map<std::string, double> hyper;
-  std::vector<std::vector<double>> params;
-  void on_fit_start(Trainer& trainer, TrainModule& m) override {
-    auto st = trainer.strategy().optimizer_state(*trainer.optimizers()[0]);
-    for (auto& [k, t] : st.tensors) opt_state.emplace_back(k, t.clone());
-    hyper = st.hyper;
-    params = test::parameter_values(m);
-  }
-};
-
 std::string shared_dir(const std::string& name) {
   std::string dir = pg().rank() == 0 ? (fs::temp_directory_path() / ("volt_zero_" + name + "_" + std::to_string(::getpid()))).string() : "";
   // Every rank writes to rank 0's directory.
@@ -295,12 +275,12 @@ std::map<std::string, std::vector<double>> optimizer_tensors_in(const std::strin
 }
 
 void fit_with(const std::string& strategy, TrainModule& m, int64_t steps, const std::string& save,
-              const std::string& resume, CaptureAtStart* capture) {
+              const std::string& resume, test::CaptureAtStart* capture) {
   TrainerOptions o = test::zero_options(strategy);
   o.max_steps = steps;
   o.max_epochs = -1;
   o.seed = 3;
-  o.callbacks.push_back(std::make_shared<SaveAtEnd>(save));
+  o.callbacks.push_back(std::make_shared<test::SaveAtEnd>(save));
   if (capture) o.callbacks.push_back(std::shared_ptr<Callback>(capture, [](Callback*) {}));
   Trainer trainer(o);
   // A global batch of 12 at any world size: 2 batches per epoch everywhere, so a checkpoint resumes at any.
@@ -331,7 +311,7 @@ TEST(Zero, CheckpointHasTheFullLayoutAndResumesUnderEveryStrategy) {
   for (const std::string s : {"ddp", "zero2", "zero1", "single_device"}) {
     SCOPED_TRACE(s);
     test::ZeroMlp m;
-    CaptureAtStart cap;
+    test::CaptureAtStart cap;
     // single_device: every rank alone, the way a one-process job would load it.
     fit_with(s, m, 14, dir + "/resumed_" + s + "_" + std::to_string(pg().rank()), dir + "/zero2", &cap);
     EXPECT_EQ(as_values(cap.opt_state), saved);  // exactly: gathering and slicing only move values

@@ -51,25 +51,6 @@ std::map<std::string, std::vector<double>> as_values(const nn::StateDict& sd) {
   return out;
 }
 
-struct SaveAtEnd : Callback {
-  std::string path;
-  explicit SaveAtEnd(std::string p) : path(std::move(p)) {}
-  void on_fit_end(Trainer& trainer, TrainModule&) override { trainer.save_checkpoint(path); }
-};
-
-// The full-layout optimizer state and the parameters right after a resume.
-struct CaptureAtStart : Callback {
-  nn::StateDict opt_state;
-  std::map<std::string, double> hyper;
-  std::vector<std::vector<double>> params;
-  void on_fit_start(Trainer& trainer, TrainModule& m) override {
-    auto st = trainer.strategy().optimizer_state(*trainer.optimizers()[0]);
-    for (auto& [k, t] : st.tensors) opt_state.emplace_back(k, t.clone());
-    hyper = st.hyper;
-    params = test::parameter_values(m);
-  }
-};
-
 std::shared_ptr<data::DataLoader> loader_for(Trainer& trainer) {
   // A global batch of 12 at any world size: 2 batches per epoch everywhere.
   const int64_t batch = 12 / trainer.strategy().world_size();
@@ -78,13 +59,13 @@ std::shared_ptr<data::DataLoader> loader_for(Trainer& trainer) {
 }
 
 void fit_with(const std::string& strategy, CheckpointLayout layout, TrainModule& m, int64_t steps,
-              const std::string& save, const std::string& resume = "", CaptureAtStart* capture = nullptr) {
+              const std::string& save, const std::string& resume = "", test::CaptureAtStart* capture = nullptr) {
   TrainerOptions o = test::zero_options(strategy);
   o.max_steps = steps;
   o.max_epochs = -1;
   o.seed = 3;
   o.checkpoint_layout = layout;
-  o.callbacks.push_back(std::make_shared<SaveAtEnd>(save));
+  o.callbacks.push_back(std::make_shared<test::SaveAtEnd>(save));
   if (capture) o.callbacks.push_back(std::shared_ptr<Callback>(capture, [](Callback*) {}));
   Trainer trainer(o);
   trainer.fit(m, loader_for(trainer), nullptr, resume);
@@ -176,7 +157,7 @@ TEST_F(ZeroShardedCheckpoint, ResumesUnderEveryStrategyWithTheSavedState) {
   for (const std::string s : {"zero2", "zero1", "ddp", "single_device"}) {
     SCOPED_TRACE(s);
     test::ZeroMlp m;
-    CaptureAtStart cap;
+    test::CaptureAtStart cap;
     // single_device: every rank alone, the way a one-process job loads it (consolidated in memory).
     fit_with(s, CheckpointLayout::full, m, 7, dir_ + "/resumed_" + s + "_" + std::to_string(pg().rank()),
              dir_ + "/sharded", &cap);
@@ -190,7 +171,7 @@ TEST_F(ZeroShardedCheckpoint, ResumesUnderEveryStrategyWithTheSavedState) {
 
 TEST_F(ZeroShardedCheckpoint, ModelCheckpointRotatesShardFoldersAndResumesLast) {
   const std::string mc_dir = dir_ + "/mc";
-  auto fit_mc = [&](int64_t steps, const std::string& ckpt, CaptureAtStart* cap) {
+  auto fit_mc = [&](int64_t steps, const std::string& ckpt, test::CaptureAtStart* cap) {
     TrainerOptions o = test::zero_options("zero2");
     o.max_steps = steps;
     o.max_epochs = -1;
@@ -221,7 +202,7 @@ TEST_F(ZeroShardedCheckpoint, ModelCheckpointRotatesShardFoldersAndResumesLast) 
   const auto expect = optimizer_tensors(consolidate_tensors(
       mc_dir + "/epoch=1-step=4", parse_sharded_record(nn::load_json(mc_dir + "/epoch=1-step=4.json"), "top-k")));
   pg().barrier();
-  CaptureAtStart cap;
+  test::CaptureAtStart cap;
   fit_mc(6, "last", &cap);
   EXPECT_EQ(cap.hyper["state.0.0.step"], 4.0);
   EXPECT_EQ(as_values(cap.opt_state), expect);

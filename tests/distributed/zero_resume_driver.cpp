@@ -69,12 +69,6 @@ struct CheckResume : Callback {
   }
 };
 
-struct SaveAtEnd : Callback {
-  std::string stem;
-  explicit SaveAtEnd(std::string s) : stem(std::move(s)) {}
-  void on_fit_end(Trainer& trainer, TrainModule&) override { trainer.save_checkpoint(stem); }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,7 +97,7 @@ int main(int argc, char** argv) {
     o.gradient_clip_val = 0.5;
     if (sharded) o.checkpoint_layout = CheckpointLayout::sharded;
     if (!resume.empty()) o.callbacks.push_back(std::make_shared<CheckResume>(resume));
-    o.callbacks.push_back(std::make_shared<SaveAtEnd>(save));
+    o.callbacks.push_back(std::make_shared<test::SaveAtEnd>(save));
     if (fsdp_net && strategy == "fsdp") test::fsdp_test_wrap(o);
     Trainer trainer(o);
     rank = trainer.strategy().global_rank();

@@ -12,7 +12,7 @@
 #include <volt/nn/nn.h>
 #include <volt/trainer/trainer.h>
 
-#include "common/param_values.h"
+#include "common/strategy_test_util.h"
 
 namespace volt::test {
 
@@ -49,16 +49,7 @@ inline std::shared_ptr<data::TensorDataset> zero_regression_data(int64_t n) {
 
 // Quiet CPU training under `strategy`; the world size comes from the launcher.
 inline TrainerOptions zero_options(const std::string& strategy) {
-  TrainerOptions o;
-  o.accelerator = "cpu";
-  o.devices = "auto";  // one process, or the launcher's world (num_nodes = 1)
-  o.strategy = strategy;
-  o.enable_progress_bar = false;
-  o.enable_model_summary = false;
-  o.enable_checkpointing = false;
-  o.logger = false;
-  o.num_sanity_val_steps = 0;
-  return o;
+  return quiet_options(strategy, "auto");  // one process, or the launcher's world (num_nodes = 1)
 }
 
 }  // namespace volt::test
