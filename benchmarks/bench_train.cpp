@@ -3,8 +3,11 @@
 //   {"bench":"train","model":"mlp","batch_size":16,"threads":1,"steps":3000,"world_size":1,"precision":"32-true",
 //    "train_samples_per_s":..., "eval_samples_per_s":..., "peak_rss_mb":..., "peak_tensor_mb":...,
 //    "speedup_vs_32_true":...}
-// Models: --model mlp (the MNIST recipe, 784-128-10, Adam) or --model wide (784-W-W-10 with --width W, default
+// Models: --model mlp (the MNIST recipe, 784-128-10, Adam), --model cnn (examples/mnist_cnn's network: two
+// conv-BN-ReLU-pool blocks, dropout, a linear head; Adam) or --model wide (784-W-W-10 with --width W, default
 // 4096: big enough for the GEMMs to dominate; use --batch-size 1024 as the mixed-precision figure of merit).
+// "us_per_step" is the mean wall time of one optimizer step of one rank through the whole training loop (data
+// loading, upload, forward, backward, reduction, optimizer, logging): batch size / the rank's samples per second.
 // Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
 // --steps, --threads, --data, --strategy, --accelerator, --devices. "speedup_vs_32_true" is the train
 // throughput relative to the 32-true run of the same batch size in this invocation (when one ran).
@@ -43,6 +46,7 @@ struct WideMlp : TrainModule {
 
 std::unique_ptr<TrainModule> make_model(const std::string& model, int64_t width) {
   if (model == "wide") return std::make_unique<WideMlp>(width, 1e-4);
+  if (model == "cnn") return std::make_unique<examples::MnistCnn>(1e-3);
   return std::make_unique<examples::MnistMlp>(1e-4);
 }
 
@@ -56,7 +60,8 @@ int main(int argc, char** argv) {
   std::string data = "/usr/share/datasets/fashion-mnist", strategy = "auto", devices = "auto", accelerator = "cpu",
               model_name = "mlp";
   CLI::App app{"Volt training throughput benchmark"};
-  app.add_option("--model", model_name, "mlp (784-128-10) | wide (784-W-W-10)")->check(CLI::IsMember({"mlp", "wide"}));
+  app.add_option("--model", model_name, "mlp (784-128-10) | cnn (examples/mnist_cnn) | wide (784-W-W-10)")
+      ->check(CLI::IsMember({"mlp", "cnn", "wide"}));
   app.add_option("--width", width, "hidden width of --model wide")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_sizes, "batch sizes to run (one JSON line each)")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "optimizer steps per configuration")->check(CLI::PositiveNumber);
@@ -107,18 +112,20 @@ int main(int argc, char** argv) {
         double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const int world = trainer.strategy().world_size();
         // Every rank trains the same number of samples in lockstep: the global rate is world x the local one.
-        double train_sps = tp->samples_per_second() * world;
+        const double local_sps = tp->samples_per_second();
+        double train_sps = local_sps * world;
+        const double us_per_step = local_sps > 0 ? 1e6 * static_cast<double>(bs) / local_sps : 0.0;
         double eval_sps = static_cast<double>(val->dataset()->size()) / eval_s;
         if (precision == "32-true") fp32_sps[bs] = train_sps;
         if (trainer.strategy().is_global_zero()) {
           std::printf(
               "{\"bench\":\"train\",\"model\":\"%s\",\"width\":%lld,\"batch_size\":%lld,\"threads\":%d,"
               "\"steps\":%lld,\"world_size\":%d,\"strategy\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
-              "\"train_samples_per_s\":%.1f,\"eval_samples_per_s\":%.1f,\"peak_rss_mb\":%.1f,"
+              "\"train_samples_per_s\":%.1f,\"us_per_step\":%.1f,\"eval_samples_per_s\":%.1f,\"peak_rss_mb\":%.1f,"
               "\"peak_tensor_mb\":%.2f",
-              model_name.c_str(), static_cast<long long>(model_name == "wide" ? width : 128),
+              model_name.c_str(), static_cast<long long>(model_name == "wide" ? width : model_name == "mlp" ? 128 : 0),
               static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
-              model->device().str().c_str(), precision.c_str(), train_sps, eval_sps,
+              model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
               examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
           // GEMM FLOP/s of the last logging window (50 steps) and, with a known peak, the model FLOPs utilisation.

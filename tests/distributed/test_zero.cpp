@@ -3,8 +3,9 @@
 //    with clipping by norm, AdamW with clipping and accumulation), to 1e-12 in f64 (reductions round
 //    differently: reduce-scatter divides by the world size where DDP multiplies by its inverse);
 //  - memory: each rank's optimizer state (summed over the optimizer's state tensors) is its shards' size, i.e.
-//    DDP's / world plus at most the padding; after a synced backward the parameters hold no gradient and the
-//    optimizer's shard gradients hold chunk values;
+//    DDP's / world plus at most the padding, and so are the bytes the allocator statistics see the first
+//    optimizer step add (where Adam creates its state); after a synced backward the parameters hold no gradient
+//    and the optimizer's shard gradients hold chunk values;
 //  - overlap: every bucket's reduction is launched while backward runs;
 //  - manual optimisation (manual_backward, ManualOptimizer::step) matches DDP too;
 //  - the sharded layout: padding, contiguous slices, gather/slice round trip, in-place large parameters;
@@ -18,6 +19,7 @@
 #include <volt/distributed/process_group.h>
 #include <volt/distributed/sharded_reducer.h>
 #include <volt/nn/serialization.h>
+#include <volt/runtime/allocator.h>
 #include <volt/trainer/device_parser.h>
 #include <volt/trainer/zero_strategy.h>
 
@@ -44,6 +46,8 @@ struct ProbeMlp : test::ZeroMlp {
   int64_t state_bytes = -1;         // optimizer state tensors, step counts excluded
   int64_t optimizer_grad_numel = 0;  // the optimizer's parameters' gradients, before the step
   int64_t module_grads_defined = 0;  // module parameters that still hold a .grad before the step
+  int64_t first_step_bytes = -1;      // CPU bytes allocated by the first optimizer step (memory_stats), kept after it
+  int64_t allocated_before_step = 0;
   uint64_t seq_before = 0, max_backward_collectives = 0;  // collectives launched while backward ran
   void on_before_backward(const Tensor&) override { seq_before = pg().sequence_number(); }
   void on_after_backward() override {
@@ -61,6 +65,10 @@ struct ProbeMlp : test::ZeroMlp {
         if (p.grad().defined()) optimizer_grad_numel += p.grad().numel();
     module_grads_defined = 0;
     for (auto& [n, p] : named_parameters()) module_grads_defined += p.grad().defined() ? 1 : 0;
+    allocated_before_step = memory_stats(kCPU).allocated;
+  }
+  void on_before_zero_grad(optim::Optimizer&) override {
+    if (first_step_bytes < 0) first_step_bytes = memory_stats(kCPU).allocated - allocated_before_step;
   }
   void on_train_batch_end(const Tensor&, const Batch&, int64_t) override {
     state_bytes = 0;
@@ -71,7 +79,7 @@ struct ProbeMlp : test::ZeroMlp {
 
 struct RunResult {
   std::vector<std::vector<double>> params;
-  int64_t state_bytes = 0, optimizer_grad_numel = 0, module_grads_defined = 0;
+  int64_t state_bytes = 0, optimizer_grad_numel = 0, module_grads_defined = 0, first_step_bytes = 0;
   std::string strategy;
   uint64_t max_backward_collectives = 0;
 };
@@ -90,8 +98,8 @@ RunResult run(const std::string& strategy, const RunConfig& c) {
                                                    data::DataLoaderOptions{.batch_size = 2, .shuffle = true, .seed = 5});
   trainer.fit(m, loader);
   EXPECT_EQ(trainer.grad_scaler() != nullptr, c.precision == "16-mixed");
-  return {test::parameter_values(m), m.state_bytes, m.optimizer_grad_numel, m.module_grads_defined,
-          trainer.strategy().name(), m.max_backward_collectives};
+  return {test::parameter_values(m), m.state_bytes,      m.optimizer_grad_numel,    m.module_grads_defined,
+          m.first_step_bytes,         trainer.strategy().name(), m.max_backward_collectives};
 }
 
 // Values of the layout with two buckets (9 and 20 values, in reverse registration order): each rank's share.
@@ -102,6 +110,8 @@ void check_parity(const RunConfig& c) {
   ASSERT_EQ(ddp.strategy, "ddp");
   EXPECT_EQ(ddp.state_bytes, 2 * 29 * 8);  // Adam: exp_avg and exp_avg_sq, f64, for all 29 values
   EXPECT_EQ(ddp.module_grads_defined, 5);
+  // The allocator statistics agree: the first step (where Adam creates its state) keeps exactly those bytes.
+  EXPECT_EQ(ddp.first_step_bytes, ddp.state_bytes);
   for (const std::string s : {"zero1", "zero2"}) {
     SCOPED_TRACE(s);
     const RunResult z = run(s, c);
@@ -113,6 +123,7 @@ void check_parity(const RunConfig& c) {
     EXPECT_EQ(z.state_bytes, 2 * shard_values * 8);
     EXPECT_GE(z.state_bytes * world(), ddp.state_bytes);
     EXPECT_LE(z.state_bytes * world(), ddp.state_bytes + 2 * 2 * (world() - 1) * 8);
+    EXPECT_EQ(z.first_step_bytes, z.state_bytes) << "bytes the first optimizer step added (memory_stats)";
     // The optimizer steps shard gradients; the parameters' full gradients were released after the reduction.
     EXPECT_EQ(z.optimizer_grad_numel, shard_values);
     EXPECT_EQ(z.module_grads_defined, 0);
