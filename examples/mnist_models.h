@@ -1,5 +1,7 @@
 #pragma once
 // The example models: the MNIST MLP recipe and a small CNN, shared by examples/ and benchmarks/.
+#include <memory>
+
 #include <volt/nn/functional.h>
 #include <volt/nn/metrics.h>
 #include <volt/nn/nn.h>
@@ -27,15 +29,25 @@ struct MnistMlp : TrainModule {
     log("train_loss", loss);
     return loss;
   }
-  void validation_step(const Batch& b, int64_t) override {
-    val_acc.update(argmax(softmax(forward(b.input), 1), 1), b.target);
+  // Predictions per step, metrics updated on the whole batch in *_step_end: right under dp/ddp2 too, where the
+  // steps run concurrently on replicas (trainer/dp_strategy.h).
+  StepOutput validation_step_outputs(const Batch& b, int64_t) override {
+    return {{"pred", argmax(softmax(forward(b.input), 1), 1)}, {"y", b.target}};
+  }
+  void validation_step_end(const StepOutput& out) override {
+    val_acc.update(out.at("pred"), out.at("y"));
     log("val_acc", val_acc, {.prog_bar = true});
   }
-  void test_step(const Batch& b, int64_t) override {
-    test_acc.update(argmax(softmax(forward(b.input), 1), 1), b.target);
+  StepOutput test_step_outputs(const Batch& b, int64_t) override {
+    return {{"pred", argmax(softmax(forward(b.input), 1), 1)}, {"y", b.target}};
+  }
+  void test_step_end(const StepOutput& out) override {
+    test_acc.update(out.at("pred"), out.at("y"));
     log("test_acc", test_acc);
   }
   Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
+  /// dp over several GPUs (or --dp-replicas): one of these per extra device.
+  std::unique_ptr<TrainModule> make_replica() const override { return std::make_unique<MnistMlp>(lr); }
 };
 
 
@@ -70,15 +82,23 @@ struct MnistCnn : TrainModule {
     log("train_loss", loss);
     return loss;
   }
-  void validation_step(const Batch& b, int64_t) override {
-    val_acc.update(argmax(forward(b.input), 1), b.target);
+  StepOutput validation_step_outputs(const Batch& b, int64_t) override {  // metrics in *_step_end, as MnistMlp
+    return {{"pred", argmax(forward(b.input), 1)}, {"y", b.target}};
+  }
+  void validation_step_end(const StepOutput& out) override {
+    val_acc.update(out.at("pred"), out.at("y"));
     log("val_acc", val_acc, {.prog_bar = true});
   }
-  void test_step(const Batch& b, int64_t) override {
-    test_acc.update(argmax(forward(b.input), 1), b.target);
+  StepOutput test_step_outputs(const Batch& b, int64_t) override {
+    return {{"pred", argmax(forward(b.input), 1)}, {"y", b.target}};
+  }
+  void test_step_end(const StepOutput& out) override {
+    test_acc.update(out.at("pred"), out.at("y"));
     log("test_acc", test_acc);
   }
   Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
+  /// dp over several GPUs (or --dp-replicas): one of these per extra device.
+  std::unique_ptr<TrainModule> make_replica() const override { return std::make_unique<MnistCnn>(lr); }
 };
 
 }  // namespace volt::examples

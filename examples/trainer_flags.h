@@ -201,6 +201,9 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
                  },
                  "fsdp: comma-separated dotted module names that become units ('encoder,decoder.l1')")
               ->default_str(""));
+  if (want("dp_replicas"))
+    group(add_bool_flag(app, "--dp-replicas", o.dp_replicas,
+                        "dp/ddp2 on CPU devices: a module replica per device (TrainModule::make_replica), as on GPUs"));
   if (want("num_nodes"))
     group(app.add_option("--num-nodes", o.num_nodes, "machines in a ddp job: world size = num_nodes x devices")
               ->check(at_least(1)));

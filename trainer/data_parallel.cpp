@@ -12,7 +12,9 @@
 #include <volt/nn/layers/batchnorm.h>
 #include <volt/nn/replica.h>
 #include <volt/runtime/autocast.h>
+#include <volt/runtime/cuda_api.h>
 #include <volt/runtime/generator.h>
+#include <volt/trainer/module_replicas.h>
 
 namespace volt::detail {
 
@@ -220,12 +222,15 @@ void ReplicaPool::run(int n, const std::function<void(int)>& fn) {
   }
 }
 
-StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const StepFn& step, ReplicaPool& pool) {
+StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const StepFn& step, ReplicaPool& pool,
+                        ModuleReplicas* replicas) {
+  VOLT_ASSERT(!replicas || replicas->size() == pool.workers(), "run_replicas: ", replicas->size(), " replicas for ",
+              pool.workers(), " workers");
   std::vector<data::Batch> slices = split_batch(batch, pool.workers() + 1);
   const int n = static_cast<int>(slices.size());
   if (n == 1) {
     nn::ReplicaScope replica(0);
-    return gather_step_outputs({step(slices[0])});
+    return gather_step_outputs({step(module, slices[0])});
   }
   for (auto& [name, child] : module.named_modules())
     if (auto* bn = dynamic_cast<nn::BatchNormBase*>(child))
@@ -263,7 +268,15 @@ StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const Ste
       ThreadGeneratorScope stream(r == 0 ? nullptr : gens[static_cast<size_t>(r - 1)].get());
       logs[r].slice_size = slices[r].size();
       ReplicaLogScope log_scope(&logs[r]);
-      outs[r] = step(slices[r]);
+      if (!replicas || r == 0) {
+        outs[r] = step(module, slices[r]);
+        return;
+      }
+      DeviceScope device(replicas->device(r));
+      replicas->sync(r);
+      outs[r] = step(replicas->module(r), slices[r].to(replicas->device(r)));
+      for (auto& [key, t] : outs[r])  // differentiable copies: the backward runs back to this device
+        if (t.defined()) t = t.to(replicas->device(0));
     } catch (...) {
       errors[r] = std::current_exception();
     }

@@ -14,6 +14,8 @@
 
 namespace volt::detail {
 
+class ModuleReplicas;
+
 /// Splits every tensor of `batch` (input, target, each field) along dim 0 into at most `n` slices, as torch.chunk
 /// does: slices of ceil(B / n) samples, the last ones smaller, and fewer than `n` when B < n. A batch with no
 /// leading dimension to split (undefined or 0-d input, or B == 0) is one slice. A tensor whose dim 0 is not B
@@ -79,7 +81,11 @@ class ReplicaPool {
 /// global offset and r; graph nodes numbered from a range of its own, so the backward's summation order and
 /// therefore the result do not depend on thread timing), rethrow the first replica's error, merge the logs,
 /// gather the outputs.
-/// `pool` runs the replicas (devices - 1 workers).
-StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const StepFn& step, ReplicaPool& pool);
+/// `pool` runs the replicas (devices - 1 workers). `replicas` null: every replica runs `step` on `module` (the
+/// shared module of virtual CPU devices). Otherwise replica r runs it on replicas->module(r) with
+/// replicas->device(r) current: its slice is moved there, replicas->sync(r) copies the root's state in first
+/// (trainer/module_replicas.h), and its outputs are moved to the root device before the gather.
+StepOutput run_replicas(TrainModule& module, const data::Batch& batch, const StepFn& step, ReplicaPool& pool,
+                        ModuleReplicas* replicas = nullptr);
 
 }  // namespace volt::detail

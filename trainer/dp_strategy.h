@@ -6,6 +6,8 @@
 /// @code{.unparsed}
 ///   build/examples/mnist_mlp --strategy dp --devices 2                   # 2 virtual CPU devices, one process
 ///   mpirun -np 2 build/examples/mnist_mlp --strategy ddp2 --devices 2    # 2 processes x 2 virtual CPU devices
+///   build/examples/mnist_mlp --strategy dp --devices 2 --dp-replicas     # a module replica per virtual device
+///   build/examples/mnist_mlp --strategy dp --accelerator gpu --devices 2 # a module replica per GPU
 /// @endcode
 ///
 /// Every step (training, validation, test; Strategy::run_step) splits the batch along dim 0 into one slice per
@@ -19,9 +21,25 @@
 /// ONE backward on the calling thread runs through every replica's graph, so each parameter's gradient is the sum
 /// of the replicas' contributions, accumulated once (DDP's gradient hooks fire once per parameter under ddp2).
 ///
-/// The replicas share the one module (its parameters are only read by forward), so:
+/// Replicas on virtual CPU devices share the one module (its parameters are only read by forward); over several
+/// GPUs (or with TrainerOptions::dp_replicas on the CPU) every extra device runs a module replica instead:
+/// - TrainModule::make_replica() builds it (a new module of the same architecture; nullptr, the default, means
+///   "not replicable": several GPUs then fail with an error saying to override it or to use `ddp`). At setup the
+///   strategy makes one per extra device, checks its parameter, buffer and submodule names, shapes and dtypes
+///   against the root's (an error names the first mismatch), and moves it to its device.
+/// - Before each step, on the replica's thread with its device current, the root's current parameters and
+///   buffers are copied into the replica (Tensor::copy_) and its training flags follow the root's. Under grad
+///   mode each replica parameter is then a differentiable copy of the root's (a non-leaf whose backward moves
+///   the gradient to the root's device), so the ONE backward sums every replica's contribution in the root
+///   parameter's own gradient accumulator: optimizers, clipping, accumulation and DDP's hooks (ddp2) see what
+///   they see with the shared module. The replica's slice goes to its device and its outputs come back to the
+///   root device (differentiably) for the gather.
+/// - Only the replica's steps run; hooks, `*_step_end`, optimizers and log() targets stay with the root.
+///
+/// Either way:
 /// - State changes made by a step are kept from replica 0 only (nn/replica.h): BatchNorm's running statistics
-///   follow replica 0's slice, as upstream's DataParallel keeps the first device's replica's buffer updates.
+///   follow replica 0's slice, as upstream's DataParallel keeps the first device's replica's buffer updates
+///   (a module replica's buffers are overwritten from the root's at every step).
 /// - Steps run concurrently: a step must not change shared state (module members, metric objects, counters).
 ///   Update metrics and call collectives (all_gather, which is refused inside a replica) in the `*_step_end`
 ///   hooks. Autograd's grad mode and autocast follow the calling thread into every replica.
@@ -34,9 +52,9 @@
 ///   Logging from `*_step_end` goes straight to the results.
 /// - Manual optimisation (manual_backward inside the step) and sync_batchnorm are refused: the step runs on
 ///   several threads. predict_step runs on the whole batch on the calling thread.
-/// - Devices: on the CPU `devices=N` gives N virtual CPU devices (threads; no processes are started). On GPUs one
-///   module cannot be shared by several devices' replicas, so dp accepts one GPU (one replica) and refuses more
-///   with an error naming `ddp`; ddp2 runs on CPU processes.
+/// - Devices: on the CPU `devices=N` gives N virtual CPU devices (threads; no processes are started). On GPUs
+///   dp drives the selected GPUs (the first is the root). ddp2 on GPUs takes a count k: the process of local
+///   rank l (among L on its node) drives cuda:l (its NCCL device, the root), cuda:l+L, ..., cuda:l+(k-1)L.
 /// - Samplers and batch sizes: dp does not shard the data and its world size is 1, so the
 ///   effective batch is the loader's batch (split over the devices); ddp2 shards the data over the processes as
 ///   ddp does, effective batch = batch x processes (x accumulate_grad_batches).
@@ -50,7 +68,7 @@
 namespace volt {
 
 namespace detail {
-class ReplicaPool;
+class DataParallelRunner;
 }
 
 class DPStrategy : public Strategy {
@@ -61,29 +79,40 @@ class DPStrategy : public Strategy {
   Device root_device() const override { return root_; }
   /// Replicas per step (the most; a smaller batch uses fewer).
   int devices() const { return devices_; }
+  /// Module replicas on virtual CPU devices too (TrainerOptions::dp_replicas; several GPUs always use them), and
+  /// the precision's parameter dtype, applied to each replica as the Trainer applied it to the root (f32, the
+  /// 32-true default, leaves the replicas as constructed). The Trainer calls it before setup.
+  void set_replicas(bool on_cpu, DType param_dtype);
+  /// Whether the steps run on module replicas (known after setup).
+  bool uses_replicas() const;
   void setup(TrainModule& module) override;
+  void teardown(TrainModule& module) override;
   StepOutput run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) override;
 
  private:
   Device root_ = kCPU;
   int devices_ = 1;
-  std::unique_ptr<detail::ReplicaPool> pool_;  ///< devices - 1 threads for replicas 1..
+  std::unique_ptr<detail::DataParallelRunner> runner_;  ///< threads, devices and replicas
 };
 
 class DDP2Strategy : public DDPStrategy {
  public:
   /// The processes come from the launcher (mpirun -np P: world size P; without one, a world of 1); `devices` is
-  /// the number of virtual CPU devices each process drives.
+  /// the number of devices each process drives (virtual CPU devices, or GPUs as the file comment says).
   explicit DDP2Strategy(const DeviceSelection& devices);
   ~DDP2Strategy() override;
   std::string name() const override { return "ddp2"; }
   int devices() const { return devices_; }
+  /// As DPStrategy::set_replicas.
+  void set_replicas(bool on_cpu, DType param_dtype);
+  bool uses_replicas() const;
   void setup(TrainModule& module) override;
+  void teardown(TrainModule& module) override;
   StepOutput run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) override;
 
  private:
   int devices_ = 1;
-  std::unique_ptr<detail::ReplicaPool> pool_;
+  std::unique_ptr<detail::DataParallelRunner> runner_;
 };
 
 /// The factories make_strategy() uses for "dp" and "ddp2".

@@ -34,8 +34,9 @@ class Optimizer;
 
 /// What a step returns to its `*_step_end` hook: named tensors (the training loss under "loss").
 using StepOutput = std::map<std::string, Tensor>;
-/// One step of the module on a batch (or, under dp, on one replica's slice of it).
-using StepFn = std::function<StepOutput(const data::Batch&)>;
+/// One step of `module` on a batch (or, under dp, of one replica's module on its slice of the batch: the root
+/// module itself, or the replica made by TrainModule::make_replica).
+using StepFn = std::function<StepOutput(TrainModule& module, const data::Batch&)>;
 
 class Strategy {
  public:
@@ -117,7 +118,9 @@ class Strategy {
   /// device per process: `step(batch)` on the calling thread. Data-parallel replicas (dp, ddp2): the batch is
   /// split along dim 0, `step` runs once per replica on its own thread, and the outputs are gathered on the
   /// root device (trainer/dp_strategy.h).
-  virtual StepOutput run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) { return step(batch); }
+  virtual StepOutput run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) {
+    return step(module, batch);
+  }
   /// Runs loss.backward(). `sync_grad` is false on accumulation batches that do not step: a DDP strategy then
   /// skips the gradient all-reduce (the gradients accumulate locally and are synced on the stepping batch).
   virtual void backward(const Tensor& loss, bool sync_grad);

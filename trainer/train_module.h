@@ -19,7 +19,8 @@
 ///   validation_step_end(outputs) / test_step_end(outputs)  (default: nothing)
 /// @endcode
 /// One device per process: `*_step_end` receives the step's outputs unchanged. Under `dp` / `ddp2` (trainer/
-/// dp_strategy.h) the steps run CONCURRENTLY, one thread per replica, on slices of the batch, sharing this module;
+/// dp_strategy.h) the steps run CONCURRENTLY, one thread per replica, on slices of the batch, sharing this module
+/// (or, with replicas, each on its own copy: make_replica);
 /// `*_step_end` then runs once on the calling thread with the gathered outputs: 0-d tensors (the per-replica
 /// losses) stacked to (replicas,), the others concatenated along dim 0. Update metric objects and call
 /// collectives (all_gather) in `*_step_end`, not in the steps; log() from a step is recorded per replica and
@@ -58,6 +59,9 @@ using Batch = data::Batch;
 class Trainer;
 class ResultCollection;
 class ManualOptimizer;
+namespace detail {
+class ModuleReplicas;
+}
 
 struct LogOptions {
   std::optional<bool> on_step;   ///< default: per hook (see above)
@@ -112,6 +116,15 @@ class TrainModule : public nn::Module {
   virtual void test_step(const Batch& batch, int64_t batch_idx);
   virtual Tensor predict_step(const Batch& batch, int64_t batch_idx);
   virtual Optimizers configure_optimizers();
+  /// Data-parallel replicas (strategy "dp"/"ddp2" over several GPUs, or TrainerOptions::dp_replicas on virtual
+  /// CPU devices; trainer/dp_strategy.h): a NEW module of the same architecture as this one, in its constructed
+  /// state (for example `return std::make_unique<MyNet>(hidden);`), or nullptr (the default) when this module
+  /// cannot be replicated. The strategy calls it once per extra device at setup, checks that the replica has
+  /// this module's parameter and buffer names, shapes and dtypes (after applying the precision's parameter
+  /// dtype), moves it to its device, and before every step copies this module's parameters and buffers into it.
+  /// Only the replica's steps run (training/validation/test_step and their `*_outputs`); hooks, `*_step_end`,
+  /// optimizers and logging targets stay with this module.
+  virtual std::unique_ptr<TrainModule> make_replica() const { return nullptr; }
   /// strategy="fsdp": dotted names of submodules to wrap as units, added to TrainerOptions::fsdp_wrap
   /// (trainer/fsdp_wrap.h). Default: none.
   virtual std::vector<std::string> fsdp_wrap_modules() const { return {}; }
@@ -209,6 +222,7 @@ class TrainModule : public nn::Module {
  private:
   friend class Trainer;
   friend class LogScope;
+  friend class detail::ModuleReplicas;  ///< gives a replica this module's Trainer and its own device
   std::vector<Tensor> toggled_parameters(const optim::Optimizer& optimizer) const;
   Trainer* trainer_ = nullptr;
   Device device_ = kCPU;

@@ -1,6 +1,7 @@
 // Trainer: construction, fit/validate/test/predict entry points and the epoch loop. The per-batch training
 // step and the evaluation loop live in training_loop.cpp; checkpoints in checkpoint.cpp.
 #include <volt/trainer/trainer.h>
+#include <volt/trainer/dp_strategy.h>
 #include <volt/trainer/fsdp_strategy.h>
 
 #include <volt/runtime/trace.h>
@@ -120,6 +121,7 @@ Trainer::Trainer(TrainerOptions options) : opt_(std::move(options)) {
   sel.num_nodes = opt_.num_nodes;  // checked by make_strategy
   strategy_ = make_strategy(opt_.strategy, sel);
   configure_fsdp();
+  configure_dp();
   apply_benchmark_option();
   if (strategy_->is_global_zero()) {
     // Which accelerator there is and which is used, as upstream's console says at start-up.
@@ -213,6 +215,15 @@ void Trainer::configure_fsdp() {
   }
   VOLT_CHECK(opt_.fsdp_min_num_params == 0 && opt_.fsdp_wrap.empty(), "Trainer: fsdp_min_num_params / fsdp_wrap "
              "are options of strategy=\"fsdp\", but the strategy is \"", strategy_->name(), "\"");
+}
+
+void Trainer::configure_dp() {
+  const DType param_dtype = precision_param_dtype(precision_);
+  if (auto* dp = dynamic_cast<DPStrategy*>(strategy_.get())) return dp->set_replicas(opt_.dp_replicas, param_dtype);
+  if (auto* ddp2 = dynamic_cast<DDP2Strategy*>(strategy_.get()))
+    return ddp2->set_replicas(opt_.dp_replicas, param_dtype);
+  VOLT_CHECK(!opt_.dp_replicas, "Trainer: dp_replicas is an option of strategy=\"dp\" and \"ddp2\", but the strategy ",
+             "is \"", strategy_->name(), "\"");
 }
 
 void Trainer::release_sync_batchnorm() noexcept {

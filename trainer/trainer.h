@@ -304,6 +304,7 @@ class Trainer {
   std::vector<nn::BatchNormBase*> synced_bns_;    ///< sync_batchnorm: the layers given the strategy's all-reduce
   void release_sync_batchnorm() noexcept;
   void configure_fsdp();  ///< hands the FSDP wrap options to the strategy; an error under another strategy
+  void configure_dp();    ///< hands dp_replicas and the parameter dtype to dp/ddp2; an error under another strategy
   void apply_benchmark_option();  ///< TrainerOptions::benchmark (and deterministic) -> set_cudnn_benchmark
   data::DataModule* fit_dm_ = nullptr;            ///< fit(module, dm): for reload_dataloaders_every_n_epochs
   std::shared_ptr<data::DataLoader> fit_train_;   ///< during fit: the training loader (estimated_stepping_batches)

@@ -44,13 +44,17 @@ struct TrainerOptions {
   std::string accelerator = "auto";   ///< "cpu", "gpu" ("cuda"), "auto"
   std::string devices = "auto";       ///< "auto", "1", "2", "-1", "1,3", ...
   bool auto_select_gpus = false;      ///< with devices="k" on GPUs: pick k GPUs not busy with other processes
-  std::string strategy = "auto";      ///< "auto", "single_device", "ddp", "ddp_spawn", "zero1", "zero2", "fsdp" (make_strategy)
+  std::string strategy = "auto";      ///< "auto", "single_device", "ddp", "ddp_spawn", "zero1", "zero2", "fsdp", "dp", "ddp2" (make_strategy)
   /// strategy="fsdp": how the model is cut into units (trainer/fsdp_wrap.h). A submodule whose trainable
   /// parameters not yet in a unit number at least fsdp_min_num_params becomes a unit (0: no auto-wrap), and so
   /// does every module named in fsdp_wrap ("encoder", "decoder.l1"; a name matching no module is an error).
   /// The root unit holds the rest. Setting either under another strategy is an error.
   int64_t fsdp_min_num_params = 0;
   std::vector<std::string> fsdp_wrap;
+  /// strategy="dp"/"ddp2" on virtual CPU devices: run each extra device's step on a module replica
+  /// (TrainModule::make_replica) instead of sharing the one module, as dp always does over several GPUs
+  /// (trainer/dp_strategy.h). Setting it under another strategy is an error.
+  bool dp_replicas = false;
   /// Machines in a DDP job (>= 1). Under a launcher the world size must be num_nodes x devices (with
   /// devices="auto": the launcher's processes split evenly over the nodes); node_rank = global_rank / devices.
   /// See docs/trainer_contract.md "Distributed runs".

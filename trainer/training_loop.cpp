@@ -28,7 +28,8 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     StepOutput out;
     {
       LogScope s(m, &results_train_, "training_step", bs);
-      out = strategy_->run_step(m, batch, [&](const Batch& b) { return m.training_step_outputs(b, batch_idx); });
+      out = strategy_->run_step(m, batch,
+                                [&](TrainModule& r, const Batch& b) { return r.training_step_outputs(b, batch_idx); });
     }
     LogScope s(m, &results_train_, "training_step_end", bs);
     loss = m.training_step_end(out);
@@ -235,8 +236,8 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
       {
         LogScope s(m, &results_eval_, step_hook, batch.size());
         m.default_step_called_ = false;
-        out = strategy_->run_step(m, batch, [&](const Batch& b) {
-          return is_test ? m.test_step_outputs(b, i) : m.validation_step_outputs(b, i);
+        out = strategy_->run_step(m, batch, [&](TrainModule& r, const Batch& b) {
+          return is_test ? r.test_step_outputs(b, i) : r.validation_step_outputs(b, i);
         });
       }
       if (!is_test && m.default_step_called_) {  // validation_step not overridden: no validation loop

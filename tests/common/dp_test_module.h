@@ -1,11 +1,14 @@
 #pragma once
-// The model and data of the dp / ddp2 tests (tests/trainer/test_dp.cpp, tests/distributed/test_ddp2.cpp): an
-// f64 three-class classifier 4 -> 6 -> 3 with raw parameters (no initialiser draws), optional dropout, and a
+// The model and data of the dp / ddp2 tests (tests/trainer/test_dp.cpp, test_dp_replicas.cpp,
+// tests/distributed/test_ddp2.cpp): an f64 three-class classifier 4 -> 6 -> 3 with raw parameters (no initialiser
+// draws), optional dropout, a replicable variant (TrainModule::make_replica) that checks its replicas, and a
 // deterministic labelled data set.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,45 @@ struct DpNet : TrainModule {
     return std::make_shared<optim::Adam>(parameters(), optim::AdamOptions{.lr = 0.02});
   }
 };
+
+// `Base` (a DpNet or a subclass) with make_replica(). A replica's steps first report to the root: whether a
+// parameter shares the root's storage, and how far its values are from the root's at the step's start (0 when
+// the strategy copied the root's current values in).
+template <class Base>
+struct Replicable : Base {
+  const Replicable* root = nullptr;  // set on replicas
+  mutable std::mutex mu;             // the root's report, written by replica threads
+  mutable int64_t replica_steps = 0;
+  mutable double max_start_diff = 0;
+  mutable bool shared_storage = false;
+  std::unique_ptr<TrainModule> make_replica() const override {
+    auto r = std::make_unique<Replicable>();
+    r->root = this;
+    r->dropout_p = this->dropout_p;
+    r->optimizer = this->optimizer;
+    return r;
+  }
+  void report() const {
+    if (!root) return;
+    const auto mine = this->named_parameters(), theirs = root->named_parameters();
+    std::lock_guard<std::mutex> l(root->mu);
+    ++root->replica_steps;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      root->shared_storage |= mine[i].second.data_ptr() == theirs[i].second.data_ptr();
+      const auto a = mine[i].second.template to_vector<double>(), b = theirs[i].second.template to_vector<double>();
+      for (size_t j = 0; j < a.size(); ++j) root->max_start_diff = std::max(root->max_start_diff, std::abs(a[j] - b[j]));
+    }
+  }
+  StepOutput training_step_outputs(const Batch& b, int64_t i) override {
+    report();
+    return Base::training_step_outputs(b, i);
+  }
+  StepOutput validation_step_outputs(const Batch& b, int64_t i) override {
+    report();
+    return Base::validation_step_outputs(b, i);
+  }
+};
+using ReplicableNet = Replicable<DpNet>;
 
 // n samples of 4 features; the label is the arg max of three fixed projections (learnable, not separable by
 // chance).

@@ -375,6 +375,15 @@ TEST(ExampleFlags, FsdpWrapOptions) {
   EXPECT_NE(p.err.find("--fsdp-min-num-params"), std::string::npos) << p.err;
 }
 
+TEST(ExampleFlags, DpReplicas) {
+  Parsed p = parse({"--strategy", "dp", "--devices", "2", "--dp-replicas"});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_TRUE(p.a.trainer.dp_replicas);
+  p = parse({"--strategy", "dp", "--devices", "2"});
+  ASSERT_TRUE(p.ok) << p.err;
+  EXPECT_FALSE(p.a.trainer.dp_replicas);
+}
+
 TEST(ExampleFlags, BenchmarkAndNumNodes) {
   // benchmark is a std::optional<bool>: absent = unset, --benchmark / --no-benchmark / --benchmark=false set it.
   EXPECT_FALSE(parse({}).a.trainer.benchmark.has_value());
