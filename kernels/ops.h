@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <volt/kernels/activation.h>
 #include <volt/kernels/optim_hyper.h>
 #include <volt/kernels/autograd.h>
 #include <volt/runtime/generator.h>
@@ -138,6 +139,12 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// x (..., in) @ weight(out, in)^T + bias(out).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+/// act(x (..., in) @ weight(out, in)^T + bias(out)), bias optional (undefined: none), as one fused op: equal to
+/// relu(linear(x, weight, bias)) (or gelu(..., approximate)) up to rounding, bit for bit on the CPU for ReLU and
+/// f32/f64. CPU: the GEMM, then one activation pass; CUDA: one cuBLASLt matmul with a bias/activation epilogue
+/// (f32/f16/bf16; exact GELU and f64 use cuBLAS plus one fused kernel). The backward computes the activation's
+/// and the bias's gradients in one pass. Saves the output (ReLU) or the pre-activation (GELUs) for the backward.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 

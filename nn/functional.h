@@ -6,6 +6,7 @@
 
 namespace volt::nn {
 
+using volt::Activation;
 using volt::GeluApproximate;
 using volt::Reduction;
 using volt::avg_pool2d;

@@ -1,9 +1,11 @@
 #pragma once
 // GEMM (kernels/ops/linalg_ops.cpp, matmul and linear; kernels/cpu/gemm.cpp: OpenBLAS, Eigen and a narrow AVX2
-// kernel; kernels/cuda/gemm.cu: cuBLAS). The op checks arguments first; the kernel may assume valid,
+// kernel; kernels/cuda/gemm.cu: cuBLAS) and the fused linear layer (kernels/cpu/linear_act.cpp,
+// kernels/cuda/linear_act.cu: cuBLASLt epilogues). The op checks arguments first; the kernel may assume valid,
 // same-device, same-dtype operands.
 #include <cstdint>
 
+#include <volt/kernels/activation.h>
 #include <volt/kernels/backend/kernel.h>
 #include <volt/kernels/tensor.h>
 
@@ -33,12 +35,28 @@ struct LinalgKernels {
   // C = alpha * op(A) @ op(B) + beta * C as described by d. Dispatch dtype: c's (CPU: f32/f64, the op computes
   // f16/bf16 in f32; CUDA: floating, half types accumulate in f32).
   Kernel<void(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c)> gemm;
+  // The forward of a linear layer: c (m, n) = act(op(A) @ op(B) + bias), bias (n) broadcast over rows (undefined:
+  // none). d as for gemm with batch 1, alpha 1, beta 0 and ldc = n (c contiguous). pre, when defined, is a
+  // contiguous (m, n) tensor that receives z = op(A) @ op(B) + bias (the GELU backward reads it).
+  // Dispatch dtype: c's (CPU: f32/f64, the op computes f16/bf16 in f32; CUDA: floating).
+  Kernel<void(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
+              const Tensor& pre, Activation act)>
+      linear_act_fwd;
+  // The activation and bias gradients of a linear layer, in one pass over contiguous (rows, cols) tensors:
+  // grad_pre = grad_out * act'(z) and grad_bias (cols) = the column sums of grad_pre. saved is the forward's
+  // output for ReLU and its pre-activation z for GELU/GELUTanh (unused for None). Either result may be undefined
+  // (not computed). Dispatch dtype: grad_out's (floating).
+  Kernel<void(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
+              int64_t rows, int64_t cols, Activation act)>
+      bias_act_bwd;
 };
 
 template <>
 struct Family<LinalgKernels> {
   static constexpr const char* name = "linalg";
-  static constexpr std::tuple kernels{Named{&LinalgKernels::gemm, "gemm"}};
+  static constexpr std::tuple kernels{Named{&LinalgKernels::gemm, "gemm"},
+                                      Named{&LinalgKernels::linear_act_fwd, "linear_act_fwd"},
+                                      Named{&LinalgKernels::bias_act_bwd, "bias_act_bwd"}};
 };
 
 }  // namespace volt::backend

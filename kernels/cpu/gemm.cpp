@@ -237,6 +237,10 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
 }
 }  // namespace
 
-constexpr backend::LinalgKernels linalg_kernels{.gemm = {gemm, backend::kF32F64}};
+constexpr backend::LinalgKernels linalg_kernels{
+    .gemm = {gemm, backend::kF32F64},
+    .linear_act_fwd = {linear_act_fwd, backend::kF32F64},
+    .bias_act_bwd = {bias_act_bwd, backend::kFloating},
+};
 
 }  // namespace volt::cpu

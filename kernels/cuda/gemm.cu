@@ -10,6 +10,7 @@
 
 #include <volt/kernels/backend/linalg.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/cuda/gemm.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
@@ -29,6 +30,7 @@ cublasHandle_t handle_for(const Device& device) {
   return h;
 }
 
+}  // namespace
 
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
   if (d.m == 0 || d.n == 0) return;
@@ -70,8 +72,10 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
   }
 }
 
-}  // namespace
-
-constexpr backend::LinalgKernels linalg_kernels{.gemm = {gemm, backend::kFloating}};
+constexpr backend::LinalgKernels linalg_kernels{
+    .gemm = {gemm, backend::kFloating},
+    .linear_act_fwd = {linear_act_fwd, backend::kFloating},
+    .bias_act_bwd = {bias_act_bwd, backend::kFloating},
+};
 
 }  // namespace volt::cuda

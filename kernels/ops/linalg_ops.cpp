@@ -4,6 +4,7 @@
 
 #include <volt/kernels/backend/linalg.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/bias_act.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -142,6 +143,69 @@ void check_pair(const Tensor& a, const Tensor& b, const char* op, const char* na
 
 Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
 
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
+  check_pair(x, weight, "linear", "x", "weight");
+  VOLT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features) but has shape ",
+             weight.shape_str());
+  VOLT_CHECK(x.dim() >= 1, "linear: x must have at least 1 dim (..., in_features) but is a scalar");
+  const int64_t in = weight.size(1), outf = weight.size(0);
+  VOLT_CHECK(x.size(-1) == in, "linear: x has shape ", x.shape_str(), " and weight has shape ", weight.shape_str(),
+             "; expected x.size(-1) to equal in_features = weight.size(1) (", in, ")");
+  if (bias.defined()) {
+    check_pair(weight, bias, "linear", "weight", "bias");
+    VOLT_CHECK(bias.dim() == 1 && bias.size(0) == outf, "linear: bias has shape ", bias.shape_str(),
+               " but weight has shape ", weight.shape_str(), "; expected bias of shape ", shape_to_string({outf}));
+  }
+  VOLT_CHECK(act == Activation::None || act == Activation::ReLU || act == Activation::GELU ||
+                 act == Activation::GELUTanh,
+             "linear: unknown activation ", static_cast<int>(act),
+             "; expected Activation::None, ReLU, GELU or GELUTanh");
+}
+
+// out (rows, out_f), contiguous = act(x (rows, in) @ weight (out_f, in)^T + bias); pre, when defined, receives
+// the pre-activation. One backend kernel (kernels/backend/linalg.h: linear_act_fwd).
+void linear_into(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                 Activation act) {
+  if (out.numel() == 0) return;
+  constexpr auto kFwd = &backend::LinalgKernels::linear_act_fwd;
+  if (backend::half_through_f32<kFwd>(out.device(), out.dtype())) {
+    // As gemm_into: the CPU computes half-precision layers in f32 and rounds once.
+    Tensor o32 = empty(out.shape(), DType::f32, out.device());
+    Tensor p32 = pre.defined() ? empty(pre.shape(), DType::f32, pre.device()) : Tensor();
+    linear_into(o32, p32, x.detach().to(DType::f32), weight.detach().to(DType::f32),
+                bias.defined() ? bias.detach().to(DType::f32) : Tensor(), act);
+    Tensor dst = out;
+    dst.copy_(o32);
+    if (pre.defined()) {
+      Tensor pd = pre;
+      pd.copy_(p32);
+    }
+    return;
+  }
+  Operand A, B;
+  if (x.size(1) == 0) {  // an empty product (the output is act(bias)): no layout to describe
+    A = Operand{x, false, 1, 0};
+    B = Operand{weight, true, 1, 0};
+  } else {
+    A = operand(x);
+    B = operand(weight);
+    B.trans = !B.trans;  // weight^T
+  }
+  GemmDesc d;
+  d.m = x.size(0);
+  d.k = x.size(1);
+  d.n = weight.size(0);
+  d.trans_a = A.trans;
+  d.trans_b = B.trans;
+  d.lda = A.ld;
+  d.ldb = B.ld;
+  d.ldc = std::max<int64_t>(d.n, 1);
+  d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
+  trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k));
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  backend::call<kFwd>(out.device(), out.dtype(), d, A.t, B.t, b, out, pre, act);
+}
+
 }  // namespace
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
@@ -186,43 +250,45 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear(x, weight, bias, Activation::None);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   trace::Range op_range(trace::Layer::op, "linear");
   if (autocast_detail::wants_lower(x) || autocast_detail::wants_lower(weight) || autocast_detail::wants_lower(bias))
-    return linear(autocast_detail::lower(x), autocast_detail::lower(weight), autocast_detail::lower(bias));
-  check_pair(x, weight, "linear", "x", "weight");
-  VOLT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features) but has shape ",
-             weight.shape_str());
-  VOLT_CHECK(x.dim() >= 1, "linear: x must have at least 1 dim (..., in_features) but is a scalar");
+    return linear(autocast_detail::lower(x), autocast_detail::lower(weight), autocast_detail::lower(bias), act);
+  check_linear(x, weight, bias, act);
   const int64_t in = weight.size(1), outf = weight.size(0);
-  VOLT_CHECK(x.size(-1) == in, "linear: x has shape ", x.shape_str(), " and weight has shape ", weight.shape_str(),
-             "; expected x.size(-1) to equal in_features = weight.size(1) (", in, ")");
-  if (bias.defined()) {
-    check_pair(weight, bias, "linear", "weight", "bias");
-    VOLT_CHECK(bias.dim() == 1 && bias.size(0) == outf, "linear: bias has shape ", bias.shape_str(),
-               " but weight has shape ", weight.shape_str(), "; expected bias of shape ", shape_to_string({outf}));
-  }
   if (x.dim() != 2) {
     Shape out_shape(x.shape().begin(), x.shape().end() - 1);
     out_shape.push_back(outf);
-    return linear(x.reshape({-1, in}), weight, bias).view(out_shape);
+    return linear(x.reshape({-1, in}), weight, bias, act).view(out_shape);
   }
-  // Fast path: out = bias broadcast, then one GEMM out += x @ weight^T.
   const int64_t rows = x.size(0);
+  const bool needs_grad = autograd::any_requires_grad({&x, &weight, &bias});
   Tensor out = empty({rows, outf}, x.dtype(), x.device());
-  if (bias.defined()) out.copy_(bias.detach().expand({rows, outf}));
-  if (in == 0) {
-    if (!bias.defined()) out.zero_();
-  } else {
-    gemm_into(out, x, weight, bias.defined(), false, true);
-  }
-  if (!autograd::any_requires_grad({&x, &weight, &bias})) return out;
+  // The backward reads the output (ReLU) or the pre-activation (GELUs); the forward writes the latter only then.
+  Tensor pre = needs_grad && biasact::saves_pre(act) ? empty({rows, outf}, x.dtype(), x.device()) : Tensor();
+  linear_into(out, pre, x, weight, bias, act);
+  if (!needs_grad) return out;
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   Tensor sx = gw ? x.detach() : Tensor(), sw = gx ? weight.detach() : Tensor();
-  autograd::attach(out, "LinearBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
-    Tensor dx, dw, db;
-    if (gx) dx = mm2(g[0], sw, false, false);  // (rows, out) @ (out, in)
-    if (gw) dw = mm2(g[0], sx, true, false);   // (rows, out)^T @ (rows, in)
-    if (gb) db = sum(g[0], {0});
+  Tensor saved = biasact::saves_out(act) ? out.detach() : pre;
+  const char* name = act == Activation::None ? "LinearBackward" : "LinearActivationBackward";
+  autograd::attach(out, name, {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    Tensor gp = g[0], dx, dw, db;  // gp: the gradient of the pre-activation, (rows, out)
+    if (act == Activation::None) {
+      if (gb) db = sum(g[0], {0});
+    } else {
+      // One pass: grad_pre = g * act'(saved) and the bias gradient (its column sums).
+      Tensor go = g[0].contiguous();
+      gp = gx || gw ? empty({rows, outf}, go.dtype(), go.device()) : Tensor();
+      if (gb) db = empty({outf}, go.dtype(), go.device());
+      backend::call<&backend::LinalgKernels::bias_act_bwd>(go.device(), go.dtype(), gp, db, go, saved, rows, outf,
+                                                           act);
+    }
+    if (gx) dx = mm2(gp, sw, false, false);  // (rows, out) @ (out, in)
+    if (gw) dw = mm2(gp, sx, true, false);   // (rows, out)^T @ (rows, in)
     return std::vector<Tensor>{dx, dw, db};
   });
   return out;

@@ -6,11 +6,14 @@
 
 namespace volt::nn {
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_features(out) {
+Linear::Linear(int64_t in, int64_t out, bool with_bias) : Linear(in, out, LinearOptions{.bias = with_bias}) {}
+
+Linear::Linear(int64_t in, int64_t out, LinearOptions options)
+    : in_features(in), out_features(out), activation(options.activation) {
   VOLT_CHECK(in > 0 && out > 0, "Linear: in_features and out_features must be positive, got in_features=", in,
              ", out_features=", out);
   weight = register_parameter("weight", empty({out, in}));
-  if (with_bias) bias = register_parameter("bias", empty({out}));
+  if (options.bias) bias = register_parameter("bias", empty({out}));
   reset_parameters();
 }
 
@@ -25,12 +28,13 @@ void Linear::reset_parameters() {
 Tensor Linear::forward(const Tensor& x) {
   VOLT_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear::forward: input of shape ",
              x.defined() ? x.shape_str() : std::string("undefined"), " must end in in_features=", in_features);
-  return linear(x, weight, bias);
+  return linear(x, weight, bias, activation);
 }
 
 std::string Linear::extra_repr() const {
   return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
-         ", bias=" + (bias.defined() ? "true" : "false");
+         ", bias=" + (bias.defined() ? "true" : "false") +
+         (activation == Activation::None ? "" : std::string(", activation=") + activation_name(activation));
 }
 
 }  // namespace volt::nn

@@ -102,6 +102,45 @@ TEST(Layers, LinearForwardMatchesManual) {
   VOLT_EXPECT_ERROR(l(zeros({2, 4})), "in_features=3");
 }
 
+// LinearOptions::activation: the fused op, the same parameters under the same names and init as a plain Linear,
+// and (ReLU, CPU) the same bits as Linear followed by ReLU, forward and backward.
+TEST(Layers, LinearWithActivationMatchesLinearThenActivation) {
+  manual_seed(3);
+  nn::Linear plain(5, 4);
+  manual_seed(3);
+  nn::Linear fused(5, 4, {.activation = Activation::ReLU});
+  EXPECT_EQ(fused.activation, Activation::ReLU);
+  EXPECT_EQ(plain.activation, Activation::None);
+  const nn::StateDict ps = plain.state_dict(), fs = fused.state_dict();
+  ASSERT_EQ(fs.size(), 2u);
+  for (size_t i = 0; i < fs.size(); ++i) {
+    EXPECT_EQ(fs[i].first, ps[i].first);
+    EXPECT_EQ(fs[i].second.to_vector<float>(), ps[i].second.to_vector<float>()) << fs[i].first;
+  }
+  EXPECT_EQ(fs[0].first, "weight");
+  EXPECT_EQ(fs[1].first, "bias");
+  Tensor x = randn({3, 2, 5});
+  Tensor yf = fused(x), yp = relu(plain(x));
+  EXPECT_EQ(yf.shape(), (Shape{3, 2, 4}));
+  EXPECT_EQ(yf.to_vector<float>(), yp.to_vector<float>());
+  sum(yf * yf).backward();
+  sum(yp * yp).backward();
+  EXPECT_EQ(fused.weight.grad().to_vector<float>(), plain.weight.grad().to_vector<float>());
+  EXPECT_EQ(fused.bias.grad().to_vector<float>(), plain.bias.grad().to_vector<float>());
+  EXPECT_NE(fused.repr().find("activation=relu"), std::string::npos) << fused.repr();
+  EXPECT_EQ(plain.repr().find("activation"), std::string::npos) << plain.repr();
+  // A checkpoint of one loads into the other.
+  nn::Linear other(5, 4, {.activation = Activation::GELU});
+  other.load_state_dict(fs);
+  EXPECT_EQ(other.weight.to_vector<float>(), fused.weight.to_vector<float>());
+
+  nn::Linear nb(5, 4, {.bias = false, .activation = Activation::GELUTanh});
+  EXPECT_FALSE(nb.bias.defined());
+  EXPECT_EQ(nb.named_parameters().size(), 1u);
+  expect_close(nb(x), gelu(linear(x, nb.weight), GeluApproximate::Tanh).to_vector<double>(), 1e-6, 1e-6);
+  VOLT_EXPECT_ERROR(nb(zeros({2, 4})), "in_features=5");
+}
+
 TEST(Layers, Conv2dPoolFlattenShapes) {
   manual_seed(0);
   nn::Conv2d c(3, 8, 3, 1, 1);

@@ -78,17 +78,19 @@ TEST(Nvtx, TrainingStepRangesInTheirDomains) {
   for (const char* e : {"push volt.trainer [Trainer]setup", "push volt.trainer run_training_epoch",
                         "push volt.trainer run_training_batch", "push volt.trainer [TrainModule]training_step",
                         "push volt.nn l1 (Linear)", "push volt.nn l2 (Linear)", "push volt.ops linear",
-                        "push volt.kernels gemm", "push volt.trainer [Strategy]backward",
+                        "push volt.kernels linear_act_fwd", "push volt.kernels gemm",
+                        "push volt.trainer [Strategy]backward",
                         "push volt.nn l2 (Linear).backward", "push volt.nn l1 (Linear).backward",
                         "push volt.trainer optimizer_step", "push volt.optim [Optimizer]Adam.step",
                         "push volt.data [DataLoader]train_next", "push volt.data [Batch]to_device bytes=160",
                         "push volt.trainer [Trainer]teardown"})
     EXPECT_GE(index_of(ev, e), 0) << e;
-  // Order inside the first step: training_step > module l1 > linear > gemm, then backward, then the step.
+  // Order inside the first step: training_step > module l1 > linear > its GEMM (linear_act_fwd), then backward,
+  // then the step.
   const int64_t step = index_of(ev, "push volt.trainer [TrainModule]training_step");
   const int64_t l1 = index_of(ev, "push volt.nn l1 (Linear)", step);
   const int64_t lin = index_of(ev, "push volt.ops linear", l1);
-  const int64_t gemm = index_of(ev, "push volt.kernels gemm", lin);
+  const int64_t gemm = index_of(ev, "push volt.kernels linear_act_fwd", lin);
   const int64_t bwd = index_of(ev, "push volt.trainer [Strategy]backward", gemm);
   const int64_t opt = index_of(ev, "push volt.optim [Optimizer]Adam.step", bwd);
   EXPECT_TRUE(step >= 0 && step < l1 && l1 < lin && lin < gemm && gemm < bwd && bwd < opt)

@@ -258,15 +258,19 @@ TEST(Profiler, OpsProfilerWritesCsvAndANestedChromeTrace) {
   EXPECT_EQ(linear->calls, 12);  // two layers x six steps
   const ProfileStat* gemm = find_stat(ops, "kernel", "gemm");
   ASSERT_NE(gemm, nullptr);
-  EXPECT_EQ(gemm->calls, 6 * (2 + 3));  // forward 2 + backward 3 (l2 dx, l2 dw, l1 dw)
-  EXPECT_LT(gemm->gpu_total_s, 0);      // no GPU timing on the CPU
+  EXPECT_EQ(gemm->calls, 6 * 3);    // backward 3 (l2 dx, l2 dw, l1 dw)
+  EXPECT_LT(gemm->gpu_total_s, 0);  // no GPU timing on the CPU
+  const ProfileStat* fwd = find_stat(ops, "kernel", "linear_act_fwd");  // the forward's GEMM with its bias
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->calls, 6 * 2);
   ASSERT_NE(find_stat(ops, "module", "l1 (Linear)"), nullptr);
   ASSERT_NE(find_stat(ops, "module", "l2 (Linear).backward"), nullptr);
 
   const std::string csv = slurp(dir.str() + "/prof/fit-ops.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "layer,name,calls,total_ms,mean_us,min_us,max_us,gpu_total_ms,gpu_mean_us");
   EXPECT_NE(csv.find("\nop,linear,12,"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("\nkernel,gemm,30,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nkernel,gemm,18,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nkernel,linear_act_fwd,12,"), std::string::npos) << csv;
 
   const auto trace = nlohmann::json::parse(slurp(dir.str() + "/prof/fit-trace.json"));
   const auto& events = trace.at("traceEvents");

@@ -72,6 +72,26 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                   {U({6, 4}).view(transposed), U({5, 6}).view(transposed)}).tol(2));
   r.push_back(row("linear", FWD(linear(x[0], x[1], x[2])), {U({3, 5}), U({4, 5}), U({4})}).tol(2));
   r.push_back(row("linear_3d_nobias", FWD(linear(x[0], x[1])), {U({2, 3, 5}), U({4, 5})}).tol(2));
+  // The fused linear layer, linear(x, w, b, act): each activation with and without bias, 2-D and 3-D, a
+  // transposed x. 8 outputs take cuBLASLt's GELU aux epilogue on CUDA, 4 the fallback kernel.
+  r.push_back(row("linear_act_none_t", FWD(linear(x[0], x[1], x[2], Activation::None)),
+                  {U({5, 3}).view(transposed), U({4, 5}), U({4})}).tol(2));
+  r.push_back(row("linear_relu", FWD(linear(x[0], x[1], x[2], Activation::ReLU)), {U({3, 5}), U({4, 5}), U({4})})
+                  .tol(2));
+  r.push_back(row("linear_relu_3d_nobias", FWD(linear(x[0], x[1], Tensor(), Activation::ReLU)),
+                  {U({2, 3, 5}), U({8, 5})}).tol(2));
+  r.push_back(row("linear_relu_t", FWD(linear(x[0], x[1], x[2], Activation::ReLU)),
+                  {U({5, 3}).view(transposed), U({8, 5}), U({8})}).tol(2));
+  r.push_back(row("linear_gelu", FWD(linear(x[0], x[1], x[2], Activation::GELU)), {U({3, 5}), U({8, 5}), U({8})})
+                  .tol(2));
+  r.push_back(row("linear_gelu_3d_nobias", FWD(linear(x[0], x[1], Tensor(), Activation::GELU)),
+                  {U({2, 3, 5}), U({4, 5})}).tol(2));
+  r.push_back(row("linear_gelu_tanh", FWD(linear(x[0], x[1], x[2], Activation::GELUTanh)),
+                  {U({3, 5}), U({8, 5}), U({8})}).tol(2));
+  r.push_back(row("linear_gelu_tanh_3d_nobias", FWD(linear(x[0], x[1], Tensor(), Activation::GELUTanh)),
+                  {U({2, 3, 5}), U({4, 5})}).tol(2));
+  r.push_back(row("linear_gelu_tanh_t", FWD(linear(x[0], x[1], x[2], Activation::GELUTanh)),
+                  {U({5, 3}).view(transposed), U({4, 5}), U({4})}).tol(2));
 
   // ---- convolution, pooling, batch norm ------------------------------------------------------------------
   // The bias gradient is a plain reduction over (N, H, W): covered in every dtype.

@@ -1,0 +1,15 @@
+#pragma once
+// The CUDA linear-algebra kernels, for the linalg_kernels table in kernels/cuda/gemm.cu (contracts in
+// kernels/backend/linalg.h): the cuBLAS GEMM (gemm.cu) and the fused linear layer (linear_act.cu), which falls
+// back to the GEMM plus one bias/activation kernel where a cuBLASLt epilogue does not apply.
+#include <volt/kernels/backend/linalg.h>
+
+namespace volt::cuda {
+
+void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c);
+void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
+                    const Tensor& pre, Activation act);
+void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
+                  int64_t rows, int64_t cols, Activation act);
+
+}  // namespace volt::cuda

@@ -1,0 +1,291 @@
+// The fused linear layer on CUDA. Forward: one cuBLASLt matmul whose epilogue adds the bias and applies the
+// activation (BIAS, RELU_BIAS, GELU_BIAS; GELU_AUX_BIAS also writes the pre-activation the backward reads), for
+// f32 (TF32 only when set_allow_tf32(true)), f16 and bf16. cuBLASLt's GELU is the tanh approximation, so exact
+// GELU, f64, a GELU pre-activation whose leading dimension is not a multiple of 8, and any configuration the
+// heuristics reject run as the cuBLAS GEMM plus one bias/activation kernel. A configuration's descriptors and
+// algorithm are chosen once and kept in a PlanCache. Backward: one kernel computes grad_pre = grad_out * act'
+// and the bias gradient (column sums); the two weight/input GEMMs are the op's.
+// Row-major to column-major as in gemm.cu: C^T (n, m) = op(B)^T (n, k) @ op(A)^T (k, m), so the bias runs
+// along the column-major output's rows (length n), which is what cuBLASLt's bias epilogues broadcast.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <volt/kernels/backend/linalg.h>
+#include <volt/kernels/common/bias_act.h>
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/plan_cache.h>
+#include <volt/kernels/cuda/cublas_check.h>
+#include <volt/kernels/cuda/gemm.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
+#include <volt/runtime/cuda_check.h>
+
+namespace volt::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{4} << 20;
+
+cudaStream_t stream_of(const Tensor& t) {
+  return static_cast<cudaStream_t>(get_stream(t.device(), StreamKind::Compute).handle);
+}
+
+template <class T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// ---- fallback and backward kernels ---------------------------------------------------------------------------
+
+// out (rows, cols) = act(out + bias), pre = out + bias when pre is not null.
+template <class T, Activation act>
+__global__ void bias_act_fwd_kernel(T* out, T* pre, const T* bias, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const A z = A(out[i]) + (bias ? A(bias[i % cols]) : A(0));
+    if (pre) pre[i] = T(z);
+    out[i] = T(biasact::forward<act>(z));
+  }
+}
+
+constexpr int kColX = 32, kColY = 8;
+
+// A block owns kColX columns; its kColY thread rows stride down them, so grad_pre's writes are coalesced and the
+// column sums need no atomics (one launch, deterministic).
+template <class T, Activation act>
+__global__ void bias_act_bwd_kernel(T* gp, T* gb, const T* g, const T* saved, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  __shared__ A sh[kColY][kColX + 1];
+  const int64_t j = blockIdx.x * int64_t(kColX) + threadIdx.x;
+  A acc = A(0);
+  if (j < cols) {
+    for (int64_t r = threadIdx.y; r < rows; r += kColY) {
+      const int64_t k = r * cols + j;
+      const T v = T(biasact::backward<act>(A(g[k]), saved ? A(saved[k]) : A(0)));
+      if (gp) gp[k] = v;
+      acc += A(v);
+    }
+  }
+  if (gb == nullptr) return;  // uniform across the block
+  sh[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+    for (int i = 1; i < kColY; ++i) acc += sh[i][threadIdx.x];
+    gb[j] = T(acc);
+  }
+}
+
+void bias_act_launch(const Tensor& c, const Tensor& pre, const Tensor& bias, int64_t rows, int64_t cols,
+                     Activation act) {
+  const int64_t n = rows * cols;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535 * 16));
+  dispatch_floating(c.dtype(), "linear_act_fwd", [&](auto tag) {
+    using T = decltype(tag);
+    biasact::with_activation(act, [&](auto ac) {
+      bias_act_fwd_kernel<T, decltype(ac)::value><<<blocks, 256, 0, stream_of(c)>>>(
+          static_cast<T*>(c.data_ptr()), ptr_or_null<T>(pre), ptr_or_null<const T>(bias), rows, cols);
+    });
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+// ---- cuBLASLt --------------------------------------------------------------------------------------------------
+
+cublasLtHandle_t lt_handle(const Device& device) {
+  static std::mutex mu;
+  static std::vector<cublasLtHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mu);
+  if (handles.size() <= static_cast<size_t>(device.index)) handles.resize(device.index + 1, nullptr);
+  cublasLtHandle_t& h = handles[device.index];
+  if (!h) VOLT_CUBLAS_CHECK(cublasLtCreate(&h));
+  return h;
+}
+
+// The epilogue that does act (with the bias when has_bias, writing the pre-activation when need_pre), or false
+// when cuBLASLt has none: exact GELU (its GELU is the tanh form), ReLU with a pre-activation (its ReLU aux is a
+// bit mask; the op saves the output instead).
+bool lt_epilogue(Activation act, bool has_bias, bool need_pre, cublasLtEpilogue_t& e) {
+  switch (act) {
+    case Activation::None:
+      if (need_pre) return false;
+      e = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+      return true;
+    case Activation::ReLU:
+      if (need_pre) return false;
+      e = has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+      return true;
+    case Activation::GELUTanh:
+      if (need_pre) e = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      else e = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+      return true;
+    case Activation::GELU: return false;
+  }
+  return false;
+}
+
+// The largest power of two (<= 256) dividing a pointer: cuBLASLt's heuristics must be told the operands'
+// alignment, and it is part of the plan's key.
+int64_t alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int64_t a = 256;
+  while (a > 1 && v % static_cast<uintptr_t>(a) != 0) a /= 2;
+  return a;
+}
+
+using LtKey = PlanKey<16>;
+
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;  // cuBLASLt's A (our B), B (our A), C = D
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  bool ok = false;         // false: the heuristics found no algorithm; the caller falls back
+  mutable std::mutex mu;   // bias and aux pointers are set on `op` per call
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+PlanCache<LtKey, LtPlan, PlanKeyHash<16>>& lt_plans() {
+  static PlanCache<LtKey, LtPlan, PlanKeyHash<16>> cache(256);
+  return cache;
+}
+
+template <class V>
+void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const V& v) {
+  VOLT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &v, sizeof(v)));
+}
+
+std::shared_ptr<LtPlan> make_plan(cublasLtHandle_t h, const GemmDesc& d, cudaDataType_t type,
+                                  cublasComputeType_t compute, cublasLtEpilogue_t epi, bool aux,
+                                  const int64_t (&align)[4]) {
+  auto p = std::make_shared<LtPlan>();
+  VOLT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, compute, CUDA_R_32F));
+  const cublasOperation_t opb = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opa = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_attr(p->op, CUBLASLT_MATMUL_DESC_TRANSA, opb);
+  set_attr(p->op, CUBLASLT_MATMUL_DESC_TRANSB, opa);
+  set_attr(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+  if (aux) set_attr(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t{d.n});
+  // Stored column-major shapes: our row-major B is (k, n) or, transposed, (n, k); column-major that is (n, k)
+  // or (k, n). Likewise A.
+  VOLT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, type, d.trans_b ? d.k : d.n, d.trans_b ? d.n : d.k, d.ldb));
+  VOLT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, type, d.trans_a ? d.m : d.k, d.trans_a ? d.k : d.m, d.lda));
+  VOLT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, type, d.n, d.m, d.ldc));
+  cublasLtMatmulPreference_t pref = nullptr;
+  VOLT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = kWorkspaceBytes;
+  const uint32_t al[4] = {static_cast<uint32_t>(align[0]), static_cast<uint32_t>(align[1]),
+                          static_cast<uint32_t>(align[2]), static_cast<uint32_t>(align[3])};
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof(al[0]));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof(al[1]));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof(al[2]));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof(al[3]));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(h, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &result, &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+    p->algo = result.algo;
+    p->workspace = result.workspaceSize;
+    p->ok = true;
+  }
+  return p;
+}
+
+// Runs the forward as one cuBLASLt matmul; false when no epilogue or algorithm fits (nothing was launched).
+bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
+                const Tensor& pre, Activation act) {
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (c.dtype()) {
+    case DType::f32:
+      type = CUDA_R_32F;
+      if (d.allow_tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    case DType::f16: type = CUDA_R_16F; break;
+    case DType::bf16: type = CUDA_R_16BF; break;
+    default: return false;  // f64: cuBLASLt has no epilogues for it
+  }
+  cublasLtEpilogue_t epi;
+  const bool need_pre = pre.defined();
+  if (!lt_epilogue(act, bias.defined(), need_pre, epi)) return false;
+  if (need_pre && d.n % 8 != 0) return false;  // the GELU aux's leading dimension must be a multiple of 8
+  if (bias.defined() && alignment(bias.data_ptr()) < 16) return false;
+  const int64_t align[4] = {alignment(b.data_ptr()), alignment(a.data_ptr()), alignment(c.data_ptr()),
+                            alignment(c.data_ptr())};
+  const LtKey key{{c.device().index, static_cast<int64_t>(c.dtype()), d.m, d.n, d.k, d.trans_a, d.trans_b, d.lda,
+                   d.ldb, d.ldc, static_cast<int64_t>(epi), compute, align[0], align[1], align[2],
+                   need_pre ? alignment(pre.data_ptr()) : 0}};
+  cublasLtHandle_t h = lt_handle(c.device());
+  std::shared_ptr<const LtPlan> plan =
+      lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, need_pre, align); });
+  if (!plan->ok) return false;
+  Tensor ws = plan->workspace > 0 ? empty({static_cast<int64_t>(plan->workspace)}, DType::u8, c.device()) : Tensor();
+  const float alpha = 1.0f, beta = 0.0f;
+  std::lock_guard<std::mutex> lock(plan->mu);
+  const void* bias_ptr = bias.defined() ? bias.data_ptr() : nullptr;
+  set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr);
+  if (need_pre) set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre.data_ptr());
+  const cublasStatus_t st = cublasLtMatmul(h, plan->op, &alpha, b.data_ptr(), plan->la, a.data_ptr(), plan->lb,
+                                           &beta, c.data_ptr(), plan->ld, c.data_ptr(), plan->ld, &plan->algo,
+                                           ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, stream_of(c));
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  VOLT_CUBLAS_CHECK(st);
+  return true;
+}
+
+}  // namespace
+
+void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
+                    const Tensor& pre, Activation act) {
+  if (d.m == 0 || d.n == 0) return;
+  DeviceScope scope(c.device());
+  VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX,
+             "linear_act_fwd (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
+  if (d.k > 0 && lt_forward(d, a, b, bias, c, pre, act)) return;
+  GemmDesc g = d;
+  g.beta = 0.0;
+  if (d.k > 0) {
+    gemm(g, a, b, c);
+  } else {
+    VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream_of(c)));
+  }
+  if (bias.defined() || act != Activation::None || pre.defined()) bias_act_launch(c, pre, bias, d.m, d.n, act);
+}
+
+void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
+                  int64_t rows, int64_t cols, Activation act) {
+  if (cols == 0) return;
+  DeviceScope scope(grad_out.device());
+  if (rows == 0) {
+    if (grad_bias.defined())
+      VOLT_CUDA_CHECK(cudaMemsetAsync(grad_bias.data_ptr(), 0, grad_bias.nbytes(), stream_of(grad_out)));
+    return;
+  }
+  const unsigned blocks = static_cast<unsigned>((cols + kColX - 1) / kColX);
+  dispatch_floating(grad_out.dtype(), "bias_act_bwd", [&](auto tag) {
+    using T = decltype(tag);
+    biasact::with_activation(act, [&](auto ac) {
+      bias_act_bwd_kernel<T, decltype(ac)::value><<<blocks, dim3(kColX, kColY), 0, stream_of(grad_out)>>>(
+          ptr_or_null<T>(grad_pre), ptr_or_null<T>(grad_bias), static_cast<const T*>(grad_out.data_ptr()),
+          ptr_or_null<const T>(saved), rows, cols);
+    });
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace volt::cuda

@@ -1,0 +1,201 @@
+// The fused linear layer, linear(x, w, b, act): equal to act(linear(x, w, b)) forward and backward (bit for bit
+// on the CPU for ReLU), gradients against finite differences, half types, the kernels it declares, errors, and
+// the CUDA path (cuBLASLt epilogues and the fallback kernel) against the CPU where a GPU is present.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/gradcheck.h"
+#include <volt/kernels/kernel_support.h>
+#include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
+
+namespace volt {
+namespace {
+
+using testing::expect_close;
+using testing::expect_gradients_match;
+using testing::rand_f64;
+
+constexpr Activation kActs[] = {Activation::None, Activation::ReLU, Activation::GELU, Activation::GELUTanh};
+
+Tensor randf(const Shape& shape, uint64_t seed, DType dt = DType::f32) {
+  Generator g(seed);
+  return rand(shape, DType::f32, kCPU, &g, -1.0, 1.0).to(dt);
+}
+
+// The unfused composition the fused op must equal.
+Tensor unfused(const Tensor& x, const Tensor& w, const Tensor& b, Activation act) {
+  Tensor y = linear(x, w, b);
+  switch (act) {
+    case Activation::None: return y;
+    case Activation::ReLU: return relu(y);
+    case Activation::GELU: return gelu(y);
+    case Activation::GELUTanh: return gelu(y, GeluApproximate::Tanh);
+  }
+  return y;
+}
+
+struct Grads {
+  Tensor out, dx, dw, db;
+};
+
+// Output and gradients of sum(f(x, w, b) * weighting), on fresh leaves.
+template <class F>
+Grads run(F f, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& weighting) {
+  Tensor x = x0.detach().set_requires_grad(), w = w0.detach().set_requires_grad();
+  Tensor b = b0.defined() ? b0.detach().set_requires_grad() : Tensor();
+  Tensor out = f(x, w, b);
+  sum(mul(out, weighting)).backward();
+  return {out.detach(), x.grad(), w.grad(), b.defined() ? b.grad() : Tensor()};
+}
+
+std::string label(Activation act, bool bias, const Shape& xs) {
+  return std::string(activation_name(act)) + (bias ? " bias " : " nobias ") + shape_to_string(xs);
+}
+
+TEST(LinearActivation, EqualsTheUnfusedOpsForwardAndBackward) {
+  // 784 -> 128: k above OpenBLAS's blocking; 10 outputs: the narrow AVX2 kernel.
+  struct Case { Shape x; int64_t out; };
+  for (Case cs : {Case{{6, 5}, 4}, Case{{2, 3, 5}, 4}, Case{{16, 784}, 128}, Case{{9, 128}, 10}}) {
+    const int64_t in = cs.x.back();
+    Tensor x = randf(cs.x, 1), w = randf({cs.out, in}, 2), b = randf({cs.out}, 3);
+    Shape ys = cs.x;
+    ys.back() = cs.out;
+    Tensor weighting = randf(ys, 4);
+    for (Activation act : kActs) {
+      for (bool with_bias : {true, false}) {
+        SCOPED_TRACE(label(act, with_bias, cs.x));
+        Tensor bb = with_bias ? b : Tensor();
+        Grads fused = run([&](auto& xx, auto& ww, auto& bv) { return linear(xx, ww, bv, act); }, x, w, bb, weighting);
+        Grads ref = run([&](auto& xx, auto& ww, auto& bv) { return unfused(xx, ww, bv, act); }, x, w, bb, weighting);
+        ASSERT_EQ(fused.out.shape(), ys);
+        if (act == Activation::None || act == Activation::ReLU) {
+          // Same GEMM, same bias fold, same activation and reduction order: the same bits.
+          EXPECT_EQ(fused.out.to_vector<float>(), ref.out.to_vector<float>());
+          EXPECT_EQ(fused.dx.to_vector<float>(), ref.dx.to_vector<float>());
+          EXPECT_EQ(fused.dw.to_vector<float>(), ref.dw.to_vector<float>());
+          if (with_bias) EXPECT_EQ(fused.db.to_vector<float>(), ref.db.to_vector<float>());
+        } else {
+          expect_close(fused.out, ref.out.to_vector<double>(), 1e-6, 1e-6);
+          expect_close(fused.dx, ref.dx.to_vector<double>(), 1e-5, 1e-5);
+          expect_close(fused.dw, ref.dw.to_vector<double>(), 1e-5, 1e-5);
+          if (with_bias) expect_close(fused.db, ref.db.to_vector<double>(), 1e-5, 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearActivation, GradientsMatchFiniteDifferences) {
+  for (Activation act : kActs) {
+    SCOPED_TRACE(activation_name(act));
+    Tensor x = rand_f64({4, 3}, 41).set_requires_grad(), w = rand_f64({5, 3}, 42).set_requires_grad();
+    Tensor b = rand_f64({5}, 43).set_requires_grad();
+    expect_gradients_match([act](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2], act); },
+                           {x, w, b});
+    expect_gradients_match([act](const std::vector<Tensor>& in) { return linear(in[0], in[1], Tensor(), act); },
+                           {x, w});
+    // Non-contiguous x and weight, 3-D x.
+    Tensor xt = rand_f64({3, 2, 2}, 44).set_requires_grad(), wt = rand_f64({3, 5}, 45).set_requires_grad();
+    expect_gradients_match(
+        [act](const std::vector<Tensor>& in) { return linear(in[0].permute({1, 2, 0}), in[1].t(), in[2], act); },
+        {xt, wt, b});
+  }
+}
+
+TEST(LinearActivation, OnlyInputsThatNeedGradientsGetThem) {
+  Tensor x = randf({4, 3}, 51), w = randf({2, 3}, 52).set_requires_grad(), b = randf({2}, 53);
+  Tensor y = linear(x, w, b, Activation::GELU);
+  sum(y).backward();
+  EXPECT_TRUE(w.grad().defined());
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+  // Without gradients nothing is recorded.
+  Tensor z = linear(x, w.detach(), b, Activation::ReLU);
+  EXPECT_FALSE(z.requires_grad());
+}
+
+TEST(LinearActivation, HalfTypesOnCpuComputeInFloat) {
+  Tensor x = randf({4, 6}, 61), w = randf({3, 6}, 62), b = randf({3}, 63);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (Activation act : kActs) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + activation_name(act));
+      Tensor y = linear(x.to(dt), w.to(dt), b.to(dt), act);
+      EXPECT_EQ(y.dtype(), dt);
+      Tensor ref = unfused(x.to(dt).to(DType::f32), w.to(dt).to(DType::f32), b.to(dt).to(DType::f32), act);
+      expect_close(y, ref.to_vector<double>(), 1e-2, 1e-2);
+      if (act == Activation::ReLU)  // relu commutes with rounding: exactly the unfused half op
+        EXPECT_EQ(y.to(DType::f32).to_vector<float>(),
+                  unfused(x.to(dt), w.to(dt), b.to(dt), act).to(DType::f32).to_vector<float>());
+    }
+  }
+}
+
+TEST(LinearActivation, EmptyInputsAndZeroFeatures) {
+  Tensor w = randf({3, 4}, 71), b = randf({3}, 72);
+  EXPECT_EQ(linear(zeros({0, 4}), w, b, Activation::ReLU).shape(), (Shape{0, 3}));
+  // in_features = 0: the product is empty, the output is act(bias).
+  Tensor y = linear(zeros({2, 0}), zeros({3, 0}), from_vector<float>({-1, 0.5f, 2}), Activation::ReLU);
+  expect_close(y, {0, 0.5, 2, 0, 0.5, 2});
+}
+
+TEST(LinearActivation, KernelsAreDeclaredAndSupported) {
+  EXPECT_TRUE(kernel_supported("linear_act_fwd", kCPU, DType::f32));
+  EXPECT_TRUE(kernel_supported("linear_act_fwd", kCPU, DType::f64));
+  EXPECT_FALSE(kernel_supported("linear_act_fwd", kCPU, DType::bf16));  // the op computes half types in f32
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    EXPECT_TRUE(kernel_supported("bias_act_bwd", kCPU, d)) << dtype_name(d);
+  EXPECT_FALSE(kernel_supported("bias_act_bwd", kCPU, DType::i64));
+}
+
+TEST(LinearActivation, BadArgumentsNameTheProblem) {
+  Tensor x = zeros({2, 3}), w = zeros({4, 3});
+  VOLT_EXPECT_ERROR(linear(x, w, Tensor(), static_cast<Activation>(7)), "linear", "unknown activation", "7",
+                    "ReLU");
+  VOLT_EXPECT_ERROR(linear(zeros({2, 5}), w, Tensor(), Activation::ReLU), "linear", "(2, 5)", "(4, 3)",
+                    "in_features");
+  VOLT_EXPECT_ERROR(linear(x, w, zeros({5}), Activation::GELU), "linear", "bias", "(5,)", "(4,)");
+  VOLT_EXPECT_ERROR(linear(x, w, zeros({4}, DType::f64), Activation::GELU), "linear", "bias", "float64",
+                    "float32");
+  VOLT_EXPECT_ERROR(linear(x, zeros({3}), Tensor(), Activation::ReLU), "linear", "weight", "2-D");
+  VOLT_EXPECT_ERROR(linear(zeros({2, 3}, DType::i64), zeros({4, 3}, DType::i64), Tensor(), Activation::ReLU),
+                    "linear", "floating");
+}
+
+// The CUDA path against the CPU: every activation and half type, with and without bias, output widths that
+// take cuBLASLt's GELU aux path (a multiple of 8) and the fallback kernel, a transposed input.
+TEST(LinearActivationCuda, MatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  const Device gpu = cuda_device(0);
+  for (int64_t out : {8, 10}) {
+    Tensor x = randf({12, 16}, 81), w = randf({out, 16}, 82), b = randf({out}, 83), weighting = randf({12, out}, 84);
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+      const double tol = dt == DType::f32 || dt == DType::f64 ? 1e-4 : 3e-2;
+      for (Activation act : kActs) {
+        for (bool with_bias : {true, false}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " out=" + std::to_string(out) + " " + label(act, with_bias, {12, 16}));
+          Tensor bb = with_bias ? b.to(dt) : Tensor();
+          auto f = [&](auto& xx, auto& ww, auto& bv) { return linear(xx, ww, bv, act); };
+          Grads cpu = run(f, x.to(dt), w.to(dt), bb, weighting.to(dt));
+          Grads dev = run(f, x.to(gpu, dt), w.to(gpu, dt), with_bias ? bb.to(gpu) : Tensor(), weighting.to(gpu, dt));
+          EXPECT_EQ(dev.out.dtype(), dt);
+          expect_close(dev.out.cpu(), cpu.out.to_vector<double>(), tol, tol);
+          expect_close(dev.dx.cpu(), cpu.dx.to_vector<double>(), tol, tol);
+          expect_close(dev.dw.cpu(), cpu.dw.to_vector<double>(), tol, tol);
+          if (with_bias) expect_close(dev.db.cpu(), cpu.db.to_vector<double>(), tol, tol);
+        }
+      }
+    }
+    // A transposed (non-contiguous) input.
+    Tensor xt = randf({16, 12}, 85);
+    expect_close(linear(xt.to(gpu).t(), w.to(gpu), b.to(gpu), Activation::GELUTanh).cpu(),
+                 linear(xt.t(), w, b, Activation::GELUTanh).to_vector<double>(), 1e-4, 1e-4);
+  }
+  VOLT_EXPECT_ERROR(linear(randf({2, 3}, 1).to(gpu), randf({4, 3}, 2), Tensor(), Activation::ReLU), "linear", "cuda",
+                    "cpu");
+}
+
+}  // namespace
+}  // namespace volt
