@@ -1,7 +1,9 @@
 #include <volt/data/batch.h>
 
 #include <volt/data/pinned_pool.h>
+#include <volt/runtime/allocator.h>
 #include <volt/runtime/cuda_api.h>
+#include <volt/runtime/storage.h>
 
 namespace volt::data {
 
@@ -38,22 +40,34 @@ size_t Batch::nbytes() const {
 }
 
 namespace {
-// Host-to-device upload of a pinned batch tensor on the device's copy stream, so it overlaps the step running
-// on the compute stream; the compute stream waits for it (an event, no host sync) before any kernel reads it.
+// Host-to-device upload of a pinned batch tensor on the device's copy stream, overlapping the step that runs on
+// the compute stream. Stream ordering:
+//   1. `dst` comes from the allocator's side pool (allocate_for_writer), never from blocks that compute kernels
+//      already queued may still use, so the copy does not wait for the compute stream's earlier work. A recycled
+//      side block makes the copy stream wait only for its own last reader (the compute work queued when its
+//      previous tensor died, typically a batch two steps back).
+//   2. The copy is queued on the copy stream, then `done` is recorded there and the compute stream waits for it
+//      (no host sync): every kernel queued later, the first to read the batch included, runs after the copy.
+//   3. The pinned host block goes back to the loader's pool with the copy stream's event: the pool waits for it
+//      before refilling the block (PinnedPool::record_async_use).
+//   4. When `dst` dies, an event on the compute stream marks its last reader (see 1).
 Tensor upload_on_copy_stream(const Tensor& host, Device device) {
   Tensor src = host.detach();
-  Tensor dst = empty(src.shape(), src.dtype(), device);
   const Stream copy = get_stream(device, StreamKind::Copy);
-  // The caching allocator recycles blocks in compute-stream order: `dst` may be a block that kernels already
-  // queued on the compute stream still read. The copy stream must not overwrite it before they finish.
-  Event reusable;
-  reusable.record(get_stream(device, StreamKind::Compute));
-  reusable.wait(copy);
+  auto storage = std::make_shared<Storage>();
+  storage->nbytes = src.nbytes();
+  storage->device = device;
+  storage->data = allocate_for_writer(device, storage->nbytes, copy);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = src.shape();
+  impl->strides = contiguous_strides(src.shape());
+  impl->dtype = src.dtype();
+  Tensor dst(std::move(impl));
   copy_bytes(dst.data_ptr(), device, src.data_ptr(), kCPU, src.nbytes(), &copy);
   Event done;
   done.record(copy);
   done.wait(get_stream(device, StreamKind::Compute));
-  // The loader's pooled buffer must not be refilled before the copy has read it.
   PinnedPool::global().record_async_use(host, copy);
   return dst;
 }

@@ -99,6 +99,14 @@ std::shared_ptr<void> allocate(Device device, size_t nbytes) {
   return cpu_allocate(nbytes);
 }
 
+std::shared_ptr<void> allocate_for_writer(Device device, size_t nbytes, const Stream& writer) {
+  if (device.is_cpu() || writer.device.is_cpu()) return allocate(device, nbytes);
+  VOLT_CHECK(writer.device == device, "allocate_for_writer: the writer stream belongs to ", writer.device.str(),
+             " but the buffer is on ", device.str(), "; pass a stream of the buffer's device");
+  check_device_usable(device, "allocate_for_writer");
+  return detail::cuda_allocate_for_writer(device.index, nbytes, writer);
+}
+
 std::shared_ptr<void> allocate_pinned(size_t nbytes, bool* pinned) {
   if (void* p = detail::pinned_alloc(nbytes)) {
     if (pinned) *pinned = true;
@@ -137,6 +145,36 @@ size_t CachingAllocator::round_size(size_t nbytes) { return (nbytes + 511) / 512
 CachingAllocator::~CachingAllocator() {
   // Live blocks belong to tensors that outlive the allocator only at process exit; leave them be.
   for (auto& [size, p] : free_blocks_) raw_free_(p);
+  for (auto& [size, b] : free_side_) raw_free_(b.ptr);
+}
+
+namespace {
+// Best fit, but never a block more than twice the request (it would strand memory).
+template <class Map>
+typename Map::iterator best_fit(Map& blocks, size_t size) {
+  auto it = blocks.lower_bound(size);
+  return it != blocks.end() && it->first <= 2 * size ? it : blocks.end();
+}
+}  // namespace
+
+void* CachingAllocator::system_alloc_locked(size_t size, size_t nbytes) {
+  void* p = raw_alloc_(size);
+  if (p == nullptr && (!free_blocks_.empty() || !free_side_.empty())) {  // out of memory: drop the cache, retry
+    drop_cache_locked();
+    p = raw_alloc_(size);
+  }
+  VOLT_CHECK(p != nullptr, "CachingAllocator: out of device memory allocating ", nbytes, " bytes (",
+             stats_.allocated, " bytes in use, ", stats_.reserved, " reserved)");
+  stats_.reserved += static_cast<int64_t>(size);
+  stats_.num_system_allocs++;
+  return p;
+}
+
+void CachingAllocator::mark_live_locked(void* p, size_t size) {
+  live_[p] = size;
+  stats_.allocated += static_cast<int64_t>(size);
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  stats_.num_allocs++;
 }
 
 void* CachingAllocator::allocate(size_t nbytes) {
@@ -144,32 +182,32 @@ void* CachingAllocator::allocate(size_t nbytes) {
   size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> l(mu_);
   void* p = nullptr;
-  // Best fit, but never hand out a block more than twice the request (it would strand memory).
-  auto it = free_blocks_.lower_bound(size);
-  if (it != free_blocks_.end() && it->first <= 2 * size) {
+  if (auto it = best_fit(free_blocks_, size); it != free_blocks_.end()) {
     size = it->first;
     p = it->second;
     free_blocks_.erase(it);
   } else {
-    p = raw_alloc_(size);
-    if (p == nullptr && !free_blocks_.empty()) {  // out of memory: drop the cache and retry once
-      for (auto& [s, b] : free_blocks_) {
-        raw_free_(b);
-        stats_.reserved -= static_cast<int64_t>(s);
-      }
-      free_blocks_.clear();
-      p = raw_alloc_(size);
-    }
-    VOLT_CHECK(p != nullptr, "CachingAllocator: out of device memory allocating ", nbytes, " bytes (",
-               stats_.allocated, " bytes in use, ", stats_.reserved, " reserved)");
-    stats_.reserved += static_cast<int64_t>(size);
-    stats_.num_system_allocs++;
+    p = system_alloc_locked(size, nbytes);
   }
-  live_[p] = size;
-  stats_.allocated += static_cast<int64_t>(size);
-  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
-  stats_.num_allocs++;
+  mark_live_locked(p, size);
   return p;
+}
+
+CachingAllocator::SideBlock CachingAllocator::allocate_side(size_t nbytes) {
+  SideBlock b;
+  if (nbytes == 0) return b;
+  size_t size = round_size(nbytes);
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto it = best_fit(free_side_, size); it != free_side_.end()) {
+    size = it->first;
+    b.ptr = it->second.ptr;
+    b.wait_for = std::move(it->second.last_reader);
+    free_side_.erase(it);
+  } else {
+    b.ptr = system_alloc_locked(size, nbytes);
+  }
+  mark_live_locked(b.ptr, size);
+  return b;
 }
 
 void CachingAllocator::free(void* ptr) {
@@ -182,13 +220,33 @@ void CachingAllocator::free(void* ptr) {
   live_.erase(it);
 }
 
-void CachingAllocator::empty_cache() {
+void CachingAllocator::free_side(void* ptr, Fence last_reader) {
+  if (ptr == nullptr) return;
   std::lock_guard<std::mutex> l(mu_);
+  auto it = live_.find(ptr);
+  VOLT_ASSERT(it != live_.end(), "CachingAllocator::free_side of a pointer it did not allocate");
+  stats_.allocated -= static_cast<int64_t>(it->second);
+  free_side_.emplace(it->second, FreeSide{ptr, std::move(last_reader)});
+  live_.erase(it);
+}
+
+void CachingAllocator::drop_cache_locked() {
+  // The raw free (cudaFree) waits for the device, so a side block's pending reader is done before it goes.
   for (auto& [size, p] : free_blocks_) {
     raw_free_(p);
     stats_.reserved -= static_cast<int64_t>(size);
   }
   free_blocks_.clear();
+  for (auto& [size, b] : free_side_) {
+    raw_free_(b.ptr);
+    stats_.reserved -= static_cast<int64_t>(size);
+  }
+  free_side_.clear();
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> l(mu_);
+  drop_cache_locked();
 }
 
 MemoryStats CachingAllocator::stats() const {

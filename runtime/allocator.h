@@ -29,6 +29,15 @@ struct MemoryStats {
 
 /// Storage bytes for `nbytes` on `device`; the deleter returns them to the right allocator.
 std::shared_ptr<void> allocate(Device device, size_t nbytes);
+struct Stream;
+/// Storage for a buffer that `writer` (a side stream of `device`, e.g. the copy stream) fills and the compute
+/// stream then reads: a loader batch uploaded while the previous step computes. The block comes from a pool kept
+/// apart from the compute stream's, so it is never one that kernels already queued on the compute stream may
+/// still use, and `writer` need not wait for the compute stream's earlier work. A recycled side block may still
+/// be read by compute work queued before it was freed: `writer` is made to wait (an event, not the host) for
+/// exactly that work. The caller must make the compute stream wait for `writer` before reading the buffer.
+/// The CPU (and a CPU stream): plain allocate().
+std::shared_ptr<void> allocate_for_writer(Device device, size_t nbytes, const Stream& writer);
 /// Page-locked host memory when CUDA is usable, else 64-byte aligned memory; `pinned` reports which.
 std::shared_ptr<void> allocate_pinned(size_t nbytes, bool* pinned = nullptr);
 
@@ -52,6 +61,20 @@ class CachingAllocator {
   void* allocate(size_t nbytes);  ///< sizes round up to 512 bytes; nullptr for 0 bytes
   void free(void* ptr);           ///< keeps the block for reuse
   void empty_cache();             ///< returns every cached block
+
+  /// Marks the compute stream's work queued up to some point (an Event in the CUDA backend); opaque here.
+  using Fence = std::shared_ptr<void>;
+  struct SideBlock {
+    void* ptr = nullptr;
+    Fence wait_for;  ///< null for a fresh block; else the writer must wait for it before writing
+  };
+  /// The side pool (allocate_for_writer): blocks written by a side stream and read by the compute stream. Side
+  /// and compute blocks never trade places: a compute block is reused in compute-stream order with no fence,
+  /// which a side-stream writer would break.
+  SideBlock allocate_side(size_t nbytes);
+  /// Returns a side block with `last_reader`, the fence of the compute work queued when its tensor died (every
+  /// kernel that may read it). A null fence only when no reader can be pending.
+  void free_side(void* ptr, Fence last_reader);
   MemoryStats stats() const;
   void reset_peak();
   static size_t round_size(size_t nbytes);
@@ -60,8 +83,17 @@ class CachingAllocator {
   RawAlloc raw_alloc_;
   RawFree raw_free_;
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> free_blocks_;  ///< size -> block
-  std::map<void*, size_t> live_;              ///< block -> size
+  struct FreeSide {
+    void* ptr;
+    Fence last_reader;
+  };
+  void* system_alloc_locked(size_t size, size_t nbytes);  // a fresh block; drops the cache once when out of memory
+  void mark_live_locked(void* p, size_t size);
+  void drop_cache_locked();
+
+  std::multimap<size_t, void*> free_blocks_;  ///< size -> block (compute pool)
+  std::multimap<size_t, FreeSide> free_side_;  ///< size -> block and its last reader (side pool)
+  std::map<void*, size_t> live_;              ///< block -> size (both pools)
   MemoryStats stats_;
 };
 

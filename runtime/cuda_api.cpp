@@ -251,6 +251,26 @@ std::shared_ptr<void> cuda_allocate(int device, size_t nbytes) {
   void* p = alloc.allocate(nbytes);
   return std::shared_ptr<void>(p, [&alloc](void* q) { alloc.free(q); });
 }
+
+// The side pool's contract (allocator.h, allocate_for_writer): the writer waits for the recycled block's last
+// reader; the deleter fences the compute work queued when the tensor died, which holds every kernel that reads
+// it (nothing can queue a read of a dead tensor afterwards).
+std::shared_ptr<void> cuda_allocate_for_writer(int device, size_t nbytes, const Stream& writer) {
+  auto& alloc = device_allocator(device);
+  CachingAllocator::SideBlock b = alloc.allocate_side(nbytes);
+  if (b.wait_for) static_cast<const Event*>(b.wait_for.get())->wait(writer);
+  return std::shared_ptr<void>(b.ptr, [&alloc, device](void* q) {
+    if (q == nullptr) return;
+    std::shared_ptr<Event> reader;
+    try {
+      reader = std::make_shared<Event>();
+      reader->record(get_stream(cuda_device(device), StreamKind::Compute));
+    } catch (...) {
+      return;  // no fence (the runtime is shutting down): never reuse the block rather than risk a race
+    }
+    alloc.free_side(q, std::move(reader));
+  });
+}
 MemoryStats cuda_memory_stats(int device) { return device_allocator(device).stats(); }
 void cuda_reset_peak(int device) { device_allocator(device).reset_peak(); }
 void cuda_empty_cache(int device) { device_allocator(device).empty_cache(); }
@@ -313,6 +333,9 @@ void memset_zero(void* dst, Device device, size_t nbytes) {
 
 namespace detail {
 std::shared_ptr<void> cuda_allocate(int, size_t) { VOLT_FAIL("cuda_allocate: ", cuda_status()); }
+std::shared_ptr<void> cuda_allocate_for_writer(int, size_t, const Stream&) {
+  VOLT_FAIL("cuda_allocate_for_writer: ", cuda_status());
+}
 MemoryStats cuda_memory_stats(int) { return {}; }
 void cuda_reset_peak(int) {}
 void cuda_empty_cache(int) {}

@@ -2,7 +2,9 @@
 // user collate (values, errors naming the batch, workers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include <volt/data/collate.h>
 #include <volt/data/data_loader.h>
@@ -109,6 +111,54 @@ TEST(BatchFields, ToCudaMovesEveryField) {
   EXPECT_TRUE(d.input.is_cuda());
   EXPECT_EQ(d.field("weight").to_vector<float>(), (std::vector<float>{0, 0.5f}));
   EXPECT_EQ(d.field("mask").to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 0, 1, 1, 0}));
+}
+
+// The Trainer's pattern (fetch_batch): each pooled batch is moved with non_blocking while the previous moved
+// batches are still held, then the host batch is dropped so its pinned block is refilled. On the CPU the move is
+// the identity; on a GPU it is the copy-stream upload (Batch::to). Every batch arrives unchanged and in order.
+void expect_non_blocking_batches_in_order(Device device) {
+  auto ds = std::make_shared<WithFields>(9);
+  for (int workers : {0, 2}) {
+    DataLoader loader(ds, {.batch_size = 2, .num_workers = workers, .pin_memory = true});
+    std::vector<Batch> moved;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      int64_t first = 0;  // the sequential sampler's first index of this batch
+      for (const Batch& b : loader) {
+        moved.push_back(b.to(device, /*non_blocking=*/true));
+        if (device.is_cuda()) {  // queue compute that reads the batch before the next upload is issued
+          Tensor busy = matmul(full({256, 256}, 1.0, DType::f32, device), full({256, 256}, 1.0, DType::f32, device));
+          moved.back().fields["busy"] = busy.sum() + moved.back().input.sum();
+        }
+        if (moved.size() > 3) moved.erase(moved.begin());  // earlier uploads die while later ones are in flight
+        const Batch& m = moved.back();
+        std::vector<float> want_in, want_w;
+        std::vector<int64_t> want_t;
+        for (int64_t i = first; i < std::min<int64_t>(first + 2, 9); ++i) {
+          want_in.insert(want_in.end(), {float(i), 10.0f * float(i)});
+          want_w.push_back(float(i) / 2);
+          want_t.push_back(i);
+        }
+        EXPECT_EQ(m.input.device(), device);
+        EXPECT_EQ(m.input.to_vector<float>(), want_in) << workers << " workers, epoch " << epoch;
+        EXPECT_EQ(m.target.to_vector<int64_t>(), want_t);
+        EXPECT_EQ(m.field("weight").to_vector<float>(), want_w);
+        if (device.is_cuda()) {
+          double sum_in = 0;
+          for (float v : want_in) sum_in += v;
+          EXPECT_EQ(m.field("busy").item(), 256.0 * 256 * 256 + sum_in);
+        }
+        first += 2;
+      }
+      EXPECT_EQ(first, 10) << "5 batches per epoch";
+    }
+  }
+}
+
+TEST(BatchFields, NonBlockingMovesArriveUnchangedAndInOrderOnCpu) { expect_non_blocking_batches_in_order(kCPU); }
+
+TEST(BatchFields, NonBlockingUploadsArriveUnchangedAndInOrderOnCuda) {
+  if (!cuda_available()) GTEST_SKIP() << "needs a GPU";
+  expect_non_blocking_batches_in_order(cuda_device(0));
 }
 
 TEST(BatchFields, LoaderStacksFieldsWithAndWithoutWorkers) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <set>
 
 #include <volt/kernels/ops.h>
@@ -98,6 +99,82 @@ TEST(CachingAllocator, StatisticsReuseAndEmptyCache) {
   // Destruction returns the remaining cached blocks.
   EXPECT_TRUE(raw.live.empty());
   EXPECT_EQ(raw.frees, 3);
+}
+
+// The side pool (allocate_for_writer: batch uploads on the copy stream): its blocks and the compute pool's never
+// trade places, a recycled side block carries the fence of its last reader for the writer to wait on, and
+// statistics, empty_cache and the out-of-memory retry cover both pools.
+TEST(CachingAllocator, SidePoolKeepsApartAndCarriesTheLastReader) {
+  FakeRaw raw;
+  {
+    CachingAllocator a = raw.make();
+    EXPECT_EQ(a.allocate_side(0).ptr, nullptr);
+    CachingAllocator::SideBlock s1 = a.allocate_side(1000);
+    ASSERT_NE(s1.ptr, nullptr);
+    EXPECT_EQ(s1.wait_for, nullptr);  // fresh from the system: nothing to wait for
+    void* c1 = a.allocate(1000);
+    EXPECT_NE(c1, s1.ptr);
+    EXPECT_EQ(a.stats().allocated, 2048);
+    EXPECT_EQ(a.stats().num_system_allocs, 2);
+
+    // A compute block freed while compute kernels may still use it is never handed to a side writer...
+    a.free(c1);
+    CachingAllocator::SideBlock s2 = a.allocate_side(1000);
+    EXPECT_NE(s2.ptr, c1);
+    EXPECT_EQ(a.stats().num_system_allocs, 3);
+    // ...and a side block freed with its reader's fence is never handed to the compute pool.
+    auto reader = std::make_shared<int>(42);  // stands for the compute-stream event
+    a.free_side(s1.ptr, reader);
+    void* c2 = a.allocate(1000);
+    EXPECT_EQ(c2, c1);  // the cached compute block, not the side one
+    // The next side allocation of that size recycles the side block with its fence.
+    CachingAllocator::SideBlock s3 = a.allocate_side(900);
+    EXPECT_EQ(s3.ptr, s1.ptr);
+    EXPECT_EQ(s3.wait_for, reader);
+    EXPECT_EQ(a.stats().num_system_allocs, 3);
+    // Reused once, the fence is handed over, not kept: a second user gets the newer one.
+    auto reader2 = std::make_shared<int>(7);
+    a.free_side(s3.ptr, reader2);
+    EXPECT_EQ(reader.use_count(), 2);  // this test's and s3's copies only
+    CachingAllocator::SideBlock s4 = a.allocate_side(1000);
+    EXPECT_EQ(s4.ptr, s1.ptr);
+    EXPECT_EQ(s4.wait_for, reader2);
+    // A request the cached side block cannot hold gets a fresh block.
+    a.free_side(s4.ptr, nullptr);
+    CachingAllocator::SideBlock big = a.allocate_side(3000);
+    EXPECT_NE(big.ptr, s1.ptr);
+    EXPECT_EQ(big.wait_for, nullptr);
+
+    MemoryStats st = a.stats();
+    EXPECT_EQ(st.allocated, 1024 + 1024 + 3072);  // c2, s2, big
+    EXPECT_EQ(st.reserved, 1024 * 3 + 3072);
+    a.empty_cache();  // the cached side block goes too
+    EXPECT_EQ(a.stats().reserved, 1024 * 2 + 3072);
+    a.free_side(s2.ptr, reader);
+    a.free_side(big.ptr, nullptr);
+    a.free(c2);
+    EXPECT_EQ(a.stats().allocated, 0);
+  }
+  EXPECT_TRUE(raw.live.empty());  // destruction returns cached blocks of both pools
+}
+
+TEST(CachingAllocator, OutOfMemoryDropsSideCacheToo) {
+  FakeRaw raw;
+  CachingAllocator a = raw.make();
+  a.free_side(a.allocate_side(512).ptr, std::make_shared<int>(1));
+  raw.fail = true;
+  EXPECT_THROW(a.allocate(1 << 20), Error);
+  EXPECT_EQ(raw.frees, 1);
+  EXPECT_EQ(a.stats().reserved, 0);
+}
+
+TEST(CachingAllocator, AllocateForWriterOnTheCpuIsPlainMemory) {
+  auto p = allocate_for_writer(kCPU, 256, get_stream(kCPU, StreamKind::Copy));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % 64, 0u);
+  if (!cuda_available()) {
+    EXPECT_THROW(allocate_for_writer(cuda_device(0), 256, get_stream(kCPU, StreamKind::Copy)), Error);
+  }
 }
 
 TEST(CachingAllocator, OutOfMemoryDropsCacheThenReportsClearly) {
