@@ -15,6 +15,7 @@
 #include <volt/data/data.h>
 #include <volt/kernels/ops.h>
 #include <volt/nn/nn.h>
+#include <volt/trainer/dp_strategy.h>
 #include <volt/trainer/trainer.h>
 
 #include "common/strategy_test_util.h"
@@ -100,6 +101,38 @@ inline std::shared_ptr<data::TensorDataset> dp_data(int64_t n) {
 // Quiet CPU training under `strategy` with `devices`.
 inline TrainerOptions dp_options(const std::string& strategy, const std::string& devices) {
   return quiet_options(strategy, devices);
+}
+
+// What one training run of the dp tests varies.
+struct DpRun {
+  int64_t accumulate = 1;
+  double clip = 0;
+  int64_t batch = 6;
+  int64_t n = 24;
+  int64_t epochs = 2;
+  double dropout = 0;
+};
+
+// Trains `*out` (a fresh M when null) on dp_data(c.n) under `strategy` with `devices`, seed 3; `replicas` sets
+// TrainerOptions::dp_replicas. Returns the parameters after fit (a dp strategy has dropped its replicas by then).
+template <class M = DpNet>
+std::vector<std::vector<double>> train_dp(const std::string& strategy, const std::string& devices, const DpRun& c,
+                                          bool replicas = false, M* out = nullptr) {
+  TrainerOptions o = dp_options(strategy, devices);
+  o.max_epochs = c.epochs;
+  o.accumulate_grad_batches = c.accumulate;
+  o.gradient_clip_val = c.clip;
+  o.seed = 3;
+  o.dp_replicas = replicas;
+  Trainer trainer(o);
+  M local;
+  M& m = out ? *out : local;
+  m.dropout_p = c.dropout;
+  auto loader = std::make_shared<data::DataLoader>(dp_data(c.n), data::DataLoaderOptions{.batch_size = c.batch});
+  trainer.fit(m, loader);
+  EXPECT_EQ(trainer.strategy().name(), strategy);
+  if (strategy == "dp") EXPECT_FALSE(dynamic_cast<DPStrategy&>(trainer.strategy()).uses_replicas());
+  return parameter_values(m);
 }
 
 }  // namespace volt::test

@@ -36,41 +36,16 @@ using test::parameter_values;
 
 namespace {
 
-struct Cfg {
-  int64_t accumulate = 1;
-  double clip = 0;
-  int64_t batch = 6;
-  int64_t n = 24;
-  int64_t epochs = 2;
-  double dropout = 0;
-};
-
-template <class M = test::DpNet>
-std::vector<std::vector<double>> train(const std::string& strategy, const std::string& devices, const Cfg& c,
-                                       M* out = nullptr) {
-  TrainerOptions o = test::dp_options(strategy, devices);
-  o.max_epochs = c.epochs;
-  o.accumulate_grad_batches = c.accumulate;
-  o.gradient_clip_val = c.clip;
-  o.seed = 3;
-  Trainer trainer(o);
-  M local;
-  M& m = out ? *out : local;
-  m.dropout_p = c.dropout;
-  auto loader = std::make_shared<data::DataLoader>(test::dp_data(c.n), data::DataLoaderOptions{.batch_size = c.batch});
-  trainer.fit(m, loader);
-  EXPECT_EQ(trainer.strategy().name(), strategy);
-  return parameter_values(m);
-}
+using Cfg = test::DpRun;
 
 void check_parity(const Cfg& c) {
-  const auto single = train("single_device", "1", c);
+  const auto single = test::train_dp("single_device", "1", c);
   // Training moved the parameters (so equality below says something).
   test::DpNet fresh;
   ASSERT_GT(max_abs_diff(single, parameter_values(fresh)), 1e-3);
   for (const std::string devices : {"2", "3"}) {
     SCOPED_TRACE("dp devices=" + devices);
-    EXPECT_LE(max_abs_diff(train("dp", devices, c), single), 1e-12);
+    EXPECT_LE(max_abs_diff(test::train_dp("dp", devices, c), single), 1e-12);
   }
 }
 
@@ -139,14 +114,15 @@ TEST(DpGather, StacksScalarsAndConcatenatesTheRest) {
 TEST(Dp, MatchesSingleDevice) { check_parity({}); }
 TEST(Dp, MatchesSingleDeviceWithAccumulation) { check_parity({.accumulate = 3}); }
 TEST(Dp, MatchesSingleDeviceWithClipping) {
-  const auto clipped = train("single_device", "1", {.clip = 0.05}), free = train("single_device", "1", {});
+  const auto clipped = test::train_dp("single_device", "1", {.clip = 0.05});
+  const auto free = test::train_dp("single_device", "1", {});
   ASSERT_GT(max_abs_diff(clipped, free), 1e-4);  // the clip bites
   check_parity({.clip = 0.05});
 }
 // Thread sanity: many steps with replicas on 3 threads (also run under ASan/UBSan in CI).
 TEST(Dp, ManyStepsMatchSingleDevice) {
   const Cfg c{.batch = 6, .n = 120, .epochs = 10};  // 200 steps
-  EXPECT_LE(max_abs_diff(train("dp", "3", c), train("single_device", "1", c)), 1e-11);
+  EXPECT_LE(max_abs_diff(test::train_dp("dp", "3", c), test::train_dp("single_device", "1", c)), 1e-11);
 }
 
 // ---- the seeds' DP examples ---------------------------------------------------------------------------------
@@ -180,8 +156,8 @@ struct CustomReduction : test::DpNet {
 TEST(Dp, TrainingStepEndAveragesPerDeviceLosses) {
   CustomReduction dp, single;
   const Cfg c{.batch = 16, .n = 64, .epochs = 1};
-  const auto p_dp = train<CustomReduction>("dp", "2", c, &dp);
-  const auto p_single = train<CustomReduction>("single_device", "1", c, &single);
+  const auto p_dp = test::train_dp<CustomReduction>("dp", "2", c, false, &dp);
+  const auto p_single = test::train_dp<CustomReduction>("single_device", "1", c, false, &single);
   ASSERT_EQ(dp.loss_shapes.size(), 4u);
   for (size_t i = 0; i < dp.loss_shapes.size(); ++i) {
     EXPECT_EQ(dp.loss_shapes[i], (Shape{2}));       // one loss per device
@@ -268,14 +244,14 @@ struct SizeWeighted : test::DpNet {
 TEST(Dp, UnevenLastBatch) {
   SizeWeighted dp, single;
   const Cfg c{.batch = 5, .n = 22, .epochs = 1};  // batches 5, 5, 5, 5, 2
-  const auto p_dp = train<SizeWeighted>("dp", "3", c, &dp);
-  const auto p_single = train<SizeWeighted>("single_device", "1", c, &single);
+  const auto p_dp = test::train_dp<SizeWeighted>("dp", "3", c, false, &dp);
+  const auto p_single = test::train_dp<SizeWeighted>("single_device", "1", c, false, &single);
   const std::vector<std::vector<int64_t>> expected = {{2, 2, 1}, {2, 2, 1}, {2, 2, 1}, {2, 2, 1}, {1, 1}};
   EXPECT_EQ(dp.slices, expected);
   EXPECT_LE(max_abs_diff(p_dp, p_single), 1e-12);
   // A batch smaller than the devices runs on fewer replicas: one sample, one replica.
   SizeWeighted tiny;
-  train<SizeWeighted>("dp", "3", {.batch = 1, .n = 2, .epochs = 1}, &tiny);
+  test::train_dp<SizeWeighted>("dp", "3", {.batch = 1, .n = 2, .epochs = 1}, false, &tiny);
   EXPECT_EQ(tiny.slices, (std::vector<std::vector<int64_t>>{{1}, {1}}));
 }
 
@@ -293,7 +269,7 @@ TEST(Dp, DefaultStepEndIsTheMeanOfPerDeviceLosses) {
       return l;
     }
   } m;
-  train<Probe>("dp", "2", {.batch = 5, .n = 10, .epochs = 1}, &m);
+  test::train_dp<Probe>("dp", "2", {.batch = 5, .n = 10, .epochs = 1}, false, &m);
   ASSERT_EQ(m.losses.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_DOUBLE_EQ(m.losses[i], m.expected[i]);
 }
@@ -402,15 +378,15 @@ struct MaskProbe : test::DpNet {
 TEST(Dp, DropoutStreamsPerReplicaAreRepeatable) {
   const Cfg c{.batch = 6, .n = 24, .epochs = 2, .dropout = 0.5};
   MaskProbe a, b;
-  const auto pa = train<MaskProbe>("dp", "3", c, &a);
-  const auto pb = train<MaskProbe>("dp", "3", c, &b);
+  const auto pa = test::train_dp<MaskProbe>("dp", "3", c, false, &a);
+  const auto pb = test::train_dp<MaskProbe>("dp", "3", c, false, &b);
   EXPECT_EQ(pa, pb);  // bit for bit, whatever the threads' timing
   ASSERT_EQ(a.masks.size(), 3u);
   EXPECT_NE(a.masks[0], a.masks[1]);
   EXPECT_NE(a.masks[1], a.masks[2]);
   EXPECT_EQ(a.masks, b.masks);
   // One device: dp runs on the calling thread with the global generator, as single_device.
-  EXPECT_EQ(train("dp", "1", c), train("single_device", "1", c));
+  EXPECT_EQ(test::train_dp("dp", "1", c), test::train_dp("single_device", "1", c));
 }
 
 // ---- *_step_end under single_device -------------------------------------------------------------------------

@@ -21,44 +21,17 @@ using test::parameter_values;
 
 namespace {
 
-struct Cfg {
-  int64_t accumulate = 1;
-  double clip = 0;
-  int64_t batch = 6;
-  int64_t n = 24;
-  int64_t epochs = 2;
-  double dropout = 0;
-};
-
-// Trains `m` (fresh by default); `replicas` sets TrainerOptions::dp_replicas.
-template <class M = test::ReplicableNet>
-std::vector<std::vector<double>> train(const std::string& strategy, const std::string& devices, const Cfg& c,
-                                       bool replicas, M* out = nullptr) {
-  TrainerOptions o = test::dp_options(strategy, devices);
-  o.max_epochs = c.epochs;
-  o.accumulate_grad_batches = c.accumulate;
-  o.gradient_clip_val = c.clip;
-  o.seed = 3;
-  o.dp_replicas = replicas;
-  Trainer trainer(o);
-  M local;
-  M& m = out ? *out : local;
-  m.dropout_p = c.dropout;
-  auto loader = std::make_shared<data::DataLoader>(test::dp_data(c.n), data::DataLoaderOptions{.batch_size = c.batch});
-  trainer.fit(m, loader);
-  EXPECT_EQ(trainer.strategy().name(), strategy);
-  if (strategy == "dp") EXPECT_FALSE(dynamic_cast<DPStrategy&>(trainer.strategy()).uses_replicas());  // torn down
-  return parameter_values(m);
-}
+using Cfg = test::DpRun;
+using Net = test::ReplicableNet;  // the default model here: make_replica() overridden
 
 void check_parity(const Cfg& c) {
-  const auto single = train("single_device", "1", c, false);
+  const auto single = test::train_dp<Net>("single_device", "1", c, false);
   test::DpNet fresh;
   ASSERT_GT(max_abs_diff(single, parameter_values(fresh)), 1e-3);  // training moved the parameters
   for (const int devices : {2, 3}) {
     SCOPED_TRACE("dp devices=" + std::to_string(devices));
     test::ReplicableNet m;
-    EXPECT_LE(max_abs_diff(train("dp", std::to_string(devices), c, true, &m), single), 1e-12);
+    EXPECT_LE(max_abs_diff(test::train_dp<Net>("dp", std::to_string(devices), c, true, &m), single), 1e-12);
     // Every step ran devices - 1 replicas (batches of 6 split 3+3 or 2+2+2), each on its own storage, starting
     // from the root's current values.
     const int64_t steps = c.epochs * c.n / c.batch;
@@ -73,8 +46,8 @@ void check_parity(const Cfg& c) {
 TEST(DpReplicas, MatchSingleDevice) { check_parity({}); }
 TEST(DpReplicas, MatchSingleDeviceWithAccumulation) { check_parity({.accumulate = 3}); }
 TEST(DpReplicas, MatchSingleDeviceWithClipping) {
-  const auto clipped = train("single_device", "1", {.clip = 0.05}, false);
-  const auto free = train("single_device", "1", {}, false);
+  const auto clipped = test::train_dp<Net>("single_device", "1", {.clip = 0.05}, false);
+  const auto free = test::train_dp<Net>("single_device", "1", {}, false);
   ASSERT_GT(max_abs_diff(clipped, free), 1e-4);  // the clip bites
   check_parity({.clip = 0.05});
 }
@@ -83,11 +56,12 @@ TEST(DpReplicas, MatchSingleDeviceWithClipping) {
 // module runs it), and repeat bit for bit whatever the threads' timing.
 TEST(DpReplicas, RepeatableAndEqualToSharedModuleWithDropout) {
   const Cfg c{.batch = 6, .n = 24, .epochs = 2, .dropout = 0.5};
-  const auto a = train("dp", "3", c, true), b = train("dp", "3", c, true);
+  const auto a = test::train_dp<Net>("dp", "3", c, true), b = test::train_dp<Net>("dp", "3", c, true);
   EXPECT_EQ(a, b);
-  const auto shared = train("dp", "3", c, false);
+  const auto shared = test::train_dp<Net>("dp", "3", c, false);
   EXPECT_LE(max_abs_diff(a, shared), 1e-12);
-  EXPECT_GT(max_abs_diff(a, train("dp", "3", {.batch = 6, .n = 24, .epochs = 2}, true)), 1e-6);  // dropout acts
+  const auto no_dropout = test::train_dp<Net>("dp", "3", {.batch = 6, .n = 24, .epochs = 2}, true);
+  EXPECT_GT(max_abs_diff(a, no_dropout), 1e-6);  // dropout acts
 }
 
 namespace {
@@ -113,8 +87,8 @@ TEST(DpReplicas, TrainingStepEndAveragesPerDeviceLosses) {
   test::Replicable<LossAndPredictions> dp;
   LossAndPredictions single;
   const Cfg c{.batch = 16, .n = 64, .epochs = 1};
-  const auto p_dp = train("dp", "2", c, true, &dp);
-  const auto p_single = train("single_device", "1", c, false, &single);
+  const auto p_dp = test::train_dp("dp", "2", c, true, &dp);
+  const auto p_single = test::train_dp("single_device", "1", c, false, &single);
   ASSERT_EQ(dp.loss_shapes.size(), 4u);
   for (const Shape& s : dp.loss_shapes) EXPECT_EQ(s, (Shape{2}));
   EXPECT_EQ(dp.replica_steps, 4);
@@ -235,18 +209,19 @@ struct WrongName : test::DpNet {
 
 TEST(DpReplicas, ReplicaOfAnotherArchitectureIsAnError) {
   WrongShape shape;
-  VOLT_EXPECT_ERROR(train<WrongShape>("dp", "2", {}, true, &shape), "make_replica()", "parameter \"w1\"", "(4, 7)",
-                    "(4, 6)", "same architecture");
+  VOLT_EXPECT_ERROR(test::train_dp<WrongShape>("dp", "2", {}, true, &shape), "make_replica()", "parameter \"w1\"",
+                    "(4, 7)", "(4, 6)", "same architecture");
   WrongName name;
-  VOLT_EXPECT_ERROR(train<WrongName>("dp", "2", {}, true, &name), "parameter \"bias\"", "\"b1\"");
+  VOLT_EXPECT_ERROR(test::train_dp<WrongName>("dp", "2", {}, true, &name), "parameter \"bias\"", "\"b1\"");
 }
 
 TEST(DpReplicas, ModuleWithoutMakeReplicaIsAClearError) {
   test::DpNet m;
-  VOLT_EXPECT_ERROR(train<test::DpNet>("dp", "2", {}, true, &m), "strategy=\"dp\"", "DpNet::make_replica()",
+  VOLT_EXPECT_ERROR(test::train_dp<test::DpNet>("dp", "2", {}, true, &m), "strategy=\"dp\"", "DpNet::make_replica()",
                     "returns nullptr", "override it", "strategy=\"ddp\"");
   // Without the option the shared module runs as before, replicable or not.
-  EXPECT_LE(max_abs_diff(train<test::DpNet>("dp", "2", {}, false), train("dp", "2", {}, false)), 0.0);
+  EXPECT_LE(max_abs_diff(test::train_dp<test::DpNet>("dp", "2", {}, false), test::train_dp<Net>("dp", "2", {}, false)),
+            0.0);
 }
 
 TEST(DpReplicas, OptionOfDpAndDdp2Only) {
