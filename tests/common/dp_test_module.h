@@ -103,6 +103,24 @@ inline TrainerOptions dp_options(const std::string& strategy, const std::string&
   return quiet_options(strategy, devices);
 }
 
+// A BatchNorm layer whose running statistics the dp tests compare (SGD with lr 0: only the statistics move).
+struct BnNet : TrainModule {
+  nn::BatchNorm1d bn{4};
+  Tensor w;
+  BnNet() {
+    register_module("bn", bn);
+    w = register_parameter("w", full({4}, 0.5, DType::f64));
+    bn.to(DType::f64);
+  }
+  Tensor training_step(const Batch& b, int64_t) override {
+    return mse_loss((bn.forward(b.input) * w).sum({1}), b.target.to(DType::f64));
+  }
+  Optimizers configure_optimizers() override {
+    return std::make_shared<optim::SGD>(parameters(), optim::SGDOptions{.lr = 0.0});
+  }
+  std::unique_ptr<TrainModule> make_replica() const override { return std::make_unique<BnNet>(); }
+};
+
 // What one training run of the dp tests varies.
 struct DpRun {
   int64_t accumulate = 1;

@@ -312,25 +312,11 @@ TEST(Dp, ReplicaLogsAreMergedOnTheCallingThread) {
 
 // ---- module state and random streams ------------------------------------------------------------------------
 
-struct BnNet : TrainModule {
-  nn::BatchNorm1d bn{4};
-  Tensor w;
-  BnNet() {
-    register_module("bn", bn);
-    w = register_parameter("w", full({4}, 0.5, DType::f64));
-    bn.to(DType::f64);
-  }
-  Tensor training_step(const Batch& b, int64_t) override {
-    return mse_loss((bn.forward(b.input) * w).sum({1}), b.target.to(DType::f64));
-  }
-  Optimizers configure_optimizers() override { return std::make_shared<optim::SGD>(parameters(), optim::SGDOptions{.lr = 0.0}); }
-};
-
 TEST(Dp, BatchNormRunningStatsComeFromReplicaZero) {
   TrainerOptions o = test::dp_options("dp", "2");
   o.max_steps = 1;
   Trainer t(o);
-  BnNet m;
+  test::BnNet m;
   auto data = test::dp_data(8);
   auto loader = std::make_shared<data::DataLoader>(data, data::DataLoaderOptions{.batch_size = 8});
   t.fit(m, loader);

@@ -144,33 +144,12 @@ TEST(DpReplicas, ValidationStepEndLogsMetricFromGatheredOutputs) {
 }
 
 // BatchNorm: the root (replica 0) keeps the running statistics of its slice; the other replicas' are lost.
-namespace {
-
-struct BnNet : TrainModule {
-  nn::BatchNorm1d bn{4};
-  Tensor w;
-  BnNet() {
-    register_module("bn", bn);
-    w = register_parameter("w", full({4}, 0.5, DType::f64));
-    bn.to(DType::f64);
-  }
-  Tensor training_step(const Batch& b, int64_t) override {
-    return mse_loss((bn.forward(b.input) * w).sum({1}), b.target.to(DType::f64));
-  }
-  Optimizers configure_optimizers() override {
-    return std::make_shared<optim::SGD>(parameters(), optim::SGDOptions{.lr = 0.0});
-  }
-  std::unique_ptr<TrainModule> make_replica() const override { return std::make_unique<BnNet>(); }
-};
-
-}  // namespace
-
 TEST(DpReplicas, BatchNormRunningStatsComeFromReplicaZero) {
   TrainerOptions o = test::dp_options("dp", "2");
   o.max_steps = 2;
   o.dp_replicas = true;
   Trainer t(o);
-  BnNet m;
+  test::BnNet m;
   auto data = test::dp_data(8);
   auto loader = std::make_shared<data::DataLoader>(data, data::DataLoaderOptions{.batch_size = 4});
   t.fit(m, loader);
