@@ -66,6 +66,21 @@ Operand operand(const Tensor& t) {
 // op(t) = t, or its last-two-dims transpose when ta/tb (saves building a transposed view per call).
 // a and b are only read (never recorded), have out's dtype and device, and already have out's batch dims
 // (possibly expanded).
+// One (unbatched, beta 0) product out (m, n) = op(A) (m, k) @ op(B) (k, n) of row-major operands.
+GemmDesc gemm_desc(const Operand& A, const Operand& B, int64_t m, int64_t k, int64_t n) {
+  GemmDesc d;
+  d.m = m;
+  d.k = k;
+  d.n = n;
+  d.trans_a = A.trans;
+  d.trans_b = B.trans;
+  d.lda = A.ld;
+  d.ldb = B.ld;
+  d.ldc = std::max<int64_t>(n, 1);
+  d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
+  return d;
+}
+
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta = false,
                bool tb = false) {
   if (out.numel() == 0) return;
@@ -81,21 +96,13 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   // The same storage read the other way round is the transpose.
   if (ta) A.trans = !A.trans;
   if (tb) B.trans = !B.trans;
-  GemmDesc d;
-  d.m = ta ? a.size(-1) : a.size(-2);
-  d.k = ta ? a.size(-2) : a.size(-1);
-  d.n = tb ? b.size(-2) : b.size(-1);
-  d.trans_a = A.trans;
-  d.trans_b = B.trans;
-  d.lda = A.ld;
-  d.ldb = B.ld;
-  d.ldc = std::max<int64_t>(d.n, 1);
+  GemmDesc d = gemm_desc(A, B, ta ? a.size(-1) : a.size(-2), ta ? a.size(-2) : a.size(-1),
+                         tb ? b.size(-2) : b.size(-1));
   d.batch = out.numel() / (d.m * d.n);
   d.stride_a = A.batch_stride;
   d.stride_b = B.batch_stride;
   d.stride_c = d.m * d.n;
   d.beta = accumulate ? 1.0 : 0.0;
-  d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
   trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch));
   backend::call<&backend::LinalgKernels::gemm>(out.device(), out.dtype(), d, A.t, B.t, out);
 }
@@ -191,16 +198,7 @@ void linear_into(const Tensor& out, const Tensor& pre, const Tensor& x, const Te
     B = operand(weight);
     B.trans = !B.trans;  // weight^T
   }
-  GemmDesc d;
-  d.m = x.size(0);
-  d.k = x.size(1);
-  d.n = weight.size(0);
-  d.trans_a = A.trans;
-  d.trans_b = B.trans;
-  d.lda = A.ld;
-  d.ldb = B.ld;
-  d.ldc = std::max<int64_t>(d.n, 1);
-  d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
+  const GemmDesc d = gemm_desc(A, B, x.size(0), x.size(1), weight.size(0));
   trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k));
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   backend::call<kFwd>(out.device(), out.dtype(), d, A.t, B.t, b, out, pre, act);
