@@ -9,9 +9,11 @@
 // "us_per_step" is the mean wall time of one optimizer step of one rank through the whole training loop (data
 // loading, upload, forward, backward, reduction, optimizer, logging): batch size / the rank's samples per second.
 // Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
-// --steps, --threads, --data, --strategy, --accelerator, --devices. "speedup_vs_32_true" is the train
+// --steps, --threads, --data, --strategy, --accelerator, --devices, --cuda-graphs auto|on|off (the JSON says
+// how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
 // throughput relative to the 32-true run of the same batch size in this invocation (when one ran).
 // Under `mpirun -np N ... --strategy ddp`, rank 0 prints the global figure (samples of all ranks per second).
+#include <algorithm>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -44,6 +46,7 @@ struct WideMlp : TrainModule {
   std::string type_name() const override { return "WideMlp"; }
   Tensor forward(const Tensor& x) { return l3(l2(l1(x.flatten(1)))); }  // ReLUs fused into l1, l2
   Tensor training_step(const Batch& b, int64_t) override { return cross_entropy(forward(b.input), b.target); }
+  bool static_training_step() const override { return true; }
   void validation_step(const Batch& b, int64_t) override { log("val_loss", cross_entropy(forward(b.input), b.target)); }
   Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
 };
@@ -75,6 +78,11 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precisions,
                  "precisions to run: 32-true 16-mixed bf16-mixed 16-true bf16-true 64-true, or all");
   app.add_option("--accelerator", accelerator, "cpu | gpu | auto");
+  std::string graphs = "auto";
+  app.add_option("--cuda-graphs", graphs,
+                 "auto | on | off: capture the training step as a graph and replay it (auto: on a GPU; on: also "
+                 "records the CPU step, same results)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--devices", devices, "devices per node");
   std::string profiler, profile_steps, profiler_dir = "bench_profile";
   double peak_flops = 0;
@@ -100,7 +108,11 @@ int main(int argc, char** argv) {
         auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{.peak_flops = peak_flops});
         Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
                          .precision = precision, .max_steps = steps, .limit_val_batches = 0,
-                         .num_sanity_val_steps = 0, .enable_progress_bar = false, .enable_model_summary = false,
+                         .num_sanity_val_steps = 0,
+                         .cuda_graphs = graphs == "on"    ? CudaGraphs::on
+                                        : graphs == "off" ? CudaGraphs::off
+                                                          : CudaGraphs::automatic,
+                         .enable_progress_bar = false, .enable_model_summary = false,
                          .enable_checkpointing = false, .logger = false, .callbacks = {tp},
                          .profiler = profiler, .profiler_dir = profiler_dir, .profile_steps = profile_steps});
         reset_peak_memory_stats(trainer.strategy().root_device());
@@ -132,6 +144,15 @@ int main(int argc, char** argv) {
               model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
               examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
+          // Whether the step ran as a captured graph: its replays and nodes, or why not.
+          const StepGraph& sg = trainer.step_graph();
+          std::printf(",\"cuda_graphs\":\"%s\",\"graph_replays\":%lld,\"graph_nodes\":%zu", graphs.c_str(),
+                      static_cast<long long>(sg.replays()), sg.num_nodes());
+          if (!sg.disabled_reason().empty()) {
+            std::string why = sg.disabled_reason();
+            std::replace(why.begin(), why.end(), '"', '\'');
+            std::printf(",\"eager_because\":\"%s\"", why.c_str());
+          }
           // GEMM FLOP/s of the last logging window (50 steps) and, with a known peak, the model FLOPs utilisation.
           const auto& last = tp->last_metrics();
           if (last.count("throughput/device/flops_per_sec"))

@@ -30,6 +30,8 @@ struct MnistMlp : TrainModule {
     log("train_loss", loss);
     return loss;
   }
+  // The same device work for every batch, no host reads, a logged tensor: capturable (TrainerOptions::cuda_graphs).
+  bool static_training_step() const override { return true; }
   // Predictions per step, metrics updated on the whole batch in *_step_end: right under dp/ddp2 too, where the
   // steps run concurrently on replicas (trainer/dp_strategy.h).
   StepOutput validation_step_outputs(const Batch& b, int64_t) override {
@@ -83,6 +85,8 @@ struct MnistCnn : TrainModule {
     log("train_loss", loss);
     return loss;
   }
+  // The same device work for every batch, no host reads, a logged tensor: capturable (TrainerOptions::cuda_graphs).
+  bool static_training_step() const override { return true; }
   StepOutput validation_step_outputs(const Batch& b, int64_t) override {  // metrics in *_step_end, as MnistMlp
     return {{"pred", argmax(forward(b.input), 1)}, {"y", b.target}};
   }

@@ -276,6 +276,17 @@ inline void add_trainer_flags(CLI::App& app, TrainerOptions& o, const std::vecto
             ->default_str(o.on_nonfinite_loss == NonFiniteLoss::skip   ? "skip"
                           : o.on_nonfinite_loss == NonFiniteLoss::stop ? "stop"
                                                                        : "ignore"));
+  group(app.add_option_function<std::string>(
+                "--cuda-graphs",
+                [&o](const std::string& s) {
+                  o.cuda_graphs = s == "on" ? CudaGraphs::on : s == "off" ? CudaGraphs::off : CudaGraphs::automatic;
+                },
+                "auto | on | off: capture the training step as a graph and replay it (auto: on a GPU, for a module "
+                "that declares a static step)")
+            ->check(choice({"auto", "on", "off"}))
+            ->default_str(o.cuda_graphs == CudaGraphs::on    ? "on"
+                          : o.cuda_graphs == CudaGraphs::off ? "off"
+                                                             : "auto"));
   if (want("enable_progress_bar"))
     group(add_bool_flag(app, "--enable-progress-bar,!--no-progress-bar", o.enable_progress_bar, "the progress bar"));
   group(add_bool_flag(app, "--enable-model-summary,!--no-model-summary", o.enable_model_summary,

@@ -5,6 +5,7 @@
 
 #include <volt/runtime/allocator.h>
 #include <volt/kernels/autograd.h>
+#include <volt/kernels/graph.h>
 #include <volt/runtime/cuda_api.h>
 
 namespace volt {
@@ -146,6 +147,8 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, i
 }
 
 Tensor from_blob(const void* host_data, const Shape& shape, DType dtype, Device device) {
+  // A CUDA capture cannot take a synchronous copy from host memory (a CPU capture copies now: a constant).
+  if (device.is_cuda()) Graph::check_not_capturing(device, "from_blob (a tensor made from host memory)");
   Tensor t = empty(shape, dtype, device);
   if (t.nbytes() > 0) copy_bytes(t.data_ptr(), device, host_data, kCPU, t.nbytes());
   return t;

@@ -1,5 +1,6 @@
 #include <volt/nn/optim.h>
 
+#include <volt/kernels/graph.h>
 #include <volt/runtime/trace.h>
 
 #include <cmath>
@@ -325,19 +326,44 @@ struct MultiBatches {
     bool has_state;
     Key key;
     std::vector<Entry> entries;
+    std::vector<size_t> index;  // the entries' parameter indices in the group
   };
   std::vector<Batch> list;
-  void add(const Tensor& p, const Tensor& state, Key key, Entry e) {
+  void add(const Tensor& p, const Tensor& state, Key key, Entry e, size_t i) {
     const bool has = state.defined();
     const DType sd = has ? state.dtype() : p.dtype();
     for (Batch& b : list)
       if (b.device == p.device() && b.dtype == p.dtype() && b.has_state == has && b.state_dtype == sd && b.key == key) {
         b.entries.push_back(std::move(e));
+        b.index.push_back(i);
         return;
       }
-    list.push_back(Batch{p.device(), p.dtype(), sd, has, key, {std::move(e)}});
+    list.push_back(Batch{p.device(), p.dtype(), sd, has, key, {std::move(e)}, {i}});
+  }
+  std::vector<std::vector<size_t>> members() const {
+    std::vector<std::vector<size_t>> out;
+    for (const Batch& b : list) out.push_back(b.index);
+    return out;
   }
 };
+
+// The Graph capturing the updates of a group whose first parameter is `p`, or nullptr (an eager step). A capture
+// needs the state made by an eager step first: creating it inside the capture would re-zero it at every replay.
+Graph* capturing_graph(const Tensor& p) { return Graph::capturing(p.device()); }
+void check_capturable(bool ready, const std::string& who, size_t g, size_t i) {
+  VOLT_CHECK(ready, who, ".step under graph capture: parameter ", i, " of group ", g, " has no optimizer state yet; "
+             "take one eager step before capturing (the state must exist before the capture)");
+}
+
+SgdHyper sgd_hyper(const ParamGroup& group) {
+  SgdHyper h;
+  h.lr = group.lr;
+  h.momentum = group.options.momentum.value();
+  h.dampening = group.options.dampening.value();
+  h.weight_decay = group.options.weight_decay.value();
+  h.nesterov = group.options.nesterov.value();
+  return h;
+}
 
 }  // namespace
 
@@ -347,12 +373,8 @@ void SGD::step() {
   static const Tensor kNone;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
-    SgdHyper h;
-    h.lr = group.lr;
-    h.momentum = group.options.momentum.value();
-    h.dampening = group.options.dampening.value();
-    h.weight_decay = group.options.weight_decay.value();
-    h.nesterov = group.options.nesterov.value();
+    SgdHyper h = sgd_hyper(group);
+    Graph* graph = group.params.empty() ? nullptr : capturing_graph(group.params.front());
     // One multi-tensor update per (device, dtype, state dtype, first step) batch of the group: usually one.
     MultiBatches<SgdTensors, bool> batches;
     for (size_t i = 0; i < group.params.size(); ++i) {
@@ -361,14 +383,40 @@ void SGD::step() {
       if (!grad.defined()) continue;
       ParamState& st = state(g, i);
       const bool first = h.momentum != 0.0 && (st.buffers.empty() || !st.buffers[0].defined());
+      if (graph != nullptr) check_capturable(!first, type_name(), g, i);
       if (h.momentum != 0.0) ensure_buffers(st, p, 1);
-      ++st.step;
+      if (graph == nullptr) ++st.step;  // a captured step counts at each replay (below)
       const Tensor& buf = h.momentum != 0.0 ? st.buffers[0] : kNone;
-      batches.add(p, buf, first, SgdTensors{p, grad, buf});
+      batches.add(p, buf, first, SgdTensors{p, grad, buf}, i);
     }
-    for (auto& b : batches.list) {
-      h.first_step = b.key;
-      sgd_step_multi_(b.entries, h);
+    if (graph == nullptr) {
+      for (auto& b : batches.list) {
+        h.first_step = b.key;
+        sgd_step_multi_(b.entries, h);
+      }
+      continue;
+    }
+    // Captured: the kernels read lr, momentum and dampening from a block refreshed before every replay, which
+    // also counts the replay's step; a change of the flags the kernels were specialised on refuses the replay.
+    const size_t unit = optimizer_dynamic_bytes();
+    auto members = batches.members();
+    auto* block = static_cast<char*>(graph->dynamic(
+        unit * batches.list.size(),
+        [this, g, members, unit](void* host) {
+          const SgdHyper now = sgd_hyper(groups_[g]);
+          for (size_t k = 0; k < members.size(); ++k) {
+            for (size_t i : members[k]) ++state(g, i).step;
+            write_sgd_dynamic(now, static_cast<char*>(host) + k * unit);
+          }
+        },
+        [this, g, h] {
+          const SgdHyper now = sgd_hyper(groups_[g]);
+          return (now.weight_decay != 0.0) == (h.weight_decay != 0.0) && (now.momentum != 0.0) == (h.momentum != 0.0) &&
+                 now.nesterov == h.nesterov;
+        }));
+    for (size_t k = 0; k < batches.list.size(); ++k) {
+      h.first_step = false;
+      sgd_step_multi_dynamic_(batches.list[k].entries, h, block + k * unit);
     }
   }
 }
@@ -406,6 +454,20 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
     : Adam(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, from_adamw(o), true) {}
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam(std::move(groups), from_adamw(o), true) {}
 
+namespace {
+AdamHyper adam_hyper(const ParamGroup& group, bool decoupled) {
+  AdamHyper h;
+  h.lr = group.lr;
+  h.beta1 = group.options.beta1.value();
+  h.beta2 = group.options.beta2.value();
+  h.eps = group.options.eps.value();
+  h.weight_decay = group.options.weight_decay.value();
+  h.amsgrad = group.options.amsgrad.value();
+  h.decoupled_weight_decay = decoupled;
+  return h;
+}
+}  // namespace
+
 std::vector<std::string> Adam::state_names(const ParamGroup& group) const {
   if (group.options.amsgrad.value_or(false)) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
@@ -417,15 +479,9 @@ void Adam::step() {
   static const Tensor kNone;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
-    AdamHyper h;
-    h.lr = group.lr;
-    h.beta1 = group.options.beta1.value();
-    h.beta2 = group.options.beta2.value();
-    h.eps = group.options.eps.value();
-    h.weight_decay = group.options.weight_decay.value();
-    h.amsgrad = group.options.amsgrad.value();
-    h.decoupled_weight_decay = decoupled_;
+    AdamHyper h = adam_hyper(group, decoupled_);
     const size_t nbuf = h.amsgrad ? 3 : 2;
+    Graph* graph = group.params.empty() ? nullptr : capturing_graph(group.params.front());
     // One multi-tensor update per (device, dtype, state dtype, step count) batch of the group: usually one.
     MultiBatches<AdamTensors, int64_t> batches;
     for (size_t i = 0; i < group.params.size(); ++i) {
@@ -433,14 +489,44 @@ void Adam::step() {
       Tensor grad = usable_grad(p, g, i);
       if (!grad.defined()) continue;
       ParamState& st = state(g, i);
+      if (graph != nullptr) {
+        bool ready = st.buffers.size() >= nbuf;
+        for (size_t k = 0; ready && k < nbuf; ++k) ready = st.buffers[k].defined();
+        check_capturable(ready, type_name(), g, i);
+      }
       ensure_buffers(st, p, nbuf);
-      ++st.step;
-      batches.add(p, st.buffers[0], st.step,
-                  AdamTensors{p, grad, st.buffers[0], st.buffers[1], h.amsgrad ? st.buffers[2] : kNone});
+      if (graph == nullptr) ++st.step;  // a captured step counts at each replay (below)
+      batches.add(p, st.buffers[0], graph == nullptr ? st.step : st.step + 1,
+                  AdamTensors{p, grad, st.buffers[0], st.buffers[1], h.amsgrad ? st.buffers[2] : kNone}, i);
     }
-    for (auto& b : batches.list) {
-      h.step = b.key;
-      adam_step_multi_(b.entries, h);
+    if (graph == nullptr) {
+      for (auto& b : batches.list) {
+        h.step = b.key;
+        adam_step_multi_(b.entries, h);
+      }
+      continue;
+    }
+    // Captured: the kernels read lr and the bias corrections from a block refreshed before every replay, which
+    // also counts the replay's step (so checkpoints and schedulers see the same counts as eager training); a
+    // change of the flags the kernels were specialised on (weight decay on/off, amsgrad) refuses the replay.
+    const size_t unit = optimizer_dynamic_bytes();
+    auto members = batches.members();
+    auto* block = static_cast<char*>(graph->dynamic(
+        unit * batches.list.size(),
+        [this, g, members, unit](void* host) {
+          AdamHyper now = adam_hyper(groups_[g], decoupled_);
+          for (size_t k = 0; k < members.size(); ++k) {
+            for (size_t i : members[k]) now.step = ++state(g, i).step;
+            write_adam_dynamic(now, static_cast<char*>(host) + k * unit);
+          }
+        },
+        [this, g, h] {
+          const AdamHyper now = adam_hyper(groups_[g], decoupled_);
+          return (now.weight_decay != 0.0) == (h.weight_decay != 0.0) && now.amsgrad == h.amsgrad;
+        }));
+    for (size_t k = 0; k < batches.list.size(); ++k) {
+      h.step = batches.list[k].key;
+      adam_step_multi_dynamic_(batches.list[k].entries, h, block + k * unit);
     }
   }
 }

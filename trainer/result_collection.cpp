@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -135,8 +136,30 @@ void ResultCollection::accumulate(Entry& e, const Tensor* t, double d, int64_t b
   e.has_acc = true;
 }
 
+void ResultCollection::start_recording() {
+  recording_ = true;
+  recorded_.clear();
+}
+
+std::vector<ResultCollection::Recorded> ResultCollection::stop_recording() {
+  recording_ = false;
+  return std::exchange(recorded_, {});
+}
+
+void ResultCollection::replay_logs(const std::vector<Recorded>& logs) {
+  for (const Recorded& r : logs) {
+    if (r.is_tensor) log(r.hook, r.name, r.t, r.o, r.batch_size);
+    else log(r.hook, r.name, r.d, r.o, r.batch_size);
+  }
+}
+
 void ResultCollection::log(const std::string& hook, const std::string& name, const Tensor& value,
                            const LogOptions& o, int64_t batch_size) {
+  if (recording_) {
+    VOLT_CHECK(value.defined(), "log(\"", name, "\") in ", hook, ": the value is an undefined tensor");
+    recorded_.push_back({hook, name, true, value.detach(), 0.0, o, batch_size});
+    return;
+  }
   VOLT_CHECK(value.defined(), "log(\"", name, "\") in ", hook, ": the value is an undefined tensor");
   VOLT_CHECK(value.numel() == 1, "log(\"", name, "\") in ", hook, ": expected a scalar (one element) but got a tensor of shape ",
              value.shape_str(), "; reduce it first (e.g. .mean())");
@@ -157,6 +180,10 @@ void ResultCollection::log(const std::string& hook, const std::string& name, con
 
 void ResultCollection::log(const std::string& hook, const std::string& name, double value, const LogOptions& o,
                            int64_t batch_size) {
+  if (recording_) {  // a host number is taken as captured at every replay
+    recorded_.push_back({hook, name, false, Tensor(), value, o, batch_size});
+    return;
+  }
   Entry& e = entry_for(hook, name, o, false);
   int64_t b = batch_size_for(hook, name, o, batch_size);
   accumulate(e, nullptr, value, b);
@@ -164,6 +191,9 @@ void ResultCollection::log(const std::string& hook, const std::string& name, dou
 
 void ResultCollection::log_metric(const std::string& hook, const std::string& name, metrics::Metric& metric,
                                   const LogOptions& o) {
+  VOLT_CHECK(!recording_, "log(\"", name, "\") in ", hook, ": a metric object cannot be logged from a captured "
+             "training step (its update would be replayed into state that the epoch's reset replaces); log it from "
+             "training_step_end, or turn cuda_graphs off");
   Entry& e = entry_for(hook, name, o, true);
   VOLT_CHECK(e.metric == nullptr || e.metric == &metric, "log(\"", name,
              "\"): a different metric object was already logged under this name");

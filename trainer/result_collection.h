@@ -58,6 +58,22 @@ class ResultCollection {
   /// Forgets everything (start of an epoch / evaluation run).
   void reset();
 
+  /// Graph capture of the training step (trainer/step_graph.h): while recording, log() calls are kept instead of
+  /// taken (their tensors are the captured step's outputs, which every replay refills), and replay_logs() takes
+  /// them after each replay. Logging a metric object while recording is an error (its update would be captured
+  /// into state that an epoch reset replaces).
+  struct Recorded {
+    std::string hook, name;
+    bool is_tensor = false;
+    Tensor t;
+    double d = 0;
+    LogOptions o;
+    int64_t batch_size = 0;
+  };
+  void start_recording();
+  std::vector<Recorded> stop_recording();
+  void replay_logs(const std::vector<Recorded>& logs);
+
   /// Views. Reading them copies device values to the host: call only when they are needed.
   /// Step views hold the values logged in the current step; epoch views the results of compute_epoch().
   std::map<std::string, double> step_logger_metrics() const;    ///< `name`, or `name_step` when on_epoch too
@@ -108,6 +124,8 @@ class ResultCollection {
   std::vector<std::unique_ptr<Entry>> entries_;  ///< in first-logged order
   std::set<std::string> warned_integer_;         ///< "hook/name" of integer values already warned about
   std::map<std::string, Entry*> by_name_;
+  bool recording_ = false;
+  std::vector<Recorded> recorded_;
 };
 
 }  // namespace volt

@@ -125,6 +125,13 @@ class TrainModule : public nn::Module {
   /// Only the replica's steps run (training/validation/test_step and their `*_outputs`); hooks, `*_step_end`,
   /// optimizers and logging targets stay with this module.
   virtual std::unique_ptr<TrainModule> make_replica() const { return nullptr; }
+  /// Whether the training step may be captured as a graph and replayed (TrainerOptions::cuda_graphs = automatic;
+  /// trainer/step_graph.h): true when training_step, training_step_end and the hooks inside the step
+  /// (on_before_backward, on_after_backward, on_before_optimizer_step, on_before_zero_grad) do the same device work
+  /// for every batch of one shape, read nothing from the device (no item()), keep no host state that changes per
+  /// step, and log tensors (a logged host number would be frozen at its captured value) and no metric objects.
+  /// Their host code then runs once, at the capture. Default false.
+  virtual bool static_training_step() const { return false; }
   /// strategy="fsdp": dotted names of submodules to wrap as units, added to TrainerOptions::fsdp_wrap
   /// (trainer/fsdp_wrap.h). Default: none.
   virtual std::vector<std::string> fsdp_wrap_modules() const { return {}; }

@@ -500,6 +500,8 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     pending_rng_ = nullptr;
   }
 
+  // After any restore: a captured step holds the optimizer state and parameters it was captured with.
+  step_graph_.configure(opt_.cuda_graphs, strategy_->root_device(), step_graph_obstacle());
   int64_t loaded_epoch = epoch_;  // the epoch the current loaders were made for
   while (true) {
     if (max_epochs_ >= 0 && epoch_ >= max_epochs_) break;
@@ -530,6 +532,7 @@ void Trainer::run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<d
     }
     if (interrupt_signal_ != 0) break;
   }
+  step_graph_.reset();
   if (nonfinite_losses_ > 0 && strategy_->is_global_zero())
     logging::warn(fmt::format("Trainer: {} training step(s) had a NaN/Inf loss and were skipped{}", nonfinite_losses_,
                               nonfinite_stop_ ? "; fit stopped at the first (on_nonfinite_loss=stop)" : ""));

@@ -60,6 +60,7 @@
 #include <volt/trainer/csv_logger.h>
 #include <volt/trainer/logger.h>
 #include <volt/trainer/result_collection.h>
+#include <volt/trainer/step_graph.h>
 #include <volt/trainer/strategy.h>
 #include <volt/trainer/train_module.h>
 #include <volt/trainer/trainer_options.h>
@@ -142,6 +143,9 @@ class Trainer {
   const MetricMap& logged_metrics() const { return logged_metrics_; }
   MetricMap progress_bar_metrics() const { return last_pbar_; }
   std::vector<std::shared_ptr<optim::Optimizer>>& optimizers() { return optimizers_; }
+  /// The captured training step of the current or last fit (TrainerOptions::cuda_graphs): captures, replays, and
+  /// why graphs are off.
+  const StepGraph& step_graph() const { return step_graph_; }
   std::vector<SchedulerConfig>& lr_schedulers() { return schedulers_; }
   std::vector<std::shared_ptr<Callback>>& callbacks() { return callbacks_; }
   /// The loggers in use (set up at the first fit/validate/test/predict; empty on ranks other than 0 and with
@@ -197,7 +201,17 @@ class Trainer {
   void training_batch(const Batch& batch, int64_t batch_idx);
   /// on_nonfinite_loss: true when this batch's backward and step must be skipped (decision agreed by all ranks).
   bool skip_nonfinite_loss(const Tensor& loss);
-  void optimizer_step();
+  /// The step's forward: training_step (through the strategy, under autocast) and training_step_end.
+  Tensor forward_loss(const Batch& batch, int64_t batch_idx, int64_t bs);
+  /// on_before_backward, backward of `scaled`, on_after_backward, and when step_now the optimizer updates (and,
+  /// with host_tail, the step count and the step schedulers: what a captured step leaves out).
+  void backward_and_step(const Tensor& scaled, int64_t bs, bool step_now, bool host_tail);
+  /// The device part of a captured step (trainer/step_graph.h): forward, backward and updates, no host tail.
+  Tensor captured_step(const Batch& batch, int64_t batch_idx, int64_t bs);
+  /// What keeps the training step from being captured under opt_.cuda_graphs ("" when nothing).
+  std::string step_graph_obstacle() const;
+  void optimizer_updates();      ///< every optimizer's step (with unscaling, clipping and zero_grad)
+  void finish_optimizer_step();  ///< the host tail: global step and step schedulers
   void run_validation(data::DataLoader& val, bool sanity);
   /// Evaluation pass used by validation, test and sanity checking; fills results_eval_. Returns batches run.
   int64_t eval_loop(data::DataLoader& loader, const char* stage, int64_t max_batches, bool sanity);
@@ -258,6 +272,7 @@ class Trainer {
   TrainModule* module_ = nullptr;
 
   ResultCollection results_train_{"train"};
+  StepGraph step_graph_;  ///< the captured training step (cuda_graphs); dropped before the optimizers
   ResultCollection results_eval_{"validate"};
   MetricMap callback_metrics_;
   MetricMap logged_metrics_;

@@ -40,6 +40,14 @@ enum class NonFiniteLoss {
   stop,    ///< skip the step and end fit after it (overrides min_epochs/min_steps)
 };
 
+/// Whether the Trainer captures the training step as a graph and replays it (trainer/step_graph.h).
+enum class CudaGraphs {
+  automatic,  ///< on a GPU, when the step qualifies and the module declares it static (TrainModule::static_training_step)
+  on,         ///< whenever the step qualifies (an error naming what disqualifies it otherwise); on the CPU the
+              ///< step is recorded as kernel calls: the same results, for testing code meant for capture
+  off,        ///< never
+};
+
 struct TrainerOptions {
   std::string accelerator = "auto";   ///< "cpu", "gpu" ("cuda"), "auto"
   std::string devices = "auto";       ///< "auto", "1", "2", "-1", "1,3", ...
@@ -90,6 +98,10 @@ struct TrainerOptions {
   /// naming the op, its module and its input shapes (slow: a host read per op; see autograd.h).
   bool detect_anomaly = false;
   NonFiniteLoss on_nonfinite_loss = NonFiniteLoss::ignore;  ///< counted in Trainer::nonfinite_losses()
+  /// Capture the training step (forward, backward, clipping, optimizer updates) once and replay it for every later
+  /// batch of the same shapes: one launch per step instead of the host's per-op work (trainer/step_graph.h says
+  /// what qualifies). Bit-identical to eager training.
+  CudaGraphs cuda_graphs = CudaGraphs::automatic;
 
   bool enable_progress_bar = true;
   bool enable_model_summary = true;

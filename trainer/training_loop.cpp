@@ -1,6 +1,8 @@
 // The Trainer's per-batch training step and the evaluation loop (validation, test, sanity checking).
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include <volt/kernels/ops.h>
 #include <volt/nn/clip_grad.h>
 #include <volt/runtime/trace.h>
@@ -21,21 +23,13 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     if (!m.on_train_batch_start(batch, batch_idx)) return;
   }
   Tensor loss;
-  {
-    std::optional<AutocastGuard> ac;  // mixed precision: forward and loss under autocast
-    enter_forward(ac);
-    strategy_->module_step_begin();
-    StepOutput out;
-    {
-      LogScope s(m, &results_train_, "training_step", bs);
-      out = strategy_->run_step(m, batch,
-                                [&](TrainModule& r, const Batch& b) { return r.training_step_outputs(b, batch_idx); });
-    }
-    LogScope s(m, &results_train_, "training_step_end", bs);
-    loss = m.training_step_end(out);
-  }
   bool skipped = false;  // on_nonfinite_loss dropped this batch: no backward, step or module batch-end hook
-  if (!m.automatic_optimization) {
+  if (step_graph_.run(
+          batch, results_train_, [&](const Batch& b) { return captured_step(b, batch_idx, bs); }, optimizers_, &loss)) {
+    // The replay ran forward, backward and the updates; the host tail stays here.
+    strategy_->module_step_begin();
+    finish_optimizer_step();
+  } else if (loss = forward_loss(batch, batch_idx, bs); !m.automatic_optimization) {
     // The module stepped its optimizers itself (ManualOptimizer::step counts the global steps).
     if (loss.defined()) loss = loss.detach();
   } else if (loss.defined()) {
@@ -46,26 +40,7 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     int64_t n = opt_.accumulate_grad_batches;
     bool step_now = (batch_idx + 1) % n == 0 || is_last_batch_;
     skipped = skip_nonfinite_loss(loss);
-    if (!skipped) {
-      Tensor scaled = n > 1 ? loss / static_cast<double>(n) : loss;
-      {
-        LogScope s(m, &results_train_, "on_before_backward", bs);
-        m.on_before_backward(scaled);
-      }
-      // 16-mixed: backward from loss * scale (the hooks above and below see the unscaled loss).
-      {
-        trace::Range range(trace::Layer::trainer, "[Strategy]backward");
-        strategy_->backward(scaler_ ? scaler_->scale_loss(scaled) : scaled, step_now);
-      }
-      {
-        LogScope s(m, &results_train_, "on_after_backward", bs);
-        m.on_after_backward();
-      }
-      if (step_now) {
-        trace::Range range(trace::Layer::trainer, "optimizer_step");
-        optimizer_step();
-      }
-    }
+    if (!skipped) backward_and_step(n > 1 ? loss / static_cast<double>(n) : loss, bs, step_now, /*host_tail=*/true);
     loss = loss.detach();
   }
   strategy_->module_step_end();
@@ -84,6 +59,74 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
   for_each_callback(callbacks_, "on_train_batch_end", [&](Callback& c) { c.on_train_batch_end(*this, m, loss, batch, batch_idx); });
 }
 
+Tensor Trainer::forward_loss(const Batch& batch, int64_t batch_idx, int64_t bs) {
+  TrainModule& m = *module_;
+  std::optional<AutocastGuard> ac;  // mixed precision: forward and loss under autocast
+  enter_forward(ac);
+  strategy_->module_step_begin();
+  StepOutput out;
+  {
+    LogScope s(m, &results_train_, "training_step", bs);
+    out = strategy_->run_step(m, batch,
+                              [&](TrainModule& r, const Batch& b) { return r.training_step_outputs(b, batch_idx); });
+  }
+  LogScope s(m, &results_train_, "training_step_end", bs);
+  return m.training_step_end(out);
+}
+
+void Trainer::backward_and_step(const Tensor& scaled, int64_t bs, bool step_now, bool host_tail) {
+  TrainModule& m = *module_;
+  {
+    LogScope s(m, &results_train_, "on_before_backward", bs);
+    m.on_before_backward(scaled);
+  }
+  // 16-mixed: backward from loss * scale (the hooks above and below see the unscaled loss).
+  {
+    trace::Range range(trace::Layer::trainer, "[Strategy]backward");
+    strategy_->backward(scaler_ ? scaler_->scale_loss(scaled) : scaled, step_now);
+  }
+  {
+    LogScope s(m, &results_train_, "on_after_backward", bs);
+    m.on_after_backward();
+  }
+  if (step_now) {
+    trace::Range range(trace::Layer::trainer, "optimizer_step");
+    optimizer_updates();
+    if (host_tail) finish_optimizer_step();
+  }
+}
+
+Tensor Trainer::captured_step(const Batch& batch, int64_t batch_idx, int64_t bs) {
+  TrainModule& m = *module_;
+  Tensor loss = forward_loss(batch, batch_idx, bs);
+  VOLT_CHECK(loss.defined(), m.type_name(), "::training_step returned an undefined loss (skip the batch) while the "
+             "step was being captured; a captured step must compute a loss for every batch");
+  VOLT_CHECK(loss.numel() == 1 && loss.requires_grad(), m.type_name(), "::training_step returned a loss of shape ",
+             loss.shape_str(), (loss.requires_grad() ? "" : " that does not require grad"),
+             "; expected a scalar loss that requires grad");
+  backward_and_step(loss, bs, /*step_now=*/true, /*host_tail=*/false);
+  return loss.detach();
+}
+
+std::string Trainer::step_graph_obstacle() const {
+  const TrainModule& m = *module_;
+  if (strategy_->name() != "single_device")
+    return fmt::format("strategy \"{}\" (only single_device steps are captured)", strategy_->name());
+  if (!m.automatic_optimization) return "manual optimisation";
+  if (optimizers_.empty()) return "no optimizer";
+  if (opt_.accumulate_grad_batches != 1) return "accumulate_grad_batches > 1";
+  if (scaler_) return "precision 16-mixed (its GradScaler reads the device every step)";
+  if (opt_.on_nonfinite_loss != NonFiniteLoss::ignore) return "on_nonfinite_loss != ignore (it reads every loss on the host)";
+  if (opt_.detect_anomaly || autograd::anomaly_enabled()) return "detect_anomaly (it reads every op's output on the host)";
+  if (profiler_) return "a profiler is active (it times the step's host work)";
+  if (opt_.cuda_graphs == CudaGraphs::automatic) {
+    if (!strategy_->root_device().is_cuda()) return "the CPU (cuda_graphs=on records CPU steps, for testing)";
+    if (!m.static_training_step())
+      return fmt::format("{} does not declare a static training step (TrainModule::static_training_step)", m.type_name());
+  }
+  return "";
+}
+
 bool Trainer::skip_nonfinite_loss(const Tensor& loss) {
   if (opt_.on_nonfinite_loss == NonFiniteLoss::ignore) return false;
   const bool local_bad = !std::isfinite(loss.detach().to(DType::f32).item());
@@ -99,7 +142,7 @@ bool Trainer::skip_nonfinite_loss(const Tensor& loss) {
   return true;
 }
 
-void Trainer::optimizer_step() {
+void Trainer::optimizer_updates() {
   TrainModule& m = *module_;
   {
     trace::Range range(trace::Layer::comm, "[Strategy]finish_gradient_sync");
@@ -138,6 +181,9 @@ void Trainer::optimizer_step() {
     o.zero_grad();
   }
   if (scaler_) scaler_->update();
+}
+
+void Trainer::finish_optimizer_step() {
   // A step skipped by the scaler still counts (as upstream): schedulers and loop limits advance.
   ++global_step_;
   step_schedulers(SchedulerInterval::step);

@@ -4,14 +4,15 @@
 #include <cstdint>
 
 #include <volt/kernels/backend/kernel.h>
+#include <volt/kernels/common/philox_args.h>
 #include <volt/kernels/tensor.h>
 
 namespace volt::backend {
 
 struct DropoutKernels {
-  // out = in * keep / (1 - p), mask (bool) = keep, keep_i = Philox uniform(seed, offset, i) >= p.
+  // out = in * keep / (1 - p), mask (bool) = keep, keep_i = Philox uniform(rng.key(), rng.first(), i) >= p.
   // Dispatch dtype: in's (floating).
-  Kernel<void(const Tensor& out, const Tensor& mask, const Tensor& in, uint64_t seed, uint64_t offset, double p)>
+  Kernel<void(const Tensor& out, const Tensor& mask, const Tensor& in, PhiloxArgs rng, double p)>
       dropout_fwd;
   // grad_in = mask ? grad_out * scale : 0. Dispatch dtype: grad_out's (floating).
   Kernel<void(const Tensor& grad_in, const Tensor& grad_out, const Tensor& mask, double scale)> dropout_bwd;

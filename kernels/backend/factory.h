@@ -5,15 +5,16 @@
 #include <cstdint>
 
 #include <volt/kernels/backend/kernel.h>
+#include <volt/kernels/common/philox_args.h>
 #include <volt/kernels/tensor.h>
 
 namespace volt::backend {
 
 struct FactoryKernels {
   // out[i] = lo + (hi - lo) * u_i, u_i uniform in [0, 1). Dispatch dtype: out's (floating).
-  Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi)> uniform;
+  Kernel<void(const Tensor& out, PhiloxArgs rng, double lo, double hi)> uniform;
   // out[i] = mean + std * n_i, n_i standard normal (Box-Muller). Dispatch dtype: out's (floating).
-  Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std)> normal;
+  Kernel<void(const Tensor& out, PhiloxArgs rng, double mean, double std)> normal;
   // out[i] = start + step * i, computed in double and converted once. Dispatch dtype: out's (numeric).
   Kernel<void(const Tensor& out, double start, double step)> arange;
 };

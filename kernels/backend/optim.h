@@ -23,10 +23,13 @@ struct OptimKernels {
   // as kernels/common/multi_tensor.h plans it), a loop on the CPU; the single-tensor op passes a list of one.
   // Every entry has the first one's param dtype and state dtype (the op checks). Dispatch dtype: the first
   // param's (floating).
-  Kernel<void(const std::vector<AdamTensors>& list, const AdamHyper& h)> adam_step;
+  // `dynamic`: null, or device memory holding the step's scalars (optim_math::DynamicAdamScalars) that replace
+  // those made from h (a graph-captured step; kernels/graph.h); h's flags still apply.
+  Kernel<void(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic)> adam_step;
   // SGD step with optional momentum, dampening, Nesterov and weight decay, over a list as adam_step.
   // Dispatch dtype: the first param's (floating).
-  Kernel<void(const std::vector<SgdTensors>& list, const SgdHyper& h)> sgd_step;
+  // `dynamic`: as adam_step's, optim_math::DynamicSgdScalars.
+  Kernel<void(const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic)> sgd_step;
   // Every listed gradient (contiguous, floating, all of the first one's dtype) *= inv_scale, in one launch on a
   // GPU; found (f32 scalar, same device) is set to 1 when any element was inf/NaN and left as it is otherwise (so
   // one flag collects a whole list of gradients). Dispatch dtype: the first gradient's (floating).

@@ -22,6 +22,7 @@
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/pool.h>
+#include <volt/kernels/backend/recording.h>
 #include <volt/kernels/backend/reduce.h>
 #include <volt/kernels/backend/softmax.h>
 #include <volt/kernels/kernel_support.h>
@@ -74,9 +75,16 @@ static_assert(lists_every_member<ElementwiseKernels>() && lists_every_member<Fac
 
 }  // namespace
 
+namespace detail {
+const Backend& cpu_backend() { return kCpu; }
+}  // namespace detail
+
 const Backend* table(DeviceType type) {
   if (const Backend* o = g_override[slot(type)].load(std::memory_order_acquire)) return o;
-  if (type == DeviceType::CPU) return &kCpu;
+  if (type == DeviceType::CPU) {
+    if (const Backend* r = detail::cpu_recording_backend()) return r;  // a Graph captures this thread's CPU work
+    return &kCpu;
+  }
 #if VOLT_WITH_CUDA
   return &kCuda;
 #else

@@ -4,9 +4,13 @@
 // that share one dtype, state dtype and set of flags; a backend passes a launcher object with two member
 // templates that run one update over every listed tensor:
 //   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-//   void adam(const std::vector<AdamPointers<T, M>>& list, const optim_math::AdamScalars<S>& s) const;
+//   void adam(const std::vector<AdamPointers<T, M>>& list, const optim_math::AdamScalars<S>& s,
+//             const optim_math::AdamScalars<S>* dynamic) const;
 //   template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-//   void sgd(const std::vector<SgdPointers<T, M>>& list, bool first, const optim_math::SgdScalars<S>& s) const;
+//   void sgd(const std::vector<SgdPointers<T, M>>& list, bool first, const optim_math::SgdScalars<S>& s,
+//            const optim_math::SgdScalars<S>* dynamic) const;
+// `dynamic`, when not null, is device memory holding the scalars to use instead of `s` (a graph-captured update
+// whose learning rate and step the host refreshes before each replay; kernels/graph.h).
 // (the CPU one loops over the tensors, the CUDA one launches one chunked kernel per kernels/common/multi_tensor.h
 // plan). T: the parameter's storage type; S = acc_t<T>: the arithmetic type; M: the state's storage type, S by
 // default and T for f16/bf16 parameters whose optimizer keeps low-precision state (fp32_state = false). The
@@ -52,7 +56,8 @@ void with_state_type(bool low, F&& f) {
 }
 
 template <class Launcher>
-void dispatch_adam(const Launcher& launch, const std::vector<AdamTensors>& list, const AdamHyper& h) {
+void dispatch_adam(const Launcher& launch, const std::vector<AdamTensors>& list, const AdamHyper& h,
+                   const void* dynamic = nullptr) {
   if (list.empty()) return;
   const AdamTensors& first = list.front();
   dispatch_floating(first.param.dtype(), "adam_step", [&](auto tag) {
@@ -74,7 +79,7 @@ void dispatch_adam(const Launcher& launch, const std::vector<AdamTensors>& list,
         with_bool(h.decoupled_weight_decay, [&](auto decoupled) {
           with_bool(h.amsgrad, [&](auto ams) {
             launch.template adam<T, M, S, decltype(decay)::value, decltype(decoupled)::value, decltype(ams)::value>(
-                ptrs, s);
+                ptrs, s, adam_scalars_in<S>(dynamic));
           });
         });
       });
@@ -83,7 +88,8 @@ void dispatch_adam(const Launcher& launch, const std::vector<AdamTensors>& list,
 }
 
 template <class Launcher>
-void dispatch_sgd(const Launcher& launch, const std::vector<SgdTensors>& list, const SgdHyper& h) {
+void dispatch_sgd(const Launcher& launch, const std::vector<SgdTensors>& list, const SgdHyper& h,
+                  const void* dynamic = nullptr) {
   if (list.empty()) return;
   const SgdTensors& first = list.front();
   dispatch_floating(first.param.dtype(), "sgd_step", [&](auto tag) {
@@ -106,7 +112,7 @@ void dispatch_sgd(const Launcher& launch, const std::vector<SgdTensors>& list, c
         with_bool(h.momentum != 0.0, [&](auto mom) {
           with_bool(h.nesterov, [&](auto nest) {
             launch.template sgd<T, M, S, decltype(decay)::value, decltype(mom)::value, decltype(nest)::value>(
-                ptrs, h.first_step, s);
+                ptrs, h.first_step, s, sgd_scalars_in<S>(dynamic));
           });
         });
       });

@@ -75,6 +75,32 @@ inline SgdScalars<A> make_sgd_scalars(const SgdHyper& h) {
   return {A(h.lr), A(h.momentum), A(1.0 - h.dampening), A(h.weight_decay)};
 }
 
+// A graph-captured update's scalars (kernels/graph.h): a block of device memory the host fills before every
+// replay with both arithmetic types' scalars; the kernel reads those of its parameters' arithmetic type.
+struct DynamicAdamScalars {
+  AdamScalars<double> d;
+  AdamScalars<float> f;
+};
+struct DynamicSgdScalars {
+  SgdScalars<double> d;
+  SgdScalars<float> f;
+};
+// The scalars of arithmetic type A inside a dynamic block (a device address: no dereference here), or nullptr.
+template <class A>
+inline const AdamScalars<A>* adam_scalars_in(const void* block) {
+  if (block == nullptr) return nullptr;
+  const auto* d = static_cast<const DynamicAdamScalars*>(block);
+  if constexpr (std::is_same_v<A, double>) return &d->d;
+  else return &d->f;
+}
+template <class A>
+inline const SgdScalars<A>* sgd_scalars_in(const void* block) {
+  if (block == nullptr) return nullptr;
+  const auto* d = static_cast<const DynamicSgdScalars*>(block);
+  if constexpr (std::is_same_v<A, double>) return &d->d;
+  else return &d->f;
+}
+
 // One SGD update. kMomentum: momentum != 0 (buf is the momentum buffer); first: buf is uninitialised.
 template <class A, bool kDecay, bool kMomentum, bool kNesterov>
 VOLT_HD void sgd_update(A& p, A g, A& buf, bool first, const SgdScalars<A>& s) {

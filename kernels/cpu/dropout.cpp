@@ -8,7 +8,8 @@ namespace volt::cpu {
 
 namespace {
 
-void dropout_fwd(const Tensor& out, const Tensor& mask, const Tensor& in, uint64_t seed, uint64_t offset, double p) {
+void dropout_fwd(const Tensor& out, const Tensor& mask, const Tensor& in, PhiloxArgs rng, double p) {
+  const uint64_t seed = rng.key(), offset = rng.first();
   dispatch_floating(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;

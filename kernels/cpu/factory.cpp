@@ -9,7 +9,8 @@ namespace volt::cpu {
 namespace {
 
 // Random fills write contiguous `out`; element i depends only on (seed, offset, i).
-void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+void uniform(const Tensor& out, PhiloxArgs rng, double lo, double hi) {
+  const uint64_t seed = rng.key(), offset = rng.first();
   const int64_t n = out.numel();
   dispatch_floating(out.dtype(), "rand", [&](auto tag) {
     using T = decltype(tag);
@@ -20,7 +21,8 @@ void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, doubl
   });
 }
 
-void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
+void normal(const Tensor& out, PhiloxArgs rng, double mean, double std) {
+  const uint64_t seed = rng.key(), offset = rng.first();
   const int64_t n = out.numel();
   dispatch_floating(out.dtype(), "randn", [&](auto tag) {
     using T = decltype(tag);

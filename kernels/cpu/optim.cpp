@@ -93,18 +93,26 @@ void sgd_loop(T* __restrict p, const T* __restrict g, M* __restrict buf, int64_t
 
 struct CpuLauncher {
   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-  void adam(const std::vector<om::AdamPointers<T, M>>& list, const om::AdamScalars<S>& s) const {
-    for (const auto& a : list) adam_loop<T, M, S, kDecay, kDecoupled, kAms>(a.p, a.g, a.m, a.v, a.vmax, a.n, s);
+  void adam(const std::vector<om::AdamPointers<T, M>>& list, const om::AdamScalars<S>& s,
+            const om::AdamScalars<S>* dynamic) const {
+    const om::AdamScalars<S>& use = dynamic != nullptr ? *dynamic : s;  // CPU "device" memory is host memory
+    for (const auto& a : list) adam_loop<T, M, S, kDecay, kDecoupled, kAms>(a.p, a.g, a.m, a.v, a.vmax, a.n, use);
   }
   template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-  void sgd(const std::vector<om::SgdPointers<T, M>>& list, bool first, const om::SgdScalars<S>& s) const {
-    for (const auto& a : list) sgd_loop<T, M, S, kDecay, kMomentum, kNesterov>(a.p, a.g, a.buf, a.n, first, s);
+  void sgd(const std::vector<om::SgdPointers<T, M>>& list, bool first, const om::SgdScalars<S>& s,
+           const om::SgdScalars<S>* dynamic) const {
+    const om::SgdScalars<S>& use = dynamic != nullptr ? *dynamic : s;
+    for (const auto& a : list) sgd_loop<T, M, S, kDecay, kMomentum, kNesterov>(a.p, a.g, a.buf, a.n, first, use);
   }
 };
 
-void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h) { om::dispatch_adam(CpuLauncher{}, list, h); }
+void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
+  om::dispatch_adam(CpuLauncher{}, list, h, dynamic);
+}
 
-void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h) { om::dispatch_sgd(CpuLauncher{}, list, h); }
+void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic) {
+  om::dispatch_sgd(CpuLauncher{}, list, h, dynamic);
+}
 
 void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found) {
   if (grads.empty()) return;

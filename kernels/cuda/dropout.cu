@@ -11,9 +11,10 @@ namespace volt::cuda {
 namespace {
 
 template <class T>
-__global__ void dropout_fwd_kernel(const T* in, T* out, bool* mask, int64_t n, uint64_t seed, uint64_t offset,
+__global__ void dropout_fwd_kernel(const T* in, T* out, bool* mask, int64_t n, PhiloxArgs rng,
                                    float p, acc_t<T> scale) {
   using A = acc_t<T>;
+  const uint64_t seed = rng.key(), offset = rng.first();
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
     const bool keep = nnmath::dropout_keep(seed, offset, static_cast<uint64_t>(e), p);
     mask[e] = keep;
@@ -28,7 +29,7 @@ __global__ void dropout_bwd_kernel(const T* go, const bool* mask, T* gi, int64_t
     gi[e] = mask[e] ? T(A(go[e]) * scale) : T(A(0));
 }
 
-void dropout_fwd(const Tensor& out, const Tensor& mask, const Tensor& in, uint64_t seed, uint64_t offset, double p) {
+void dropout_fwd(const Tensor& out, const Tensor& mask, const Tensor& in, PhiloxArgs rng, double p) {
   const int64_t n = in.numel();
   if (n == 0) return;
   dispatch_floating(in.dtype(), "dropout", [&](auto tag) {
@@ -37,7 +38,7 @@ void dropout_fwd(const Tensor& out, const Tensor& mask, const Tensor& in, uint64
     const A scale = p < 1.0 ? A(1.0 / (1.0 - p)) : A(0);
     dropout_fwd_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(
         static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<bool*>(mask.data_ptr()), n,
-        seed, offset, static_cast<float>(p), scale);
+        rng, static_cast<float>(p), scale);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }

@@ -11,14 +11,16 @@ namespace volt::cuda {
 namespace {
 
 template <class T>
-__global__ void uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
+__global__ void uniform_kernel(T* out, int64_t n, PhiloxArgs rng, double lo, double hi) {
+  const uint64_t seed = rng.key(), offset = rng.first();
   using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = T(philox::mad(A(hi - lo), A(philox::uniform_at(seed, offset, static_cast<uint64_t>(i))), A(lo)));
 }
 
 template <class T>
-__global__ void normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
+__global__ void normal_kernel(T* out, int64_t n, PhiloxArgs rng, double mean, double std) {
+  const uint64_t seed = rng.key(), offset = rng.first();
   using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = T(philox::mad(A(std), A(philox::normal_at(seed, offset, static_cast<uint64_t>(i))), A(mean)));
@@ -30,24 +32,24 @@ __global__ void arange_kernel(T* out, int64_t n, double start, double step) {
     out[i] = T(static_cast<acc_t<T>>(start + step * static_cast<double>(i)));
 }
 
-void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+void uniform(const Tensor& out, PhiloxArgs rng, double lo, double hi) {
   int64_t n = out.numel();
   if (n == 0) return;
   dispatch_floating(out.dtype(), "rand", [&](auto tag) {
     using T = decltype(tag);
-    uniform_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, seed,
-                                                                       offset, lo, hi);
+    uniform_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, rng, lo,
+                                                                       hi);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
+void normal(const Tensor& out, PhiloxArgs rng, double mean, double std) {
   int64_t n = out.numel();
   if (n == 0) return;
   dispatch_floating(out.dtype(), "randn", [&](auto tag) {
     using T = decltype(tag);
-    normal_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, seed,
-                                                                      offset, mean, std);
+    normal_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, rng, mean,
+                                                                      std);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }

@@ -47,7 +47,8 @@ struct SgdArgs {
 };
 
 template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-__global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s) {
+__global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om::AdamScalars<S>* dynamic) {
+  const om::AdamScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
   const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
@@ -68,7 +69,8 @@ __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s) {
 }
 
 template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-__global__ void sgd_kernel(SgdArgs<T, M> a, bool first, om::SgdScalars<S> s) {
+__global__ void sgd_kernel(SgdArgs<T, M> a, bool first, om::SgdScalars<S> s_arg, const om::SgdScalars<S>* dynamic) {
+  const om::SgdScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
   const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
@@ -179,7 +181,8 @@ __global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef) 
 struct GpuLauncher {
   cudaStream_t stream;
   template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
-  void adam(const std::vector<om::AdamPointers<T, M>>& list, const om::AdamScalars<S>& s) const {
+  void adam(const std::vector<om::AdamPointers<T, M>>& list, const om::AdamScalars<S>& s,
+            const om::AdamScalars<S>* dynamic) const {
     using Args = AdamArgs<T, M>;
     for_each_launch<Args>(
         list,
@@ -191,12 +194,13 @@ struct GpuLauncher {
           a.vmax[k] = e.vmax;
         },
         [&](const Args& a, unsigned blocks) {
-          adam_kernel<T, M, S, kDecay, kDecoupled, kAms><<<blocks, kThreads, 0, stream>>>(a, s);
+          adam_kernel<T, M, S, kDecay, kDecoupled, kAms><<<blocks, kThreads, 0, stream>>>(a, s, dynamic);
           VOLT_CUDA_CHECK_LAUNCH();
         });
   }
   template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
-  void sgd(const std::vector<om::SgdPointers<T, M>>& list, bool first, const om::SgdScalars<S>& s) const {
+  void sgd(const std::vector<om::SgdPointers<T, M>>& list, bool first, const om::SgdScalars<S>& s,
+           const om::SgdScalars<S>* dynamic) const {
     using Args = SgdArgs<T, M>;
     for_each_launch<Args>(
         list,
@@ -206,20 +210,20 @@ struct GpuLauncher {
           a.buf[k] = e.buf;
         },
         [&](const Args& a, unsigned blocks) {
-          sgd_kernel<T, M, S, kDecay, kMomentum, kNesterov><<<blocks, kThreads, 0, stream>>>(a, first, s);
+          sgd_kernel<T, M, S, kDecay, kMomentum, kNesterov><<<blocks, kThreads, 0, stream>>>(a, first, s, dynamic);
           VOLT_CUDA_CHECK_LAUNCH();
         });
   }
 };
 
-void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h) {
+void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
   if (list.empty()) return;
-  om::dispatch_adam(GpuLauncher{compute_stream(list.front().param)}, list, h);
+  om::dispatch_adam(GpuLauncher{compute_stream(list.front().param)}, list, h, dynamic);
 }
 
-void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h) {
+void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic) {
   if (list.empty()) return;
-  om::dispatch_sgd(GpuLauncher{compute_stream(list.front().param)}, list, h);
+  om::dispatch_sgd(GpuLauncher{compute_stream(list.front().param)}, list, h, dynamic);
 }
 
 struct ListEntry {

@@ -1,5 +1,6 @@
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -50,6 +51,10 @@ Tensor cast(const Tensor& a, DType dtype) { return a.to(dtype); }
 Tensor Tensor::to(Device dev, bool non_blocking) const {
   if (dev == device()) return *this;
   check_device_usable(dev, "Tensor::to");
+  // A copy to the host cannot be captured; one from the host would capture a copy of host memory that may be
+  // gone at replay (upload before the capture instead).
+  Graph::check_not_capturing(device(), "a copy of a tensor to another device");
+  Graph::check_not_capturing(dev, "a copy of a tensor from another device");
   Tensor src = contiguous();
   Tensor out = empty(shape(), dtype(), dev);
   Stream s;
@@ -97,6 +102,7 @@ double Tensor::item() const {
   VOLT_CHECK(defined(), "item: the tensor is undefined");
   VOLT_CHECK(numel() == 1, "item: only a one-element tensor converts to a number, this one has shape ", shape_str(),
              " (", numel(), " elements)");
+  Graph::check_not_capturing(device(), "item()");
   NoGradGuard ng;
   Tensor h = to(kCPU).to(DType::f64);
   return *static_cast<const double*>(h.data_ptr());
@@ -105,6 +111,7 @@ double Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   VOLT_CHECK(defined(), "to_vector: the tensor is undefined");
+  Graph::check_not_capturing(device(), "to_vector()");
   NoGradGuard ng;
   Tensor h = to(kCPU).to(dtype_of<T>::value).contiguous();
   const T* p = static_cast<const T*>(h.data_ptr());

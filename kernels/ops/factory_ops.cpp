@@ -1,6 +1,8 @@
 #include <volt/kernels/backend/factory.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
+#include <volt/kernels/ops/philox_draw.h>
 #include <volt/runtime/cuda_api.h>
 #include <cmath>
 
@@ -14,7 +16,9 @@ Tensor full(const Shape& shape, double value, DType dtype, Device device) {
 Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 Tensor zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  memset_zero(t.data_ptr(), device, t.nbytes());
+  // A CPU capture records kernels only (a memset now would not be replayed); a CUDA capture records the memset.
+  if (device.is_cpu() && Graph::capturing(device) != nullptr) t.fill_(0.0);
+  else memset_zero(t.data_ptr(), device, t.nbytes());
   return t;
 }
 Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
@@ -40,14 +44,14 @@ static uint64_t counters_for(int64_t n, int per_counter) { return static_cast<ui
 Tensor rand_with_seed(const Shape& shape, uint64_t seed, uint64_t offset, DType dtype, Device device) {
   VOLT_CHECK(is_floating(dtype), "rand: dtype must be floating point, got ", dtype_name(dtype));
   Tensor t = empty(shape, dtype, device);
-  backend::call<&backend::FactoryKernels::uniform>(device, t.dtype(), t, seed, offset, 0.0, 1.0);
+  backend::call<&backend::FactoryKernels::uniform>(device, t.dtype(), t, PhiloxArgs{seed, offset}, 0.0, 1.0);
   return t;
 }
 
 Tensor randn_with_seed(const Shape& shape, uint64_t seed, uint64_t offset, DType dtype, Device device) {
   VOLT_CHECK(is_floating(dtype), "randn: dtype must be floating point, got ", dtype_name(dtype));
   Tensor t = empty(shape, dtype, device);
-  backend::call<&backend::FactoryKernels::normal>(device, t.dtype(), t, seed, offset, 0.0, 1.0);
+  backend::call<&backend::FactoryKernels::normal>(device, t.dtype(), t, PhiloxArgs{seed, offset}, 0.0, 1.0);
   return t;
 }
 
@@ -56,8 +60,8 @@ Tensor rand(const Shape& shape, DType dtype, Device device, Generator* gen, doub
   VOLT_CHECK(lo <= hi, "rand: lo (", lo, ") must not exceed hi (", hi, ")");
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype, device);
-  uint64_t off = g.reserve(counters_for(t.numel(), 4));
-  backend::call<&backend::FactoryKernels::uniform>(device, t.dtype(), t, g.seed(), off, lo, hi);
+  backend::call<&backend::FactoryKernels::uniform>(device, t.dtype(), t, philox_draw(g, device, counters_for(t.numel(), 4)),
+                                                   lo, hi);
   return t;
 }
 
@@ -65,8 +69,8 @@ Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen, dou
   VOLT_CHECK(is_floating(dtype), "randn: dtype must be floating point, got ", dtype_name(dtype));
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype, device);
-  uint64_t off = g.reserve(counters_for(t.numel(), 2));
-  backend::call<&backend::FactoryKernels::normal>(device, t.dtype(), t, g.seed(), off, mean, std);
+  backend::call<&backend::FactoryKernels::normal>(device, t.dtype(), t, philox_draw(g, device, counters_for(t.numel(), 2)),
+                                                  mean, std);
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/philox_draw.h>
 #include <volt/kernels/ops/reduce_util.h>
 
 namespace volt {
@@ -173,11 +174,11 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
   Tensor x = a.detach().contiguous();
   // Four uniforms per Philox counter, the same stream layout rand() uses: dropout(p) on a generator at
   // (seed, offset) keeps element i exactly when rand_with_seed(shape, seed, offset)[i] >= p.
-  const uint64_t off = g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4);
+  const PhiloxArgs rng = philox_draw(g, x.device(), (static_cast<uint64_t>(x.numel()) + 3) / 4);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   Tensor mask = empty(x.shape(), DType::boolean, x.device());
   if (x.numel() > 0)
-    backend::call<&backend::DropoutKernels::dropout_fwd>(x.device(), x.dtype(), out, mask, x, g.seed(), off, p);
+    backend::call<&backend::DropoutKernels::dropout_fwd>(x.device(), x.dtype(), out, mask, x, rng, p);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   autograd::attach(out, "DropoutBackward", {a}, [mask, scale](const std::vector<Tensor>& gr) {
     Tensor go = gr[0].contiguous();

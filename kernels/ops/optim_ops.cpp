@@ -3,6 +3,7 @@
 // kernel directly; these ops check what the kernels assume and then dispatch.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <unordered_set>
 
@@ -10,6 +11,8 @@
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/optim_math.h>
+#include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
 
 namespace volt {
@@ -113,7 +116,18 @@ void sgd_step_multi_(const std::vector<SgdTensors>& list, const SgdHyper& h) {
   for (const SgdTensors& t : list) check_sgd(op, t, h);
   check_list(op, list, sgd_state);
   if (list.empty()) return;
-  backend::call<&backend::OptimKernels::sgd_step>(list.front().param.device(), list.front().param.dtype(), list, h);
+  backend::call<&backend::OptimKernels::sgd_step>(list.front().param.device(), list.front().param.dtype(), list, h,
+                                                  nullptr);
+}
+
+void sgd_step_multi_dynamic_(const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic) {
+  const char* op = "sgd_step_multi_dynamic_";
+  VOLT_CHECK(dynamic != nullptr, op, ": the dynamic block is null");
+  for (const SgdTensors& t : list) check_sgd(op, t, h);
+  check_list(op, list, sgd_state);
+  if (list.empty()) return;
+  backend::call<&backend::OptimKernels::sgd_step>(list.front().param.device(), list.front().param.dtype(), list, h,
+                                                  dynamic);
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -127,7 +141,33 @@ void adam_step_multi_(const std::vector<AdamTensors>& list, const AdamHyper& h) 
   for (const AdamTensors& t : list) check_adam(op, t, h);
   check_list(op, list, adam_state);
   if (list.empty()) return;
-  backend::call<&backend::OptimKernels::adam_step>(list.front().param.device(), list.front().param.dtype(), list, h);
+  backend::call<&backend::OptimKernels::adam_step>(list.front().param.device(), list.front().param.dtype(), list, h,
+                                                   nullptr);
+}
+
+void adam_step_multi_dynamic_(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
+  const char* op = "adam_step_multi_dynamic_";
+  VOLT_CHECK(dynamic != nullptr, op, ": the dynamic block is null");
+  for (const AdamTensors& t : list) check_adam(op, t, h);
+  check_list(op, list, adam_state);
+  if (list.empty()) return;
+  backend::call<&backend::OptimKernels::adam_step>(list.front().param.device(), list.front().param.dtype(), list, h,
+                                                   dynamic);
+}
+
+size_t optimizer_dynamic_bytes() {
+  return std::max(sizeof(optim_math::DynamicAdamScalars), sizeof(optim_math::DynamicSgdScalars));
+}
+
+void write_adam_dynamic(const AdamHyper& h, void* host_bytes) {
+  VOLT_CHECK(h.step >= 1, "write_adam_dynamic: step must be >= 1 (the step being taken), got ", h.step);
+  optim_math::DynamicAdamScalars d{optim_math::make_adam_scalars<double>(h), optim_math::make_adam_scalars<float>(h)};
+  std::memcpy(host_bytes, &d, sizeof d);
+}
+
+void write_sgd_dynamic(const SgdHyper& h, void* host_bytes) {
+  optim_math::DynamicSgdScalars d{optim_math::make_sgd_scalars<double>(h), optim_math::make_sgd_scalars<float>(h)};
+  std::memcpy(host_bytes, &d, sizeof d);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #include <volt/nn/layers/batchnorm.h>
 
 #include <volt/kernels/autograd.h>
+#include <volt/kernels/graph.h>
 #include <volt/nn/replica.h>
 
 namespace volt::nn {
@@ -58,7 +59,9 @@ Tensor BatchNormBase::normalize(const Tensor& x) {
   }
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard ng;
-    if (num_batches_tracked.device().is_cpu()) ++*static_cast<int64_t*>(num_batches_tracked.data_ptr());
+    // On the host directly, except under a CPU graph capture (kernels/graph.h), which replays kernels only.
+    if (num_batches_tracked.device().is_cpu() && Graph::capturing(kCPU) == nullptr)
+      ++*static_cast<int64_t*>(num_batches_tracked.data_ptr());
     else num_batches_tracked.copy_(add(num_batches_tracked, 1.0));
   }
   if (sync_ && is_training()) return synced_batch_norm(x);

@@ -227,7 +227,8 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
                           "--min-steps", "2", "--max-time", "00:00:01:00", "--profiler-dir", "prof",
                           "--no-checkpointing", "--grad-scaler-init-scale", "1024", "--limit-test-batches", "1.0",
                           "--detect-anomaly", "--fast-dev-run", "3", "--overfit-batches", "0.1",
-                          "--reload-dataloaders-every-n-epochs", "2", "--sync-batchnorm", "--checkpoint-layout", "sharded"});
+                          "--reload-dataloaders-every-n-epochs", "2", "--sync-batchnorm", "--checkpoint-layout", "sharded",
+                          "--cuda-graphs", "off"});
   ASSERT_TRUE(p.ok) << p.err << p.out;
   const TrainerOptions& t = p.a.trainer;
   EXPECT_EQ(t.max_steps, 7);
@@ -250,6 +251,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
   EXPECT_TRUE(t.deterministic);
   EXPECT_TRUE(t.detect_anomaly);
   EXPECT_EQ(t.on_nonfinite_loss, NonFiniteLoss::skip);
+  EXPECT_EQ(t.cuda_graphs, CudaGraphs::off);
   EXPECT_EQ(t.check_val_every_n_epoch, 2);
   EXPECT_EQ(t.num_sanity_val_steps, 0);
   EXPECT_EQ(t.min_epochs, 1);
@@ -274,6 +276,7 @@ TEST(ExampleFlags, EveryTrainerOptionHasAFlag) {
       {{"--gradient-clip-algorithm", "l2"}, {"--gradient-clip-algorithm", "'l2'", "norm, value"}},
       {{"--checkpoint-layout", "ranks"}, {"--checkpoint-layout", "'ranks'", "full, sharded"}},
       {{"--on-nonfinite-loss", "retry"}, {"--on-nonfinite-loss", "ignore, skip, stop"}},
+      {{"--cuda-graphs", "maybe"}, {"--cuda-graphs", "auto, on, off"}},
       {{"--max-time", "soon"}, {"--max-time", "soon"}},
       {{"--accumulate-grad-batches", "0"}, {"--accumulate-grad-batches", ">= 1"}},
       {{"--gradient-clip-val", "-1"}, {"--gradient-clip-val", ">= 0"}},

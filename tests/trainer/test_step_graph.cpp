@@ -1,0 +1,193 @@
+// The Trainer's captured training step (TrainerOptions::cuda_graphs, trainer/step_graph.h), run on the CPU where
+// cuda_graphs=on records the step's kernel calls: training, logging, schedulers and checkpoints must equal eager
+// training bit for bit, and what cannot be captured is refused with a clear error.
+#include <cstring>
+
+#include "common/error_message.h"
+#include "trainer/trainer_test_util.h"
+
+using namespace volt;
+using namespace volt::test;
+
+namespace {
+
+// Linear -> BatchNorm1d -> ReLU -> dropout -> Linear, Adam with a per-step StepLR; logs its loss per step and per
+// epoch. Counts its training_step calls (host code a replay does not run).
+struct GraphNet : TrainModule {
+  nn::Linear l1{3, 8};
+  nn::BatchNorm1d bn{8};
+  nn::Linear l2{8, 1};
+  int64_t host_calls = 0;
+  bool read_host = false;   // training_step calls item(): not capturable
+  bool log_metric = false;  // training_step logs a metric object: not capturable
+  metrics::MeanMetric mean;
+  std::shared_ptr<optim::Adam> opt;
+  GraphNet() {
+    register_module("l1", l1);
+    register_module("bn", bn);
+    register_module("l2", l2);
+  }
+  std::string type_name() const override { return "GraphNet"; }
+  Tensor forward(const Tensor& x) { return l2(dropout(bn(l1(x)).relu(), 0.25, is_training())).flatten(0); }
+  Tensor training_step(const Batch& b, int64_t) override {
+    ++host_calls;
+    Tensor loss = mse_loss(forward(b.input), b.target);
+    if (read_host && loss.item() < 0) return Tensor();
+    if (log_metric) log("mean_loss", mean);
+    log("loss", loss, {.on_step = true, .on_epoch = true});
+    return loss;
+  }
+  bool static_training_step() const override { return true; }
+  Optimizers configure_optimizers() override {
+    opt = std::make_shared<optim::Adam>(parameters(), optim::AdamOptions{.lr = 0.05});
+    auto s = std::make_shared<optim::StepLR>(*opt, 2, 0.7);
+    return Optimizers(opt, SchedulerConfig{s, SchedulerInterval::step, 1});
+  }
+};
+
+TrainerOptions graph_options(const std::string& dir, CudaGraphs mode) {
+  TrainerOptions o = quiet(dir);
+  o.max_epochs = 2;
+  o.cuda_graphs = mode;
+  o.gradient_clip_val = 0.5;  // clipping is captured too
+  return o;
+}
+
+void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
+  std::vector<double> x = a.detach().to_vector<double>(), y = b.detach().to_vector<double>();
+  ASSERT_EQ(x.size(), y.size()) << what;
+  EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(double))) << what;
+}
+
+void expect_same_dicts(const nn::StateDict& a, const nn::StateDict& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    expect_same_bits(a[i].second, b[i].second, a[i].first);
+  }
+}
+
+}  // namespace
+
+TEST(StepGraph, CapturedTrainingEqualsEagerBitForBit) {
+  ScratchDir dir("step_graph");
+  // 22 samples in batches of 4: five full batches and a partial one per epoch, two epochs.
+  auto fit = [&](CudaGraphs mode, GraphNet& m) {
+    manual_seed(3);
+    Trainer t(graph_options(dir.str() + (mode == CudaGraphs::on ? "/on" : "/off"), mode));
+    t.fit(m, make_loader(22, 4));
+    return std::make_pair(t.step_graph().replays(), t.callback_metrics());
+  };
+  manual_seed(11);
+  GraphNet eager;
+  manual_seed(11);
+  GraphNet graphed;
+  auto [eager_replays, eager_metrics] = fit(CudaGraphs::off, eager);
+  auto [replays, metrics] = fit(CudaGraphs::on, graphed);
+  EXPECT_EQ(eager_replays, 0);
+  // Epoch 1: two warm-up steps, the capture (replayed at once) and two replays, the partial batch eagerly;
+  // epoch 2: five replays and the partial batch.
+  EXPECT_EQ(replays, 8);
+  EXPECT_EQ(graphed.host_calls, eager.host_calls - replays + 1);  // the host code ran once for all replays
+  expect_same_dicts(graphed.named_parameters(), eager.named_parameters());
+  expect_same_dicts(graphed.named_buffers(), eager.named_buffers());  // BatchNorm statistics and batch count
+  // What a checkpoint saves of the optimizer: moments and step counts (a replay counts through its refresh).
+  expect_same_dicts(graphed.opt->state_dict(), eager.opt->state_dict());
+  EXPECT_EQ(graphed.opt->step_count(0, 0), eager.opt->step_count(0, 0));
+  EXPECT_EQ(graphed.opt->step_count(0, 0), 12);
+  EXPECT_DOUBLE_EQ(graphed.opt->param_groups()[0].lr, eager.opt->param_groups()[0].lr);
+  // The logged losses of every step (the epoch mean) and of the last step.
+  ASSERT_TRUE(metrics.count("loss_epoch"));
+  EXPECT_EQ(metrics.at("loss_epoch"), eager_metrics.at("loss_epoch"));
+  EXPECT_EQ(metrics.at("loss"), eager_metrics.at("loss"));
+  // Every step's row of the CSV log (log_every_n_steps = 1).
+  auto csv = [&](const char* mode) {
+    std::ifstream f(dir.str() + "/" + mode + "/lightning_logs/version_0/metrics.csv");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  const std::string on = csv("on"), off = csv("off");
+  EXPECT_GT(std::count(on.begin(), on.end(), '\n'), 12);
+  EXPECT_EQ(on, off);
+}
+
+TEST(StepGraph, AutomaticStaysEagerOnTheCpuAndSaysWhy) {
+  ScratchDir dir("step_graph_auto");
+  GraphNet m;
+  Trainer t(graph_options(dir.str(), CudaGraphs::automatic));
+  t.fit(m, make_loader(8, 4));
+  EXPECT_EQ(t.step_graph().replays(), 0);
+  EXPECT_FALSE(t.step_graph().enabled());
+  EXPECT_NE(t.step_graph().disabled_reason().find("the CPU"), std::string::npos) << t.step_graph().disabled_reason();
+}
+
+TEST(StepGraph, OnRefusesStepsThatCannotBeCaptured) {
+  ScratchDir dir("step_graph_refuse");
+  struct Case {
+    std::function<void(TrainerOptions&)> set;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {[](TrainerOptions& o) { o.accumulate_grad_batches = 2; }, "accumulate_grad_batches > 1"},
+      {[](TrainerOptions& o) { o.on_nonfinite_loss = NonFiniteLoss::skip; }, "on_nonfinite_loss"},
+      {[](TrainerOptions& o) { o.detect_anomaly = true; }, "detect_anomaly"},
+      {[](TrainerOptions& o) { o.precision = "16-mixed"; }, "GradScaler"},
+  };
+  for (const Case& c : cases) {
+    GraphNet m;
+    TrainerOptions o = graph_options(dir.str(), CudaGraphs::on);
+    c.set(o);
+    Trainer t(o);
+    const std::string msg = volt::testing::message_of([&] { t.fit(m, make_loader(8, 4)); });
+    EXPECT_NE(msg.find("cuda_graphs=on, but the training step cannot be captured"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << msg;
+  }
+}
+
+TEST(StepGraph, OnReportsAStepThatReadsTheDevice) {
+  ScratchDir dir("step_graph_read");
+  GraphNet m;
+  m.read_host = true;
+  Trainer t(graph_options(dir.str(), CudaGraphs::on));
+  const std::string msg = volt::testing::message_of([&] { t.fit(m, make_loader(16, 4)); });
+  EXPECT_NE(msg.find("capturing the training step failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("item()"), std::string::npos) << msg;
+}
+
+TEST(StepGraph, OnReportsAMetricLoggedFromTheStep) {
+  ScratchDir dir("step_graph_metric");
+  GraphNet m;
+  m.log_metric = true;
+  Trainer t(graph_options(dir.str(), CudaGraphs::on));
+  const std::string msg = volt::testing::message_of([&] { t.fit(m, make_loader(16, 4)); });
+  EXPECT_NE(msg.find("a metric object cannot be logged from a captured training step"), std::string::npos) << msg;
+}
+
+// The same comparison on a GPU, where the capture is a CUDA graph (skipped without one). The first GPU session
+// checks the CUDA side of the capture with it: the private pool, the dynamic blocks, the replays.
+TEST(StepGraphCuda, CapturedTrainingMatchesEager) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status();
+  ScratchDir dir("step_graph_cuda");
+  auto fit = [&](CudaGraphs mode, GraphNet& m) {
+    manual_seed(3);
+    TrainerOptions o = graph_options(dir.str() + (mode == CudaGraphs::on ? "/on" : "/off"), mode);
+    o.accelerator = "gpu";
+    Trainer t(o);
+    t.fit(m, make_loader(22, 4));
+    return t.step_graph().replays();
+  };
+  manual_seed(11);
+  GraphNet eager;
+  manual_seed(11);
+  GraphNet graphed;
+  EXPECT_EQ(fit(CudaGraphs::off, eager), 0);
+  EXPECT_EQ(fit(CudaGraphs::on, graphed), 8);
+  auto a = graphed.named_parameters(), b = eager.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::vector<double> x = a[i].second.detach().to_vector<double>(), y = b[i].second.detach().to_vector<double>();
+    for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-5) << a[i].first << "[" << k << "]";
+  }
+  EXPECT_EQ(graphed.opt->step_count(0, 0), eager.opt->step_count(0, 0));
+}
