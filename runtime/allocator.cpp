@@ -146,6 +146,8 @@ CachingAllocator::~CachingAllocator() {
   // Live blocks belong to tensors that outlive the allocator only at process exit; leave them be.
   for (auto& [size, p] : free_blocks_) raw_free_(p);
   for (auto& [size, b] : free_side_) raw_free_(b.ptr);
+  for (auto& [id, blocks] : private_free_)
+    for (auto& [size, p] : blocks) raw_free_(p);
 }
 
 namespace {
@@ -159,10 +161,16 @@ typename Map::iterator best_fit(Map& blocks, size_t size) {
 
 void* CachingAllocator::system_alloc_locked(size_t size, size_t nbytes) {
   void* p = raw_alloc_(size);
-  if (p == nullptr && (!free_blocks_.empty() || !free_side_.empty())) {  // out of memory: drop the cache, retry
+  // Out of memory: drop the cache and retry, except during a private pool (a CUDA graph capture, where the raw
+  // free, cudaFree, must not run).
+  if (p == nullptr && active_pool_ == 0 && (!free_blocks_.empty() || !free_side_.empty())) {
     drop_cache_locked();
     p = raw_alloc_(size);
   }
+  VOLT_CHECK(p != nullptr || active_pool_ == 0, "CachingAllocator: out of device memory during CUDA graph capture "
+             "allocating ", nbytes, " bytes (", stats_.allocated, " bytes in use, ", stats_.reserved,
+             " reserved; the cache cannot be returned to the driver while capturing): capture a smaller step, or "
+             "call empty_cache() before the capture");
   VOLT_CHECK(p != nullptr, "CachingAllocator: out of device memory allocating ", nbytes, " bytes (",
              stats_.allocated, " bytes in use, ", stats_.reserved, " reserved)");
   stats_.reserved += static_cast<int64_t>(size);
@@ -170,8 +178,8 @@ void* CachingAllocator::system_alloc_locked(size_t size, size_t nbytes) {
   return p;
 }
 
-void CachingAllocator::mark_live_locked(void* p, size_t size) {
-  live_[p] = size;
+void CachingAllocator::mark_live_locked(void* p, size_t size, uint64_t pool) {
+  live_[p] = LiveBlock{size, pool};
   stats_.allocated += static_cast<int64_t>(size);
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   stats_.num_allocs++;
@@ -181,15 +189,16 @@ void* CachingAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> l(mu_);
+  auto& free_list = active_pool_ != 0 ? private_free_.at(active_pool_) : free_blocks_;
   void* p = nullptr;
-  if (auto it = best_fit(free_blocks_, size); it != free_blocks_.end()) {
+  if (auto it = best_fit(free_list, size); it != free_list.end()) {
     size = it->first;
     p = it->second;
-    free_blocks_.erase(it);
+    free_list.erase(it);
   } else {
     p = system_alloc_locked(size, nbytes);
   }
-  mark_live_locked(p, size);
+  mark_live_locked(p, size, active_pool_);
   return p;
 }
 
@@ -198,7 +207,9 @@ CachingAllocator::SideBlock CachingAllocator::allocate_side(size_t nbytes) {
   if (nbytes == 0) return b;
   size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> l(mu_);
-  if (auto it = best_fit(free_side_, size); it != free_side_.end()) {
+  if (active_pool_ != 0) {
+    b.ptr = system_alloc_locked(size, nbytes);
+  } else if (auto it = best_fit(free_side_, size); it != free_side_.end()) {
     size = it->first;
     b.ptr = it->second.ptr;
     b.wait_for = std::move(it->second.last_reader);
@@ -206,32 +217,40 @@ CachingAllocator::SideBlock CachingAllocator::allocate_side(size_t nbytes) {
   } else {
     b.ptr = system_alloc_locked(size, nbytes);
   }
-  mark_live_locked(b.ptr, size);
+  mark_live_locked(b.ptr, size, active_pool_);
   return b;
+}
+
+std::pair<size_t, uint64_t> CachingAllocator::release_live_locked(void* ptr, const char* what) {
+  auto it = live_.find(ptr);
+  VOLT_ASSERT(it != live_.end(), "CachingAllocator::", what, " of a pointer it did not allocate");
+  const LiveBlock b = it->second;
+  live_.erase(it);
+  stats_.allocated -= static_cast<int64_t>(b.size);
+  // Its own pool while that is reserved, else the active pool (which adopts it), else the general pool.
+  if (b.pool != 0 && private_free_.count(b.pool)) return {b.size, b.pool};
+  return {b.size, active_pool_};
 }
 
 void CachingAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> l(mu_);
-  auto it = live_.find(ptr);
-  VOLT_ASSERT(it != live_.end(), "CachingAllocator::free of a pointer it did not allocate");
-  stats_.allocated -= static_cast<int64_t>(it->second);
-  free_blocks_.emplace(it->second, ptr);
-  live_.erase(it);
+  auto [size, pool] = release_live_locked(ptr, "free");
+  (pool != 0 ? private_free_.at(pool) : free_blocks_).emplace(size, ptr);
 }
 
 void CachingAllocator::free_side(void* ptr, Fence last_reader) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> l(mu_);
-  auto it = live_.find(ptr);
-  VOLT_ASSERT(it != live_.end(), "CachingAllocator::free_side of a pointer it did not allocate");
-  stats_.allocated -= static_cast<int64_t>(it->second);
-  free_side_.emplace(it->second, FreeSide{ptr, std::move(last_reader)});
-  live_.erase(it);
+  auto [size, pool] = release_live_locked(ptr, "free_side");
+  // A private pool's blocks are reused only in the captured stream's order: the fence is not needed there.
+  if (pool != 0) private_free_.at(pool).emplace(size, ptr);
+  else free_side_.emplace(size, FreeSide{ptr, std::move(last_reader)});
 }
 
 void CachingAllocator::drop_cache_locked() {
   // The raw free (cudaFree) waits for the device, so a side block's pending reader is done before it goes.
+  // Private pools keep their free blocks: their graphs still write them.
   for (auto& [size, p] : free_blocks_) {
     raw_free_(p);
     stats_.reserved -= static_cast<int64_t>(size);
@@ -246,7 +265,35 @@ void CachingAllocator::drop_cache_locked() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> l(mu_);
-  drop_cache_locked();
+  if (active_pool_ == 0) drop_cache_locked();  // no cudaFree during a capture
+}
+
+uint64_t CachingAllocator::begin_private_pool() {
+  std::lock_guard<std::mutex> l(mu_);
+  VOLT_CHECK(active_pool_ == 0, "CachingAllocator::begin_private_pool: private pool ", active_pool_,
+             " is still active (a CUDA graph capture is open on this device); end it first, one capture at a time");
+  active_pool_ = next_pool_id_++;
+  private_free_[active_pool_];
+  return active_pool_;
+}
+
+void CachingAllocator::end_private_pool() {
+  std::lock_guard<std::mutex> l(mu_);
+  active_pool_ = 0;
+}
+
+void CachingAllocator::release_private_pool(uint64_t id) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (id == active_pool_) active_pool_ = 0;
+  auto it = private_free_.find(id);
+  if (it == private_free_.end()) return;
+  free_blocks_.merge(it->second);
+  private_free_.erase(it);
+}
+
+uint64_t CachingAllocator::active_private_pool() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return active_pool_;
 }
 
 MemoryStats CachingAllocator::stats() const {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include <volt/runtime/device.h>
 
@@ -79,6 +80,22 @@ class CachingAllocator {
   void reset_peak();
   static size_t round_size(size_t nbytes);
 
+  /// Private pools (CUDA graph capture, runtime/cuda_graph.h). From begin_private_pool() to end_private_pool()
+  /// every allocate() is served from a new pool: its own free blocks, else a fresh block from the raw allocator;
+  /// allocate_side() always takes a fresh block (a side writer runs outside the captured stream, so it must not
+  /// get a block the graph reuses). Every block freed while the pool is active joins it, whichever pool it came
+  /// from (a side block without its fence: the graph reads it after the work that freed it). A block that
+  /// belongs to a pool returns to it when freed, also after end_private_pool(), until release_private_pool()
+  /// moves the pool's free blocks to the general pool (its live blocks follow when freed). While a pool is
+  /// active nothing is returned to the raw allocator: empty_cache() does nothing and running out of memory
+  /// throws instead of dropping the cache. A pool's free blocks are kept by empty_cache() until it is released.
+  /// One pool at a time is active; ids are never reused.
+  uint64_t begin_private_pool();
+  void end_private_pool();
+  /// Also ends the pool when it is the active one; an unknown (already released) id is ignored.
+  void release_private_pool(uint64_t id);
+  uint64_t active_private_pool() const;  ///< 0 when none is active
+
  private:
   RawAlloc raw_alloc_;
   RawFree raw_free_;
@@ -87,13 +104,23 @@ class CachingAllocator {
     void* ptr;
     Fence last_reader;
   };
-  void* system_alloc_locked(size_t size, size_t nbytes);  // a fresh block; drops the cache once when out of memory
-  void mark_live_locked(void* p, size_t size);
+  struct LiveBlock {
+    size_t size;
+    uint64_t pool;  ///< private pool that owns it, 0 for none
+  };
+  // A fresh block; outside a private pool drops the general cache once when out of memory.
+  void* system_alloc_locked(size_t size, size_t nbytes);
+  void mark_live_locked(void* p, size_t size, uint64_t pool);
   void drop_cache_locked();
+  // Takes `ptr` out of live_; returns its size and the pool whose free list it joins (0: the general one).
+  std::pair<size_t, uint64_t> release_live_locked(void* ptr, const char* what);
 
   std::multimap<size_t, void*> free_blocks_;  ///< size -> block (compute pool)
   std::multimap<size_t, FreeSide> free_side_;  ///< size -> block and its last reader (side pool)
-  std::map<void*, size_t> live_;              ///< block -> size (both pools)
+  std::map<void*, LiveBlock> live_;           ///< block -> size and owner (every pool)
+  std::map<uint64_t, std::multimap<size_t, void*>> private_free_;  ///< pool id -> its free blocks
+  uint64_t active_pool_ = 0;
+  uint64_t next_pool_id_ = 1;
   MemoryStats stats_;
 };
 

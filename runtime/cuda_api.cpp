@@ -1,5 +1,6 @@
 #include <volt/runtime/cuda_api.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <cstring>
@@ -98,6 +99,19 @@ CachingAllocator& device_allocator(int device) {
   return *a;
 }
 
+// Whether `s` is capturing a CUDA graph (also when the capture was invalidated and not yet ended: the stream is
+// still in capture mode).
+bool capturing(cudaStream_t s) noexcept {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &st) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return st != cudaStreamCaptureStatusNone;
+}
+
+std::atomic<int> open_captures{0};
+
 }  // namespace
 
 bool cuda_available() { return state().count > 0; }
@@ -131,12 +145,18 @@ Stream get_stream(Device device, StreamKind kind) {
 void synchronize(Device device) {
   if (device.is_cpu()) return;
   check_device_usable(device, "synchronize");
+  VOLT_CHECK(!detail::compute_stream_capturing(device.index), "synchronize: the host cannot wait for ",
+             device.str(), " while its compute stream is capturing a CUDA graph (a host synchronisation cannot be "
+             "captured); move the synchronisation out of the captured step");
   DeviceScope g(device);
   VOLT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void synchronize(const Stream& stream) {
   if (stream.device.is_cpu()) return;
+  VOLT_CHECK(!capturing(static_cast<cudaStream_t>(stream.handle)), "synchronize: the host cannot wait for a "
+             "stream of ", stream.device.str(), " that is capturing a CUDA graph (a host synchronisation cannot be "
+             "captured); move the synchronisation out of the captured step");
   VOLT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
 }
 
@@ -189,6 +209,12 @@ DeviceScope::~DeviceScope() {
 
 void keep_alive_until_done(std::shared_ptr<Storage> storage, const Stream& stream) {
   if (!stream.device.is_cuda() || !storage) return;
+  if (capturing(static_cast<cudaStream_t>(stream.handle))) {
+    // The copy was captured into a graph that reads `storage` at every replay (and an event recorded in a
+    // capture cannot be queried): keep it until the graph's pool is released.
+    detail::keep_alive_for_capture(stream.device.index, std::move(storage));
+    return;
+  }
   struct Pending {
     std::unique_ptr<Event> done;
     std::shared_ptr<Storage> storage;
@@ -227,6 +253,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   } else {
     // Ordered after the compute stream's work on that device, and complete on return.
     cudaStream_t s = static_cast<cudaStream_t>(get_stream(dev, StreamKind::Compute).handle);
+    VOLT_CHECK(!capturing(s), "copy_bytes: a synchronous copy (e.g. Tensor::to(cpu) or item()) cannot run while the "
+               "compute stream of ", dev.str(), " is capturing a CUDA graph; move it out of the captured step");
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, s));
     VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
   }
@@ -263,8 +291,12 @@ std::shared_ptr<void> cuda_allocate_for_writer(int device, size_t nbytes, const 
     if (q == nullptr) return;
     std::shared_ptr<Event> reader;
     try {
-      reader = std::make_shared<Event>();
-      reader->record(get_stream(cuda_device(device), StreamKind::Compute));
+      // During a capture the block joins the capture's private pool, reused only in the captured stream's
+      // order; an event recorded there could not be waited for outside the capture anyway.
+      if (!compute_stream_capturing(device)) {
+        reader = std::make_shared<Event>();
+        reader->record(get_stream(cuda_device(device), StreamKind::Compute));
+      }
     } catch (...) {
       return;  // no fence (the runtime is shutting down): never reuse the block rather than risk a race
     }
@@ -275,6 +307,19 @@ MemoryStats cuda_memory_stats(int device) { return device_allocator(device).stat
 void cuda_reset_peak(int device) { device_allocator(device).reset_peak(); }
 void cuda_empty_cache(int device) { device_allocator(device).empty_cache(); }
 
+CachingAllocator& cuda_device_allocator(int device) { return device_allocator(device); }
+
+bool compute_stream_capturing(int device) noexcept {
+  if (device < 0 || device >= cuda_device_count()) return false;
+  try {
+    return capturing(streams_for(device).compute);
+  } catch (...) {
+    return false;
+  }
+}
+
+void note_capture(bool open) noexcept { open_captures.fetch_add(open ? 1 : -1); }
+
 void* pinned_alloc(size_t nbytes) {
   if (!cuda_available()) return nullptr;
   void* p = nullptr;
@@ -284,7 +329,20 @@ void* pinned_alloc(size_t nbytes) {
   }
   return p;
 }
-void pinned_free(void* p) { cudaFreeHost(p); }
+// cudaFreeHost synchronises the device, which no capture allows: blocks freed while one is open wait for the
+// next free outside a capture.
+void pinned_free(void* p) {
+  static auto* mu = new std::mutex;                 // never destroyed: pinned blocks may be freed during exit
+  static auto* deferred = new std::vector<void*>;
+  std::lock_guard<std::mutex> l(*mu);
+  if (open_captures.load() > 0) {
+    deferred->push_back(p);
+    return;
+  }
+  for (void* q : *deferred) cudaFreeHost(q);
+  deferred->clear();
+  cudaFreeHost(p);
+}
 
 }  // namespace detail
 
@@ -341,6 +399,8 @@ void cuda_reset_peak(int) {}
 void cuda_empty_cache(int) {}
 void* pinned_alloc(size_t) { return nullptr; }
 void pinned_free(void*) {}
+bool compute_stream_capturing(int) noexcept { return false; }
+void note_capture(bool) noexcept {}
 }  // namespace detail
 
 #endif

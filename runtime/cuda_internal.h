@@ -13,5 +13,15 @@ MemoryStats cuda_memory_stats(int device);
 void cuda_reset_peak(int device);
 void cuda_empty_cache(int device);
 void* pinned_alloc(size_t nbytes);  // nullptr when page-locked memory is unavailable
-void pinned_free(void* p);
+void pinned_free(void* p);           // deferred while a CUDA graph capture is open (note_capture)
+
+// CUDA graph capture (runtime/cuda_graph.cpp).
+CachingAllocator& cuda_device_allocator(int device);  // CUDA builds only
+// Whether the compute stream of GPU `device` is capturing; false for a device that is not usable.
+bool compute_stream_capturing(int device) noexcept;
+// Counts the captures open in the process (begin: true, end or abort: false).
+void note_capture(bool open) noexcept;
+// Keeps `obj` alive until the private pool of the capture open on `device` is released (release_pool):
+// what a captured copy reads is read again at every replay. Defined in cuda_graph.cpp.
+void keep_alive_for_capture(int device, std::shared_ptr<void> obj);
 }  // namespace volt::detail

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <volt/runtime/cuda_api.h>
+#include <volt/runtime/cuda_internal.h>
 #include <volt/runtime/error.h>
 #include <volt/runtime/log.h>
 #include <volt/config.h>
@@ -269,6 +270,8 @@ void GpuTimer::start(Device device) noexcept {
   started_ = stopped_ = false;
 #if VOLT_WITH_CUDA
   if (!device.is_cuda() || !cuda_available()) return;
+  // An event recorded in a CUDA graph capture times nothing, and querying it would break the capture.
+  if (volt::detail::compute_stream_capturing(device.index)) return;
   if (device_ != device.index && start_) {
     // Events belong to the device they were created on: start over on another one.
     GpuTimer fresh;
@@ -283,7 +286,7 @@ void GpuTimer::start(Device device) noexcept {
 
 void GpuTimer::stop() noexcept {
 #if VOLT_WITH_CUDA
-  if (!started_) return;
+  if (!started_ || volt::detail::compute_stream_capturing(device_)) return;
   stopped_ = record(stop_, Device(DeviceType::CUDA, device_));
 #endif
 }
@@ -327,7 +330,7 @@ double GpuTimer::since_ms(const GpuTimer& origin) const noexcept {
 
 bool GpuTimer::synchronize(Device device) noexcept {
 #if VOLT_WITH_CUDA
-  if (!device.is_cuda() || !cuda_available()) return false;
+  if (!device.is_cuda() || !cuda_available() || volt::detail::compute_stream_capturing(device.index)) return false;
   try {
     DeviceScope scope(device);
     return cudaStreamSynchronize(static_cast<cudaStream_t>(get_stream(device).handle)) == cudaSuccess;

@@ -241,6 +241,10 @@ std::shared_ptr<const ConvPlan> conv_plan(ConvKind kind, cudnnHandle_t h, const 
                                           const Tensor& w, const Conv2dParams& p, const Tensor& out) {
   const ConvPlanMode mode{allow_tf32(), cudnn_benchmark()};
   return conv_plans().get_or_create(conv_key(kind, x, w, p, mode), [&] {
+    // Benchmark trials time kernels with host synchronisations, which a CUDA graph capture cannot hold.
+    VOLT_CHECK(!mode.benchmark || !cuda_graph::is_capturing(x.device()), "conv2d (CUDA): cuDNN benchmark mode has "
+               "no algorithm yet for this convolution (input ", x.shape_str(), ", weight ", w.shape_str(),
+               ") and cannot time one during a CUDA graph capture; run the step once eagerly before capturing it");
     auto plan = std::make_shared<ConvPlan>(x, y, w, p, mode.tf32);
     if (mode.benchmark) choose_by_trials(kind, h, *plan, x, y, w, out);
     else choose_by_heuristics(kind, h, *plan);

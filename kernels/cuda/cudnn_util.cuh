@@ -12,6 +12,7 @@
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/tensor.h>
 #include <volt/runtime/cuda_api.h>
+#include <volt/runtime/cuda_graph.h>
 
 namespace volt::cuda::cudnn {
 
@@ -21,7 +22,11 @@ inline cudnnHandle_t handle_for(const Device& device) {
   std::lock_guard<std::mutex> lock(mu);
   if (handles.size() <= static_cast<size_t>(device.index)) handles.resize(device.index + 1, nullptr);
   cudnnHandle_t& h = handles[device.index];
-  if (!h) VOLT_CUDNN_CHECK(cudnnCreate(&h));
+  if (!h) {
+    VOLT_CHECK(!cuda_graph::is_capturing(device), "cuDNN: the first cuDNN call on ", device.str(), " ran during a "
+               "CUDA graph capture, which cannot create its handle; run the step once eagerly before capturing it");
+    VOLT_CUDNN_CHECK(cudnnCreate(&h));
+  }
   VOLT_CUDNN_CHECK(cudnnSetStream(h, static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle)));
   return h;
 }

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -12,22 +13,47 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/cuda/gemm.h>
 #include <volt/kernels/cuda/cublas_check.h>
+#include <volt/runtime/allocator.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
+#include <volt/runtime/cuda_graph.h>
 
 namespace volt::cuda {
 
 namespace {
 
-// One handle per device, created on first use and kept for the process (cuBLAS handles are costly to make).
+// NVIDIA's recommended cuBLAS workspace (cublasSetWorkspace): 32 MiB from Hopper on, 4 MiB before.
+size_t workspace_bytes(const Device& device) {
+  return cuda_compute_capability(device.index) >= 90 ? size_t{32} << 20 : size_t{4} << 20;
+}
+
+// One handle per device, created on first use and kept for the process (cuBLAS handles are costly to make), with
+// a workspace from Volt's allocator: without one cuBLAS allocates its own, also during a CUDA graph capture.
+struct Handle {
+  cublasHandle_t h = nullptr;
+  std::shared_ptr<void> workspace;
+  size_t workspace_bytes = 0;
+};
+
+// The device's handle bound to its compute stream and workspace. cublasSetStream resets the workspace to
+// cuBLAS's own pool, so the workspace is set again after it.
 cublasHandle_t handle_for(const Device& device) {
   static std::mutex mu;
-  static std::vector<cublasHandle_t> handles;
+  static std::vector<Handle> handles;
   std::lock_guard<std::mutex> lock(mu);
-  if (handles.size() <= static_cast<size_t>(device.index)) handles.resize(device.index + 1, nullptr);
-  cublasHandle_t& h = handles[device.index];
-  if (!h) VOLT_CUBLAS_CHECK(cublasCreate(&h));
-  return h;
+  if (handles.size() <= static_cast<size_t>(device.index)) handles.resize(device.index + 1);
+  Handle& h = handles[device.index];
+  if (!h.h) {
+    VOLT_CHECK(!cuda_graph::is_capturing(device), "gemm (CUDA): the first cuBLAS call on ", device.str(),
+               " ran during a CUDA graph capture, which cannot create its handle; run the step once eagerly "
+               "before capturing it");
+    h.workspace_bytes = workspace_bytes(device);
+    h.workspace = allocate(device, h.workspace_bytes);
+    VOLT_CUBLAS_CHECK(cublasCreate(&h.h));
+  }
+  VOLT_CUBLAS_CHECK(cublasSetStream(h.h, static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle)));
+  VOLT_CUBLAS_CHECK(cublasSetWorkspace(h.h, h.workspace.get(), h.workspace_bytes));
+  return h.h;
 }
 
 }  // namespace
@@ -36,7 +62,6 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
   if (d.m == 0 || d.n == 0) return;
   DeviceScope scope(c.device());
   cublasHandle_t h = handle_for(c.device());
-  VOLT_CUBLAS_CHECK(cublasSetStream(h, static_cast<cudaStream_t>(get_stream(c.device(), StreamKind::Compute).handle)));
 
   cudaDataType_t type;
   cublasComputeType_t compute;

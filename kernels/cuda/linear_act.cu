@@ -24,6 +24,7 @@
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
+#include <volt/runtime/cuda_graph.h>
 
 namespace volt::cuda {
 
@@ -103,7 +104,12 @@ cublasLtHandle_t lt_handle(const Device& device) {
   std::lock_guard<std::mutex> lock(mu);
   if (handles.size() <= static_cast<size_t>(device.index)) handles.resize(device.index + 1, nullptr);
   cublasLtHandle_t& h = handles[device.index];
-  if (!h) VOLT_CUBLAS_CHECK(cublasLtCreate(&h));
+  if (!h) {
+    VOLT_CHECK(!cuda_graph::is_capturing(device), "linear_act (CUDA): the first cuBLASLt call on ", device.str(),
+               " ran during a CUDA graph capture, which cannot create its handle; run the step once eagerly "
+               "before capturing it");
+    VOLT_CUBLAS_CHECK(cublasLtCreate(&h));
+  }
   return h;
 }
 

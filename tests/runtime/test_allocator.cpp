@@ -168,6 +168,184 @@ TEST(CachingAllocator, OutOfMemoryDropsSideCacheToo) {
   EXPECT_EQ(a.stats().reserved, 0);
 }
 
+// Private pools (CUDA graph capture, runtime/cuda_graph.h): blocks freed during the capture are reused by the
+// capture only, never by general allocations afterwards, until the pool is released.
+TEST(CachingAllocator, PrivatePoolKeepsItsBlocksFromGeneralAllocations) {
+  FakeRaw raw;
+  {
+    CachingAllocator a = raw.make();
+    EXPECT_EQ(a.active_private_pool(), 0u);
+    void* g = a.allocate(1000);  // general, live through the capture
+    const uint64_t id = a.begin_private_pool();
+    EXPECT_NE(id, 0u);
+    EXPECT_EQ(a.active_private_pool(), id);
+    EXPECT_THROW(a.begin_private_pool(), Error);  // one capture at a time
+
+    void* p1 = a.allocate(1000);  // the pool has nothing yet: a fresh block
+    EXPECT_NE(p1, g);
+    EXPECT_EQ(raw.allocs, 2);
+    a.free(p1);
+    void* p2 = a.allocate(900);  // reused within the capture
+    EXPECT_EQ(p2, p1);
+    EXPECT_EQ(raw.allocs, 2);
+    void* live = a.allocate(3000);  // stays live past the capture
+    EXPECT_EQ(raw.allocs, 3);
+    a.free(p2);
+    a.end_private_pool();
+    EXPECT_EQ(a.active_private_pool(), 0u);
+
+    // General allocations after the capture never get the pool's blocks.
+    void* q = a.allocate(1000);
+    EXPECT_NE(q, p1);
+    EXPECT_EQ(raw.allocs, 4);
+    // A pool block freed after the capture goes back to the pool, not to the general pool.
+    a.free(live);
+    void* q2 = a.allocate(2000);
+    EXPECT_NE(q2, live);
+    EXPECT_EQ(raw.allocs, 5);
+
+    MemoryStats s = a.stats();
+    EXPECT_EQ(s.allocated, 1024 + 1024 + 2048);      // g, q, q2
+    EXPECT_EQ(s.reserved, 1024 * 3 + 3072 + 2048);   // g, p1, q, live, q2
+    EXPECT_EQ(s.peak_allocated, 1024 + 1024 + 3072);  // g, p2 and live during the capture
+    EXPECT_EQ(s.num_system_allocs, 5);
+    a.free(g);
+    a.free(q);
+    a.free(q2);
+    EXPECT_EQ(a.stats().allocated, 0);
+  }
+  EXPECT_TRUE(raw.live.empty());  // destruction returns the pool's free blocks too
+}
+
+// General blocks (compute and side) freed during the capture join the pool: the graph may read them when it
+// replays, so eager work must not get them; the capture itself reuses them.
+TEST(CachingAllocator, PrivatePoolAdoptsBlocksFreedDuringTheCapture) {
+  FakeRaw raw;
+  CachingAllocator a = raw.make();
+  void* g = a.allocate(1000);
+  CachingAllocator::SideBlock side = a.allocate_side(1000);
+  auto fence = std::make_shared<int>(1);
+  const uint64_t id = a.begin_private_pool();
+  a.free(g);
+  a.free_side(side.ptr, fence);
+  EXPECT_EQ(fence.use_count(), 1);  // no fence is kept for a block of the pool
+  // The capture reuses both adopted blocks (no fresh block from the system).
+  void* c1 = a.allocate(1000);
+  void* c2 = a.allocate(1000);
+  EXPECT_EQ(std::set<void*>({c1, c2}), std::set<void*>({g, side.ptr}));
+  EXPECT_EQ(raw.allocs, 2);
+  // A side allocation during the capture takes a fresh block (its writer runs outside the captured stream) that
+  // belongs to the pool.
+  CachingAllocator::SideBlock s2 = a.allocate_side(1000);
+  EXPECT_EQ(s2.wait_for, nullptr);
+  EXPECT_EQ(raw.allocs, 3);
+  a.free(c1);
+  a.free(c2);
+  a.end_private_pool();
+
+  // After the capture neither pool gets them back.
+  void* e = a.allocate(1000);
+  CachingAllocator::SideBlock es = a.allocate_side(1000);
+  EXPECT_EQ(raw.allocs, 5);
+  for (void* p : {g, side.ptr, s2.ptr}) {
+    EXPECT_NE(e, p);
+    EXPECT_NE(es.ptr, p);
+  }
+  // The pool's side block freed later returns to the pool with its fence dropped.
+  auto fence2 = std::make_shared<int>(2);
+  a.free_side(s2.ptr, fence2);
+  EXPECT_EQ(fence2.use_count(), 1);
+  void* e2 = a.allocate(1000);
+  EXPECT_EQ(raw.allocs, 6);
+  EXPECT_NE(e2, s2.ptr);
+
+  // Released, the pool's free blocks serve general allocations again, with no system call.
+  a.release_private_pool(id);
+  std::set<void*> reused;
+  for (int i = 0; i < 3; ++i) reused.insert(a.allocate(1000));
+  EXPECT_EQ(reused, std::set<void*>({g, side.ptr, s2.ptr}));
+  EXPECT_EQ(raw.allocs, 6);
+  MemoryStats st = a.stats();
+  EXPECT_EQ(st.allocated, 6 * 1024);
+  EXPECT_EQ(st.reserved, 6 * 1024);
+  EXPECT_EQ(st.num_system_allocs, 6);
+}
+
+TEST(CachingAllocator, ReleasedPoolsLiveBlocksGoToTheGeneralPoolWhenFreed) {
+  FakeRaw raw;
+  CachingAllocator a = raw.make();
+  const uint64_t id = a.begin_private_pool();
+  void* p = a.allocate(1000);
+  a.end_private_pool();
+  a.release_private_pool(id);
+  a.release_private_pool(id);  // an already released pool: ignored
+  a.free(p);                   // no pool to return to: the general pool
+  EXPECT_EQ(a.allocate(1000), p);
+  EXPECT_EQ(raw.allocs, 1);
+
+  // Releasing the active pool (an aborted capture) also ends it.
+  const uint64_t id2 = a.begin_private_pool();
+  EXPECT_NE(id2, id);  // ids are never reused
+  a.release_private_pool(id2);
+  EXPECT_EQ(a.active_private_pool(), 0u);
+  a.free(p);  // not adopted by the released pool
+  EXPECT_EQ(a.allocate(1000), p);
+  EXPECT_EQ(raw.allocs, 1);
+  // A block of a released pool freed during a later capture is adopted by that capture's pool.
+  const uint64_t id3 = a.begin_private_pool();
+  a.free(p);
+  EXPECT_EQ(a.allocate(700), p);
+  a.free(p);
+  a.end_private_pool();
+  EXPECT_NE(a.allocate(1000), p);
+  EXPECT_EQ(raw.allocs, 2);
+  a.release_private_pool(id3);
+  EXPECT_EQ(a.allocate(1000), p);
+  EXPECT_EQ(raw.allocs, 2);
+}
+
+// No raw free (cudaFree) while a pool is active: empty_cache does nothing and running out of memory throws
+// without dropping the cache; outside a capture empty_cache keeps the reserved pools' free blocks.
+TEST(CachingAllocator, NoRawFreeWhileAPrivatePoolIsActive) {
+  FakeRaw raw;
+  CachingAllocator a = raw.make();
+  a.free(a.allocate(512));                              // a cached general block
+  a.free_side(a.allocate_side(512).ptr, nullptr);       // a cached side block
+  const uint64_t id = a.begin_private_pool();
+  a.free(a.allocate(4096));                             // a cached pool block
+  a.empty_cache();
+  EXPECT_EQ(raw.frees, 0);
+  EXPECT_EQ(a.stats().reserved, 512 + 512 + 4096);
+  raw.fail = true;
+  try {
+    a.allocate(1 << 20);
+    FAIL() << "expected volt::Error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("out of device memory during CUDA graph capture"), std::string::npos) << m;
+    EXPECT_NE(m.find("1048576"), std::string::npos) << m;
+  }
+  EXPECT_THROW(a.allocate_side(1 << 20), Error);
+  EXPECT_EQ(raw.frees, 0);
+  EXPECT_EQ(a.stats().reserved, 512 + 512 + 4096);
+  EXPECT_EQ(a.stats().allocated, 0);
+  raw.fail = false;
+  a.end_private_pool();
+
+  a.empty_cache();  // the general and side blocks go; the pool's block stays reserved for its graph
+  EXPECT_EQ(raw.frees, 2);
+  EXPECT_EQ(a.stats().reserved, 4096);
+  raw.fail = true;  // out of memory outside a capture drops the general cache only
+  EXPECT_THROW(a.allocate(1 << 20), Error);
+  EXPECT_EQ(raw.frees, 2);
+  raw.fail = false;
+  a.release_private_pool(id);
+  a.empty_cache();
+  EXPECT_EQ(raw.frees, 3);
+  EXPECT_EQ(a.stats().reserved, 0);
+  EXPECT_TRUE(raw.live.empty());
+}
+
 TEST(CachingAllocator, AllocateForWriterOnTheCpuIsPlainMemory) {
   auto p = allocate_for_writer(kCPU, 256, get_stream(kCPU, StreamKind::Copy));
   ASSERT_NE(p, nullptr);
