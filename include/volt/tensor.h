@@ -5,6 +5,7 @@
 /// algebra, convolution, normalisation, losses, attention), and the cuDNN benchmark switch.
 #include <volt/config.h>
 #include <volt/kernels/cudnn_benchmark.h>
+#include <volt/kernels/graph.h>
 #include <volt/kernels/kernel_support.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/allocator.h>

@@ -21,6 +21,7 @@
 #include <volt/trainer/profiler.h>
 #include <volt/trainer/progress_bar.h>
 #include <volt/trainer/result_collection.h>
+#include <volt/trainer/step_graph.h>
 #include <volt/trainer/sharded_checkpoint.h>
 #include <volt/trainer/strategy.h>
 #include <volt/trainer/tensorboard_logger.h>
