@@ -55,6 +55,17 @@ struct Graph::Impl {
   };
   std::vector<Draw> draws;
   std::vector<Tensor> kept;
+
+  // Back to empty after a failed or abandoned capture (a new capture may follow).
+  void clear() {
+    state = State::empty;
+    work.clear();
+    blocks.clear();
+    draws.clear();
+    kept.clear();
+    used = 0;
+    exec.reset();
+  }
 };
 
 namespace {
@@ -175,9 +186,7 @@ void Graph::capture_end() {
       impl_->exec = cuda_graph::end_capture(device_, impl_->pool);
     } catch (...) {
       impl_->pool_open = false;  // end_capture released it
-      impl_->state = Impl::State::empty;
-      impl_->blocks.clear();
-      impl_->draws.clear();
+      impl_->clear();
       throw;
     }
   }
@@ -192,11 +201,7 @@ void Graph::capture_abort() noexcept {
     cuda_graph::abort_capture(device_, impl_->pool);
     impl_->pool_open = false;
   }
-  impl_->work.clear();
-  impl_->blocks.clear();
-  impl_->draws.clear();
-  impl_->used = 0;
-  impl_->state = Impl::State::empty;
+  impl_->clear();
 }
 
 bool Graph::replay() {

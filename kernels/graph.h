@@ -20,6 +20,17 @@
 ///    one.
 ///  - No host reads: item(), to_vector() and copies to the host throw while capturing (there is nothing to read
 ///    yet), as does anything that synchronises with the device.
+///
+/// What the caller must keep:
+///  - Every tensor the recording reads or writes that was made before the capture (parameters, optimizer state,
+///    buffers, static inputs) must be updated in place, never replaced, while the graph may replay: a replaced
+///    tensor's memory can go to other tensors, and the replay would write into them. The optimizers refuse a
+///    replay whose parameters or state were replaced (load_state_dict, a new group, a frozen parameter).
+///  - Generators passed to random ops, and optimizers, must outlive the graph (its refreshes read them).
+///  - On a GPU only the capturing thread allocates from the graph's pool; other threads must not launch work on
+///    the device's compute stream during the capture (it would be captured).
+///  - Replays run the same kernels with the same arguments as the eager code: on the CPU the results are
+///    bit-identical, on a GPU too wherever the kernels are deterministic.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

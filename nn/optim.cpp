@@ -355,6 +355,45 @@ void check_capturable(bool ready, const std::string& who, size_t g, size_t i) {
              "take one eager step before capturing (the state must exist before the capture)");
 }
 
+// What a captured update of group g was recorded against: the number of groups, the group's parameters (which
+// tensors, whether they require grad) and the memory of their state. A replay whose optimizer differs in any of
+// these (a group added, a parameter frozen, load_state_dict's new state tensors) is refused: the graph would
+// update the old set, or write into freed state. state_of(i): parameter i's ParamState.
+template <class StateOf>
+std::vector<uintptr_t> capture_fingerprint(const std::vector<ParamGroup>& groups, size_t g, StateOf&& state_of) {
+  std::vector<uintptr_t> f{groups.size(), groups[g].params.size()};
+  for (size_t i = 0; i < groups[g].params.size(); ++i) {
+    const Tensor& p = groups[g].params[i];
+    f.push_back(reinterpret_cast<uintptr_t>(p.impl()));
+    f.push_back(p.requires_grad() ? 1 : 0);
+    for (const Tensor& b : state_of(i).buffers) f.push_back(b.defined() ? reinterpret_cast<uintptr_t>(b.data_ptr()) : 0);
+  }
+  return f;
+}
+
+// The dynamic block of group g's captured updates (one optimizer_dynamic_bytes() unit per multi-tensor batch,
+// `members` listing each batch's parameter indices). Before every replay it counts the step of every member and
+// calls write(unit, step) for each batch; the replay is refused when the group's fingerprint changed or
+// same_flags() says the kernels' specialisation no longer holds.
+template <class StateOf, class Write, class SameFlags>
+char* dynamic_update_block(Graph& graph, const std::vector<ParamGroup>& groups, size_t g,
+                           std::vector<std::vector<size_t>> members, StateOf state_of, Write write, SameFlags same_flags) {
+  const size_t unit = optimizer_dynamic_bytes();
+  auto print = capture_fingerprint(groups, g, state_of);
+  return static_cast<char*>(graph.dynamic(
+      unit * members.size(),
+      [members, unit, state_of, write](void* host) {
+        for (size_t k = 0; k < members.size(); ++k) {
+          int64_t step = 0;
+          for (size_t i : members[k]) step = ++state_of(i).step;
+          write(static_cast<char*>(host) + k * unit, step);
+        }
+      },
+      [&groups, g, print, state_of, same_flags] {
+        return g < groups.size() && capture_fingerprint(groups, g, state_of) == print && same_flags();
+      }));
+}
+
 SgdHyper sgd_hyper(const ParamGroup& group) {
   SgdHyper h;
   h.lr = group.lr;
@@ -399,21 +438,14 @@ void SGD::step() {
     // Captured: the kernels read lr, momentum and dampening from a block refreshed before every replay, which
     // also counts the replay's step; a change of the flags the kernels were specialised on refuses the replay.
     const size_t unit = optimizer_dynamic_bytes();
-    auto members = batches.members();
-    auto* block = static_cast<char*>(graph->dynamic(
-        unit * batches.list.size(),
-        [this, g, members, unit](void* host) {
-          const SgdHyper now = sgd_hyper(groups_[g]);
-          for (size_t k = 0; k < members.size(); ++k) {
-            for (size_t i : members[k]) ++state(g, i).step;
-            write_sgd_dynamic(now, static_cast<char*>(host) + k * unit);
-          }
-        },
+    char* block = dynamic_update_block(
+        *graph, groups_, g, batches.members(), [this, g](size_t i) -> ParamState& { return state(g, i); },
+        [this, g](void* dst, int64_t) { write_sgd_dynamic(sgd_hyper(groups_[g]), dst); },
         [this, g, h] {
           const SgdHyper now = sgd_hyper(groups_[g]);
           return (now.weight_decay != 0.0) == (h.weight_decay != 0.0) && (now.momentum != 0.0) == (h.momentum != 0.0) &&
                  now.nesterov == h.nesterov;
-        }));
+        });
     for (size_t k = 0; k < batches.list.size(); ++k) {
       h.first_step = false;
       sgd_step_multi_dynamic_(batches.list[k].entries, h, block + k * unit);
@@ -510,20 +542,17 @@ void Adam::step() {
     // also counts the replay's step (so checkpoints and schedulers see the same counts as eager training); a
     // change of the flags the kernels were specialised on (weight decay on/off, amsgrad) refuses the replay.
     const size_t unit = optimizer_dynamic_bytes();
-    auto members = batches.members();
-    auto* block = static_cast<char*>(graph->dynamic(
-        unit * batches.list.size(),
-        [this, g, members, unit](void* host) {
+    char* block = dynamic_update_block(
+        *graph, groups_, g, batches.members(), [this, g](size_t i) -> ParamState& { return state(g, i); },
+        [this, g](void* dst, int64_t step) {
           AdamHyper now = adam_hyper(groups_[g], decoupled_);
-          for (size_t k = 0; k < members.size(); ++k) {
-            for (size_t i : members[k]) now.step = ++state(g, i).step;
-            write_adam_dynamic(now, static_cast<char*>(host) + k * unit);
-          }
+          now.step = step;
+          write_adam_dynamic(now, dst);
         },
         [this, g, h] {
           const AdamHyper now = adam_hyper(groups_[g], decoupled_);
           return (now.weight_decay != 0.0) == (h.weight_decay != 0.0) && now.amsgrad == h.amsgrad;
-        }));
+        });
     for (size_t k = 0; k < batches.list.size(); ++k) {
       h.step = batches.list[k].key;
       adam_step_multi_dynamic_(batches.list[k].entries, h, block + k * unit);

@@ -189,7 +189,8 @@ void* CachingAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> l(mu_);
-  auto& free_list = active_pool_ != 0 ? private_free_.at(active_pool_) : free_blocks_;
+  const uint64_t pool = active_pool_ != 0 && std::this_thread::get_id() == pool_thread_ ? active_pool_ : 0;
+  auto& free_list = pool != 0 ? private_free_.at(pool) : free_blocks_;
   void* p = nullptr;
   if (auto it = best_fit(free_list, size); it != free_list.end()) {
     size = it->first;
@@ -198,7 +199,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
   } else {
     p = system_alloc_locked(size, nbytes);
   }
-  mark_live_locked(p, size, active_pool_);
+  mark_live_locked(p, size, pool);
   return p;
 }
 
@@ -273,6 +274,7 @@ uint64_t CachingAllocator::begin_private_pool() {
   VOLT_CHECK(active_pool_ == 0, "CachingAllocator::begin_private_pool: private pool ", active_pool_,
              " is still active (a CUDA graph capture is open on this device); end it first, one capture at a time");
   active_pool_ = next_pool_id_++;
+  pool_thread_ = std::this_thread::get_id();
   private_free_[active_pool_];
   return active_pool_;
 }

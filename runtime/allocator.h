@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include <volt/runtime/device.h>
@@ -89,7 +90,9 @@ class CachingAllocator {
   /// moves the pool's free blocks to the general pool (its live blocks follow when freed). While a pool is
   /// active nothing is returned to the raw allocator: empty_cache() does nothing and running out of memory
   /// throws instead of dropping the cache. A pool's free blocks are kept by empty_cache() until it is released.
-  /// One pool at a time is active; ids are never reused.
+  /// Only the thread that called begin_private_pool() allocates from the pool (the capturing thread: another
+  /// thread's tensor must never share memory with the graph's temporaries); other threads allocate from the
+  /// general pool meanwhile. One pool at a time is active; ids are never reused.
   uint64_t begin_private_pool();
   void end_private_pool();
   /// Also ends the pool when it is the active one; an unknown (already released) id is ignored.
@@ -120,6 +123,7 @@ class CachingAllocator {
   std::map<void*, LiveBlock> live_;           ///< block -> size and owner (every pool)
   std::map<uint64_t, std::multimap<size_t, void*>> private_free_;  ///< pool id -> its free blocks
   uint64_t active_pool_ = 0;
+  std::thread::id pool_thread_;  ///< the thread that opened the active pool: only its allocations come from it
   uint64_t next_pool_id_ = 1;
   MemoryStats stats_;
 };

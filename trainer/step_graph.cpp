@@ -6,7 +6,10 @@
 
 #include <volt/kernels/ops.h>
 #include <volt/runtime/error.h>
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/cuda_api.h>
 #include <volt/runtime/log.h>
+#include <volt/runtime/trace.h>
 
 namespace volt {
 
@@ -83,8 +86,16 @@ bool StepGraph::capture(const data::Batch& batch, ResultCollection& results,
   static_batch_.input = copy_of(batch.input);
   static_batch_.target = copy_of(batch.target);
   for (const auto& [name, t] : batch.fields) static_batch_.fields[name] = copy_of(t);
+  if (device_.is_cuda()) {
+    // The capture cannot reuse the blocks the eager steps left cached (they stay in the general pool) and cannot
+    // free them while it runs: hand them back to the driver first, or the capture may run out of memory.
+    synchronize(device_);
+    empty_cache(device_);
+  }
   graph_ = std::make_unique<Graph>(device_);
   results.start_recording();
+  const uint64_t flops_before = trace::flops_counted();
+  std::string failure;
   try {
     graph_->capture_begin();
     Tensor loss = body(static_batch_);
@@ -92,17 +103,24 @@ bool StepGraph::capture(const data::Batch& batch, ResultCollection& results,
     static_loss_ = loss;
     logs_ = results.stop_recording();
   } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "an exception that is not a std::exception";
+  }
+  if (!failure.empty()) {
     graph_->capture_abort();
     graph_.reset();
     results.stop_recording();
     static_batch_ = data::Batch();
     // Gradients the captured backward assigned were never computed: the eager step must start without them.
     for (const auto& o : optimizers) o->zero_grad(true);
-    const std::string why = fmt::format("capturing the training step failed: {}", e.what());
+    const std::string why = fmt::format("capturing the training step failed: {}", failure);
     VOLT_CHECK(mode_ != CudaGraphs::on, "Trainer: cuda_graphs=on: ", why);
     disable(why);
     return false;
   }
+  // FLOPs are counted by the ops' host code, which only the capture ran: each later replay adds the same.
+  flops_per_replay_ = trace::flops_counted() - flops_before;
   graph_->keep(static_loss_);
   ++captures_;
   // The capture ran nothing: this batch's step is the first replay.
@@ -113,7 +131,7 @@ bool StepGraph::capture(const data::Batch& batch, ResultCollection& results,
   return true;
 }
 
-bool StepGraph::run(const data::Batch& batch, ResultCollection& results,
+bool StepGraph::run(const data::Batch& batch, bool may_capture, ResultCollection& results,
                     const std::function<Tensor(const data::Batch&)>& body,
                     const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers, Tensor* loss) {
   if (!enabled_) return false;
@@ -128,9 +146,10 @@ bool StepGraph::run(const data::Batch& batch, ResultCollection& results,
     copy_into(static_batch_.target, batch.target);
     for (auto& [name, t] : static_batch_.fields) copy_into(t, batch.fields.at(name));
     ran = graph_->replay();
-    // Refused (an optimizer's flags changed): capture the step as it is now.
-    if (!ran) ran = capture(batch, results, body, optimizers);
-  } else {
+    if (ran) trace::count_flops(flops_per_replay_);
+    // Refused (an optimizer's flags, groups or state changed): capture the step as it is now.
+    else if (may_capture) ran = capture(batch, results, body, optimizers);
+  } else if (may_capture) {
     ran = capture(batch, results, body, optimizers);
   }
   if (!ran) return false;

@@ -12,9 +12,9 @@
 /// captured output tensors (a logged host number is frozen at its captured value).
 ///
 /// What disqualifies a step (the reason is logged once; with cuda_graphs = on it is an error): a strategy other
-/// than single_device, manual optimisation, gradient accumulation, 16-mixed (its GradScaler reads the device),
-/// on_nonfinite_loss other than ignore (a host read of the loss), detect_anomaly, an active profiler; under
-/// cuda_graphs = automatic also the CPU and a module that does not declare a static step
+/// than single_device or ddp over one process, manual optimisation, gradient accumulation, 16-mixed (its
+/// GradScaler reads the device), on_nonfinite_loss other than ignore (a host read of the loss), detect_anomaly,
+/// an active profiler; under cuda_graphs = automatic also the CPU and a module that does not declare a static step
 /// (TrainModule::static_training_step). A capture that fails (an op that reads the device or synchronises inside
 /// the step) turns graphs off for the rest of the fit with a warning (cuda_graphs = automatic) or an error (on).
 #include <functional>
@@ -40,9 +40,11 @@ class StepGraph {
   bool enabled() const { return enabled_; }
   /// Runs the training step of `batch` through the graph: `body(b)` runs the step's device part on batch b (inputs
   /// on the device) and returns its detached loss; it is called once, inside the capture, and never again.
+  /// `may_capture`: whether this batch may be the captured one (not an epoch's last batch, which may be short).
   /// Returns false when this batch must run eagerly instead (warm-up, other shapes, a refused replay); then
   /// nothing ran. On true, *loss is this step's loss (a fresh tensor) and `results` has its log() calls.
-  bool run(const data::Batch& batch, ResultCollection& results, const std::function<Tensor(const data::Batch&)>& body,
+  bool run(const data::Batch& batch, bool may_capture, ResultCollection& results,
+           const std::function<Tensor(const data::Batch&)>& body,
            const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers, Tensor* loss);
   /// Drops the graph (end of fit, or the parameters or optimizer state were replaced).
   void reset();
@@ -67,6 +69,7 @@ class StepGraph {
   data::Batch static_batch_;  ///< the captured step's inputs
   Tensor static_loss_;
   std::vector<ResultCollection::Recorded> logs_;
+  uint64_t flops_per_replay_ = 0;  ///< what the captured ops counted (trace::count_flops), re-counted per replay
   int64_t captures_ = 0;
   int64_t replays_before_ = 0;  ///< replays of graphs dropped since
 };

@@ -100,7 +100,8 @@ struct TrainerOptions {
   NonFiniteLoss on_nonfinite_loss = NonFiniteLoss::ignore;  ///< counted in Trainer::nonfinite_losses()
   /// Capture the training step (forward, backward, clipping, optimizer updates) once and replay it for every later
   /// batch of the same shapes: one launch per step instead of the host's per-op work (trainer/step_graph.h says
-  /// what qualifies). Bit-identical to eager training.
+  /// what qualifies). The same kernels and arguments as eager training: bit-identical on the CPU, and on a GPU
+  /// wherever the kernels are deterministic.
   CudaGraphs cuda_graphs = CudaGraphs::automatic;
 
   bool enable_progress_bar = true;

@@ -1,5 +1,6 @@
 // The Trainer's per-batch training step and the evaluation loop (validation, test, sanity checking).
 #include <cmath>
+#include <typeinfo>
 
 #include <fmt/format.h>
 
@@ -24,8 +25,10 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
   }
   Tensor loss;
   bool skipped = false;  // on_nonfinite_loss dropped this batch: no backward, step or module batch-end hook
+  // An epoch's last batch may be short: never the one captured (a later full batch would not fit it).
   if (step_graph_.run(
-          batch, results_train_, [&](const Batch& b) { return captured_step(b, batch_idx, bs); }, optimizers_, &loss)) {
+          batch, !is_last_batch_, results_train_, [&](const Batch& b) { return captured_step(b, batch_idx, bs); },
+          optimizers_, &loss)) {
     // The replay ran forward, backward and the updates; the host tail stays here.
     strategy_->module_step_begin();
     finish_optimizer_step();
@@ -110,10 +113,23 @@ Tensor Trainer::captured_step(const Batch& batch, int64_t batch_idx, int64_t bs)
 
 std::string Trainer::step_graph_obstacle() const {
   const TrainModule& m = *module_;
-  if (strategy_->name() != "single_device")
-    return fmt::format("strategy \"{}\" (only single_device steps are captured)", strategy_->name());
+  // DDP over one process reduces nothing (its reducer only keeps host bookkeeping, which a captured step runs
+  // whole, at the capture): the same step as single_device.
+  const bool one_process_ddp = strategy_->name() == "ddp" && strategy_->world_size() == 1;
+  if (strategy_->name() != "single_device" && !one_process_ddp)
+    return fmt::format("strategy \"{}\" with {} process(es) (single_device and one-process ddp steps are captured)",
+                       strategy_->name(), strategy_->world_size());
   if (!m.automatic_optimization) return "manual optimisation";
   if (optimizers_.empty()) return "no optimizer";
+  // Only these read their per-step values (learning rate, step count) from device memory under capture; any
+  // other optimizer, a subclass included, would replay the numbers of the captured step.
+  for (const auto& o : optimizers_) {
+    const optim::Optimizer& opt = *o;
+    const std::type_info& t = typeid(opt);
+    if (t != typeid(optim::SGD) && t != typeid(optim::Adam) && t != typeid(optim::AdamW))
+      return fmt::format("optimizer {} (only SGD, Adam and AdamW keep their per-step values right under capture)",
+                         o->type_name());
+  }
   if (opt_.accumulate_grad_batches != 1) return "accumulate_grad_batches > 1";
   if (scaler_) return "precision 16-mixed (its GradScaler reads the device every step)";
   if (opt_.on_nonfinite_loss != NonFiniteLoss::ignore) return "on_nonfinite_loss != ignore (it reads every loss on the host)";

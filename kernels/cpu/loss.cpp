@@ -30,7 +30,12 @@ void class_loss_fwd(const Tensor& out, const Tensor& lse_t, const Tensor& count_
         const int64_t row = b * inner + i;
         const int64_t tgt = t[row];
         A loss = 0;
-        if (p.nll) {
+        // The op checks targets on the host, except for a replayed graph (kernels/graph.h): an out-of-range
+        // target there gives NaN, as on CUDA, instead of a read outside the row.
+        if (tgt != p.ignore_index && (tgt < 0 || tgt >= c)) {
+          loss = std::numeric_limits<A>::quiet_NaN();
+          if (!p.nll) lse[row] = loss;
+        } else if (p.nll) {
           if (tgt != p.ignore_index) loss = -A(xb[tgt * inner + i]);
         } else {
           A m = -std::numeric_limits<A>::infinity(), sx = 0;
@@ -83,7 +88,9 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
           continue;
         }
         A g = A(go[p.reduction == LossReduction::None ? row : 0]) * scale;
-        if (p.nll) {
+        if (tgt < 0 || tgt >= c) {  // out of range (a replayed graph; see the forward): NaN gradients
+          for (int64_t j = 0; j < c; ++j) gb[j * inner + i] = T(std::numeric_limits<A>::quiet_NaN());
+        } else if (p.nll) {
           for (int64_t j = 0; j < c; ++j) gb[j * inner + i] = T(j == tgt ? -g : A(0));
         } else {
           const A l = lse[row];

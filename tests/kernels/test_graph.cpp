@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -174,6 +176,18 @@ struct Fit {
   }
 };
 
+// One eager step (which creates the optimizer state), then the next step captured and replayed once.
+std::unique_ptr<Graph> capture_second_step(Fit& f) {
+  f.load(0);
+  f.step();
+  auto g = std::make_unique<Graph>(kCPU);
+  g->capture_begin();
+  f.step();
+  g->capture_end();
+  EXPECT_TRUE(g->replay());
+  return g;
+}
+
 using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(Tensor)>;
 
 // Eager steps 0..5 against: step 0 eager, step 1 captured, steps 1..5 replays; the learning rate changes before
@@ -237,16 +251,28 @@ TEST(GraphOptimizers, CaptureNeedsTheStateOfAnEagerStep) {
 TEST(GraphOptimizers, AChangedSpecialisationRefusesTheReplay) {
   Fit f;
   f.opt = std::make_unique<optim::Adam>(std::vector<Tensor>{f.w}, optim::AdamOptions{.lr = 0.1});
-  f.load(0);
-  f.step();
-  Graph g(kCPU);
-  g.capture_begin();
-  f.step();
-  g.capture_end();
-  ASSERT_TRUE(g.replay());
+  auto g = capture_second_step(f);
   const std::vector<float> before = values(f.w.detach());
   f.opt->param_groups()[0].options.weight_decay = 0.1;  // the kernels were specialised on weight_decay == 0
-  EXPECT_FALSE(g.replay());
+  EXPECT_FALSE(g->replay());
   EXPECT_EQ(values(f.w.detach()), before);
   EXPECT_EQ(f.opt->step_count(0, 0), 2);  // not counted
+}
+
+TEST(GraphOptimizers, ReplacedStateOrFrozenParametersRefuseTheReplay) {
+  Fit f;
+  f.opt = std::make_unique<optim::Adam>(std::vector<Tensor>{f.w}, optim::AdamOptions{.lr = 0.1});
+  auto g = capture_second_step(f);
+  // New state tensors (a restore): the graph would write into the old, freed ones.
+  f.opt->load_state_dict(f.opt->state_dict());
+  EXPECT_FALSE(g->replay());
+  EXPECT_EQ(f.opt->step_count(0, 0), 2);
+  // A frozen parameter: the graph would still update it.
+  Fit h;
+  h.opt = std::make_unique<optim::SGD>(std::vector<Tensor>{h.w}, optim::SGDOptions{.lr = 0.1});
+  auto g2 = capture_second_step(h);
+  h.w.set_requires_grad(false);
+  EXPECT_FALSE(g2->replay());
+  h.w.set_requires_grad(true);
+  EXPECT_TRUE(g2->replay());
 }

@@ -1,10 +1,12 @@
 // CachingAllocator bookkeeping over a fake raw allocator, and the CPU allocator's statistics and alignment.
 #include <gtest/gtest.h>
 
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include <volt/kernels/ops.h>
 #include <volt/runtime/allocator.h>
@@ -215,6 +217,31 @@ TEST(CachingAllocator, PrivatePoolKeepsItsBlocksFromGeneralAllocations) {
     EXPECT_EQ(a.stats().allocated, 0);
   }
   EXPECT_TRUE(raw.live.empty());  // destruction returns the pool's free blocks too
+}
+
+// Only the capturing thread allocates from the pool: another thread's tensor must never share memory with the
+// graph's temporaries, so it gets general blocks meanwhile.
+TEST(CachingAllocator, PrivatePoolServesOnlyTheCapturingThread) {
+  FakeRaw raw;
+  {
+    CachingAllocator a = raw.make();
+    void* cached = a.allocate(1000);
+    a.free(cached);  // a general block in the cache
+    a.begin_private_pool();
+    void* mine = a.allocate(1000);
+    EXPECT_NE(mine, cached);  // the capture does not take general blocks
+    a.free(mine);             // now in the pool
+    void* other = nullptr;
+    std::thread([&] { other = a.allocate(1000); }).join();
+    EXPECT_EQ(other, cached);  // the other thread: the general cache, not the pool's free block
+    void* again = a.allocate(1000);
+    EXPECT_EQ(again, mine);
+    a.free(again);
+    a.end_private_pool();
+    a.free(other);
+    EXPECT_EQ(a.stats().allocated, 0);
+  }
+  EXPECT_TRUE(raw.live.empty());
 }
 
 // General blocks (compute and side) freed during the capture join the pool: the graph may read them when it

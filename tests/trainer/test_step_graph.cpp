@@ -59,6 +59,20 @@ void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what)
   EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(double))) << what;
 }
 
+// Two epochs of 22 samples in batches of 4 (five full batches and a partial one each) under `mode`, after
+// manual_seed(3), logging under dir/<sub>; returns the fit's graph replays and its callback metrics.
+std::pair<int64_t, MetricMap> fit_two_epochs(GraphNet& m, const std::string& dir, const std::string& sub,
+                                             CudaGraphs mode, const std::string& strategy = "auto",
+                                             const std::string& accelerator = "cpu") {
+  manual_seed(3);
+  TrainerOptions o = graph_options(dir + "/" + sub, mode);
+  o.strategy = strategy;
+  o.accelerator = accelerator;
+  Trainer t(o);
+  t.fit(m, make_loader(22, 4));
+  return {t.step_graph().replays(), t.callback_metrics()};
+}
+
 void expect_same_dicts(const nn::StateDict& a, const nn::StateDict& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -72,18 +86,12 @@ void expect_same_dicts(const nn::StateDict& a, const nn::StateDict& b) {
 TEST(StepGraph, CapturedTrainingEqualsEagerBitForBit) {
   ScratchDir dir("step_graph");
   // 22 samples in batches of 4: five full batches and a partial one per epoch, two epochs.
-  auto fit = [&](CudaGraphs mode, GraphNet& m) {
-    manual_seed(3);
-    Trainer t(graph_options(dir.str() + (mode == CudaGraphs::on ? "/on" : "/off"), mode));
-    t.fit(m, make_loader(22, 4));
-    return std::make_pair(t.step_graph().replays(), t.callback_metrics());
-  };
   manual_seed(11);
   GraphNet eager;
   manual_seed(11);
   GraphNet graphed;
-  auto [eager_replays, eager_metrics] = fit(CudaGraphs::off, eager);
-  auto [replays, metrics] = fit(CudaGraphs::on, graphed);
+  auto [eager_replays, eager_metrics] = fit_two_epochs(eager, dir.str(), "off", CudaGraphs::off);
+  auto [replays, metrics] = fit_two_epochs(graphed, dir.str(), "on", CudaGraphs::on);
   EXPECT_EQ(eager_replays, 0);
   // Epoch 1: two warm-up steps, the capture (replayed at once) and two replays, the partial batch eagerly;
   // epoch 2: five replays and the partial batch.
@@ -110,6 +118,18 @@ TEST(StepGraph, CapturedTrainingEqualsEagerBitForBit) {
   const std::string on = csv("on"), off = csv("off");
   EXPECT_GT(std::count(on.begin(), on.end(), '\n'), 12);
   EXPECT_EQ(on, off);
+}
+
+TEST(StepGraph, OneProcessDdpIsCapturedLikeSingleDevice) {
+  ScratchDir dir("step_graph_ddp");
+  manual_seed(11);
+  GraphNet single;
+  manual_seed(11);
+  GraphNet ddp;
+  EXPECT_EQ(fit_two_epochs(single, dir.str(), "single", CudaGraphs::on, "single_device").first, 8);
+  EXPECT_EQ(fit_two_epochs(ddp, dir.str(), "ddp", CudaGraphs::on, "ddp").first, 8);
+  expect_same_dicts(ddp.named_parameters(), single.named_parameters());
+  expect_same_dicts(ddp.opt->state_dict(), single.opt->state_dict());
 }
 
 TEST(StepGraph, AutomaticStaysEagerOnTheCpuAndSaysWhy) {
@@ -169,20 +189,12 @@ TEST(StepGraph, OnReportsAMetricLoggedFromTheStep) {
 TEST(StepGraphCuda, CapturedTrainingMatchesEager) {
   if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status();
   ScratchDir dir("step_graph_cuda");
-  auto fit = [&](CudaGraphs mode, GraphNet& m) {
-    manual_seed(3);
-    TrainerOptions o = graph_options(dir.str() + (mode == CudaGraphs::on ? "/on" : "/off"), mode);
-    o.accelerator = "gpu";
-    Trainer t(o);
-    t.fit(m, make_loader(22, 4));
-    return t.step_graph().replays();
-  };
   manual_seed(11);
   GraphNet eager;
   manual_seed(11);
   GraphNet graphed;
-  EXPECT_EQ(fit(CudaGraphs::off, eager), 0);
-  EXPECT_EQ(fit(CudaGraphs::on, graphed), 8);
+  EXPECT_EQ(fit_two_epochs(eager, dir.str(), "off", CudaGraphs::off, "auto", "gpu").first, 0);
+  EXPECT_EQ(fit_two_epochs(graphed, dir.str(), "on", CudaGraphs::on, "auto", "gpu").first, 8);
   auto a = graphed.named_parameters(), b = eager.named_parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
