@@ -47,6 +47,7 @@ void StepGraph::configure(CudaGraphs mode, Device device, const std::string& why
   device_ = device;
   warmup_left_ = kWarmupSteps;
   captures_ = 0;
+  nodes_ = 0;
   replays_before_ = 0;
   enabled_ = false;
   reason_.clear();
@@ -123,6 +124,7 @@ bool StepGraph::capture(const data::Batch& batch, ResultCollection& results,
   flops_per_replay_ = trace::flops_counted() - flops_before;
   graph_->keep(static_loss_);
   ++captures_;
+  nodes_ = graph_->num_nodes();
   // The capture ran nothing: this batch's step is the first replay.
   if (!graph_->replay()) {
     disable("the captured step refused its first replay");

@@ -51,7 +51,8 @@ class StepGraph {
 
   int64_t captures() const { return captures_; }
   int64_t replays() const { return graph_ ? graph_->replays() + replays_before_ : replays_before_; }
-  size_t num_nodes() const { return graph_ ? graph_->num_nodes() : 0; }
+  /// Recorded operations of the last capture (CPU kernel calls, or CUDA graph nodes); 0 before any.
+  size_t num_nodes() const { return nodes_; }
   /// Why graphs are off ("" while enabled).
   const std::string& disabled_reason() const { return reason_; }
 
@@ -69,6 +70,7 @@ class StepGraph {
   data::Batch static_batch_;  ///< the captured step's inputs
   Tensor static_loss_;
   std::vector<ResultCollection::Recorded> logs_;
+  size_t nodes_ = 0;
   uint64_t flops_per_replay_ = 0;  ///< what the captured ops counted (trace::count_flops), re-counted per replay
   int64_t captures_ = 0;
   int64_t replays_before_ = 0;  ///< replays of graphs dropped since

@@ -60,8 +60,14 @@ void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what)
 }
 
 // Two epochs of 22 samples in batches of 4 (five full batches and a partial one each) under `mode`, after
-// manual_seed(3), logging under dir/<sub>; returns the fit's graph replays and its callback metrics.
-std::pair<int64_t, MetricMap> fit_two_epochs(GraphNet& m, const std::string& dir, const std::string& sub,
+// manual_seed(3), logging under dir/<sub>; returns the fit's graph replays, the captured step's recorded kernel
+// calls and the callback metrics.
+struct FitResult {
+  int64_t replays;
+  size_t nodes;
+  MetricMap metrics;
+};
+FitResult fit_two_epochs(GraphNet& m, const std::string& dir, const std::string& sub,
                                              CudaGraphs mode, const std::string& strategy = "auto",
                                              const std::string& accelerator = "cpu") {
   manual_seed(3);
@@ -70,7 +76,7 @@ std::pair<int64_t, MetricMap> fit_two_epochs(GraphNet& m, const std::string& dir
   o.accelerator = accelerator;
   Trainer t(o);
   t.fit(m, make_loader(22, 4));
-  return {t.step_graph().replays(), t.callback_metrics()};
+  return {t.step_graph().replays(), t.step_graph().num_nodes(), t.callback_metrics()};
 }
 
 void expect_same_dicts(const nn::StateDict& a, const nn::StateDict& b) {
@@ -90,8 +96,10 @@ TEST(StepGraph, CapturedTrainingEqualsEagerBitForBit) {
   GraphNet eager;
   manual_seed(11);
   GraphNet graphed;
-  auto [eager_replays, eager_metrics] = fit_two_epochs(eager, dir.str(), "off", CudaGraphs::off);
-  auto [replays, metrics] = fit_two_epochs(graphed, dir.str(), "on", CudaGraphs::on);
+  auto [eager_replays, eager_nodes, eager_metrics] = fit_two_epochs(eager, dir.str(), "off", CudaGraphs::off);
+  auto [replays, nodes, metrics] = fit_two_epochs(graphed, dir.str(), "on", CudaGraphs::on);
+  EXPECT_EQ(eager_nodes, 0u);
+  EXPECT_GT(nodes, 20u);  // forward, backward, clipping and the update as recorded kernel calls
   EXPECT_EQ(eager_replays, 0);
   // Epoch 1: two warm-up steps, the capture (replayed at once) and two replays, the partial batch eagerly;
   // epoch 2: five replays and the partial batch.
@@ -126,8 +134,8 @@ TEST(StepGraph, OneProcessDdpIsCapturedLikeSingleDevice) {
   GraphNet single;
   manual_seed(11);
   GraphNet ddp;
-  EXPECT_EQ(fit_two_epochs(single, dir.str(), "single", CudaGraphs::on, "single_device").first, 8);
-  EXPECT_EQ(fit_two_epochs(ddp, dir.str(), "ddp", CudaGraphs::on, "ddp").first, 8);
+  EXPECT_EQ(fit_two_epochs(single, dir.str(), "single", CudaGraphs::on, "single_device").replays, 8);
+  EXPECT_EQ(fit_two_epochs(ddp, dir.str(), "ddp", CudaGraphs::on, "ddp").replays, 8);
   expect_same_dicts(ddp.named_parameters(), single.named_parameters());
   expect_same_dicts(ddp.opt->state_dict(), single.opt->state_dict());
 }
@@ -193,8 +201,8 @@ TEST(StepGraphCuda, CapturedTrainingMatchesEager) {
   GraphNet eager;
   manual_seed(11);
   GraphNet graphed;
-  EXPECT_EQ(fit_two_epochs(eager, dir.str(), "off", CudaGraphs::off, "auto", "gpu").first, 0);
-  EXPECT_EQ(fit_two_epochs(graphed, dir.str(), "on", CudaGraphs::on, "auto", "gpu").first, 8);
+  EXPECT_EQ(fit_two_epochs(eager, dir.str(), "off", CudaGraphs::off, "auto", "gpu").replays, 0);
+  EXPECT_EQ(fit_two_epochs(graphed, dir.str(), "on", CudaGraphs::on, "auto", "gpu").replays, 8);
   auto a = graphed.named_parameters(), b = eager.named_parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
