@@ -206,6 +206,8 @@ class Trainer {
   /// on_before_backward, backward of `scaled`, on_after_backward, and when step_now the optimizer updates (and,
   /// with host_tail, the step count and the step schedulers: what a captured step leaves out).
   void backward_and_step(const Tensor& scaled, int64_t bs, bool step_now, bool host_tail);
+  /// A defined training loss is one element and requires grad (the error names the module).
+  void check_training_loss(const Tensor& loss) const;
   /// The device part of a captured step (trainer/step_graph.h): forward, backward and updates, no host tail.
   Tensor captured_step(const Batch& batch, int64_t batch_idx, int64_t bs);
   /// What keeps the training step from being captured under opt_.cuda_graphs ("" when nothing).

@@ -36,10 +36,7 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     // The module stepped its optimizers itself (ManualOptimizer::step counts the global steps).
     if (loss.defined()) loss = loss.detach();
   } else if (loss.defined()) {
-    VOLT_CHECK(loss.numel() == 1, m.type_name(), "::training_step returned a tensor of shape ", loss.shape_str(),
-               "; expected a scalar loss (or an undefined Tensor to skip the batch)");
-    VOLT_CHECK(loss.requires_grad(), m.type_name(), "::training_step returned a loss that does not require grad ",
-               "(was it computed under NoGradGuard or from detached tensors?)");
+    check_training_loss(loss);
     int64_t n = opt_.accumulate_grad_batches;
     bool step_now = (batch_idx + 1) % n == 0 || is_last_batch_;
     skipped = skip_nonfinite_loss(loss);
@@ -99,14 +96,20 @@ void Trainer::backward_and_step(const Tensor& scaled, int64_t bs, bool step_now,
   }
 }
 
+void Trainer::check_training_loss(const Tensor& loss) const {
+  const TrainModule& m = *module_;
+  VOLT_CHECK(loss.numel() == 1, m.type_name(), "::training_step returned a tensor of shape ", loss.shape_str(),
+             "; expected a scalar loss (or an undefined Tensor to skip the batch)");
+  VOLT_CHECK(loss.requires_grad(), m.type_name(), "::training_step returned a loss that does not require grad ",
+             "(was it computed under NoGradGuard or from detached tensors?)");
+}
+
 Tensor Trainer::captured_step(const Batch& batch, int64_t batch_idx, int64_t bs) {
   TrainModule& m = *module_;
   Tensor loss = forward_loss(batch, batch_idx, bs);
   VOLT_CHECK(loss.defined(), m.type_name(), "::training_step returned an undefined loss (skip the batch) while the "
              "step was being captured; a captured step must compute a loss for every batch");
-  VOLT_CHECK(loss.numel() == 1 && loss.requires_grad(), m.type_name(), "::training_step returned a loss of shape ",
-             loss.shape_str(), (loss.requires_grad() ? "" : " that does not require grad"),
-             "; expected a scalar loss that requires grad");
+  check_training_loss(loss);
   backward_and_step(loss, bs, /*step_now=*/true, /*host_tail=*/false);
   return loss.detach();
 }

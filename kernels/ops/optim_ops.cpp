@@ -105,6 +105,25 @@ void check_list(const char* op, const std::vector<Entry>& list, const Tensor& (*
 const Tensor& adam_state(const AdamTensors& t) { return t.exp_avg; }
 const Tensor& sgd_state(const SgdTensors& t) { return t.momentum_buffer; }
 
+// The checked multi-tensor updates, eager (dynamic null: scalars from h) or captured (scalars read at run time
+// from `dynamic`); `op` names the public entry point in errors.
+void sgd_update(const char* op, const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic) {
+  for (const SgdTensors& t : list) check_sgd(op, t, h);
+  check_list(op, list, sgd_state);
+  if (list.empty()) return;
+  backend::call<&backend::OptimKernels::sgd_step>(list.front().param.device(), list.front().param.dtype(), list, h,
+                                                  dynamic);
+}
+
+void adam_update(const char* op, const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
+  VOLT_CHECK(h.step >= 1, op, ": step must be >= 1 (the step being taken), got ", h.step);
+  for (const AdamTensors& t : list) check_adam(op, t, h);
+  check_list(op, list, adam_state);
+  if (list.empty()) return;
+  backend::call<&backend::OptimKernels::adam_step>(list.front().param.device(), list.front().param.dtype(), list, h,
+                                                   dynamic);
+}
+
 }  // namespace
 
 void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdHyper& h) {
@@ -112,22 +131,12 @@ void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_b
 }
 
 void sgd_step_multi_(const std::vector<SgdTensors>& list, const SgdHyper& h) {
-  const char* op = list.size() == 1 ? "sgd_step_" : "sgd_step_multi_";
-  for (const SgdTensors& t : list) check_sgd(op, t, h);
-  check_list(op, list, sgd_state);
-  if (list.empty()) return;
-  backend::call<&backend::OptimKernels::sgd_step>(list.front().param.device(), list.front().param.dtype(), list, h,
-                                                  nullptr);
+  sgd_update(list.size() == 1 ? "sgd_step_" : "sgd_step_multi_", list, h, nullptr);
 }
 
 void sgd_step_multi_dynamic_(const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic) {
-  const char* op = "sgd_step_multi_dynamic_";
-  VOLT_CHECK(dynamic != nullptr, op, ": the dynamic block is null");
-  for (const SgdTensors& t : list) check_sgd(op, t, h);
-  check_list(op, list, sgd_state);
-  if (list.empty()) return;
-  backend::call<&backend::OptimKernels::sgd_step>(list.front().param.device(), list.front().param.dtype(), list, h,
-                                                  dynamic);
+  VOLT_CHECK(dynamic != nullptr, "sgd_step_multi_dynamic_: the dynamic block is null");
+  sgd_update("sgd_step_multi_dynamic_", list, h, dynamic);
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -136,23 +145,12 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
 }
 
 void adam_step_multi_(const std::vector<AdamTensors>& list, const AdamHyper& h) {
-  const char* op = list.size() == 1 ? "adam_step_" : "adam_step_multi_";
-  VOLT_CHECK(h.step >= 1, op, ": step must be >= 1 (the step being taken), got ", h.step);
-  for (const AdamTensors& t : list) check_adam(op, t, h);
-  check_list(op, list, adam_state);
-  if (list.empty()) return;
-  backend::call<&backend::OptimKernels::adam_step>(list.front().param.device(), list.front().param.dtype(), list, h,
-                                                   nullptr);
+  adam_update(list.size() == 1 ? "adam_step_" : "adam_step_multi_", list, h, nullptr);
 }
 
 void adam_step_multi_dynamic_(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
-  const char* op = "adam_step_multi_dynamic_";
-  VOLT_CHECK(dynamic != nullptr, op, ": the dynamic block is null");
-  for (const AdamTensors& t : list) check_adam(op, t, h);
-  check_list(op, list, adam_state);
-  if (list.empty()) return;
-  backend::call<&backend::OptimKernels::adam_step>(list.front().param.device(), list.front().param.dtype(), list, h,
-                                                   dynamic);
+  VOLT_CHECK(dynamic != nullptr, "adam_step_multi_dynamic_: the dynamic block is null");
+  adam_update("adam_step_multi_dynamic_", list, h, dynamic);
 }
 
 size_t optimizer_dynamic_bytes() {
