@@ -41,7 +41,7 @@ size_t Batch::nbytes() const {
 
 namespace {
 // Host-to-device upload of a pinned batch tensor on the device's copy stream, overlapping the step that runs on
-// the compute stream. Stream ordering:
+// the compute stream. Stream ordering (Batch::upload_ahead defers step 2 to wait_for_upload):
 //   1. `dst` comes from the allocator's side pool (allocate_for_writer), never from blocks that compute kernels
 //      already queued may still use, so the copy does not wait for the compute stream's earlier work. A recycled
 //      side block makes the copy stream wait only for its own last reader (the compute work queued when its
@@ -65,25 +65,56 @@ Tensor upload_on_copy_stream(const Tensor& host, Device device) {
   impl->dtype = src.dtype();
   Tensor dst(std::move(impl));
   copy_bytes(dst.data_ptr(), device, src.data_ptr(), kCPU, src.nbytes(), &copy);
-  Event done;
-  done.record(copy);
-  done.wait(get_stream(device, StreamKind::Compute));
-  PinnedPool::global().record_async_use(host, copy);
+  // A pool block waits for the copy before it is handed out again; any other pinned block stays alive until the
+  // copy has read it.
+  if (!PinnedPool::global().record_async_use(host, copy)) keep_alive_until_done(host.storage(), copy);
   return dst;
 }
 }  // namespace
 
-Batch Batch::to(Device device, bool non_blocking) const {
+struct Batch::PendingUpload {
+  Event done;  // recorded on the copy stream after the batch's last upload
+  Device device;
+};
+
+Batch Batch::upload_ahead(Device device) const {
+  bool uploaded = false;
   auto move = [&](const Tensor& from) {
     if (!from.defined()) return from;
-    const bool async_upload = non_blocking && device.is_cuda() && !from.is_cuda() && from.storage()->pinned &&
-                              from.is_contiguous();
-    return async_upload ? upload_on_copy_stream(from, device) : from.to(device, non_blocking);
+    const bool async_upload =
+        device.is_cuda() && !from.is_cuda() && from.storage()->pinned && from.is_contiguous();
+    uploaded = uploaded || async_upload;
+    return async_upload ? upload_on_copy_stream(from, device) : from.to(device, /*non_blocking=*/true);
   };
   Batch out;
   out.input = move(input);
   out.target = move(target);
   for (const auto& [name, t] : fields) out.fields.emplace(name, move(t));
+  if (uploaded) {  // one event covers every copy: they are queued in order on the one copy stream
+    out.pending_upload = std::make_shared<PendingUpload>();
+    out.pending_upload->device = device;
+    out.pending_upload->done.record(get_stream(device, StreamKind::Copy));
+  }
+  return out;
+}
+
+void Batch::wait_for_upload() {
+  if (!pending_upload) return;
+  pending_upload->done.wait(get_stream(pending_upload->device, StreamKind::Compute));
+  pending_upload.reset();
+}
+
+Batch Batch::to(Device device, bool non_blocking) const {
+  if (!non_blocking) {
+    Batch out;
+    auto move = [&](const Tensor& from) { return from.defined() ? from.to(device) : from; };
+    out.input = move(input);
+    out.target = move(target);
+    for (const auto& [name, t] : fields) out.fields.emplace(name, move(t));
+    return out;
+  }
+  Batch out = upload_ahead(device);
+  out.wait_for_upload();
   return out;
 }
 

@@ -14,6 +14,7 @@
 /// @endcode
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <volt/kernels/tensor.h>
@@ -37,6 +38,15 @@ struct Batch {
   /// Input, target and every field moved to `device`. With non_blocking and pinned host tensors the
   /// host-to-device copies are asynchronous (the caller must not reuse the host buffers until they complete).
   Batch to(Device device, bool non_blocking = false) const;
+  /// to(device, true) for a batch that is used later: pinned contiguous tensors are copied on the device's copy
+  /// stream, and the compute stream is NOT yet ordered after those copies, so work queued meanwhile (the current
+  /// step) does not wait for them. Call wait_for_upload() before queuing anything that reads the batch.
+  Batch upload_ahead(Device device) const;
+  /// Orders the device's compute stream after the copies of upload_ahead() (no host sync); a no-op otherwise.
+  void wait_for_upload();
+  /// The copies upload_ahead() left for wait_for_upload() (null when none).
+  struct PendingUpload;
+  std::shared_ptr<PendingUpload> pending_upload;
   /// The total bytes of input, target and fields.
   size_t nbytes() const;
 };

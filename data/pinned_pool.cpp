@@ -71,15 +71,16 @@ Tensor PinnedPool::empty(const Shape& shape, DType dtype) {
   return Tensor(std::move(impl));
 }
 
-void PinnedPool::record_async_use(const Tensor& host, const Stream& stream) {
-  if (!host.defined() || !host.storage()) return;
+bool PinnedPool::record_async_use(const Tensor& host, const Stream& stream) {
+  if (!host.defined() || !host.storage()) return false;
   void* base = host.storage()->data.get();
   std::lock_guard<std::mutex> lk(state_->mu);
   auto it = state_->live.find(base);
-  if (it == state_->live.end()) return;
+  if (it == state_->live.end()) return false;
   auto ev = std::make_shared<Event>();
   ev->record(stream);
   it->second = std::move(ev);
+  return true;
 }
 
 size_t PinnedPool::cached_blocks() const {

@@ -37,8 +37,8 @@ class PinnedPool {
   /// the block is page-locked (a GPU is usable).
   Tensor empty(const Shape& shape, DType dtype);
   /// Marks `host`'s block as read by work queued on `stream`; the block is not reused before that work ends.
-  /// A no-op for tensors that did not come from this pool.
-  void record_async_use(const Tensor& host, const Stream& stream);
+  /// Returns false (and does nothing) for tensors that did not come from this pool.
+  bool record_async_use(const Tensor& host, const Stream& stream);
 
   size_t cached_blocks() const;  ///< free blocks waiting for reuse
   size_t live_blocks() const;    ///< blocks owned by live tensors

@@ -72,7 +72,7 @@ std::string job_id(dist::ProcessGroup& group) {
   Tensor id = from_vector<int64_t>(
       {static_cast<int64_t>(getpid()), std::chrono::duration_cast<std::chrono::microseconds>(now).count()}, {2});
   if (group.backend_name() == "nccl") {
-    Tensor d = id.to(dist::device_for_local_rank(group.local_rank()));
+    Tensor d = id.to(group.device());
     group.broadcast(d, 0);
     id = d.cpu();
   } else {

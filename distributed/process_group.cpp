@@ -521,6 +521,11 @@ LaunchEnv detect_launch_env() {
   return e;
 }
 
+void ProcessGroup::use_device(Device device) {
+  VOLT_CHECK(supports_device(device), "ProcessGroup(", backend_name(), "): collectives cannot take tensors on ",
+             device.str(), (device.is_cuda() ? "; GPU tensors need the nccl backend" : ""));
+}
+
 Device device_for_local_rank(int local_rank) {
   if (!cuda_available()) return kCPU;
   return cuda_device(local_rank % cuda_device_count());

@@ -133,6 +133,15 @@ class ProcessGroup {
   /// Called by finalize_process_group(); MPI_Abort when broken (see above).
   virtual void shutdown() {}
 
+  /// The device this group's collectives take tensors on: the CPU for the MPI and single backends; for NCCL the
+  /// GPU of its communicator (set by use_device() or by the first device collective; until then the default
+  /// cuda:(local_rank % device count)).
+  virtual Device device() const { return kCPU; }
+  /// Binds an NCCL group to `device` (the GPU a strategy chose for this rank) before its communicator exists;
+  /// an error once it exists on another GPU. Other backends only check that they take tensors on `device` (MPI:
+  /// the CPU; single: any device).
+  virtual void use_device(Device device);
+
   /// True when all_reduce with ReduceOp::Avg costs no more than Sum because the division happens inside the
   /// collective (NCCL's ncclAvg); false when the backend divides in a separate pass after the sum (MPI), so a
   /// caller that makes a pass over the result anyway (a copy out) is better off summing and scaling there.

@@ -6,7 +6,11 @@
 // after the collective. With VOLT_NCCL_BLOCKING_WAIT=1 (the default) wait() also polls that event on the host
 // with the group's timeout and, on timeout, aborts the NCCL communicator (ncclCommAbort) so the GPU stream does
 // not stay stuck, marks the group broken and throws. VOLT_NCCL_BLOCKING_WAIT=0 keeps wait() free of host
-// synchronisation (more overlap) at the price of no timeout on GPU collectives.
+// synchronisation (more overlap) at the price of no timeout on GPU collectives. While the compute stream is being
+// captured into a CUDA graph, wait() only orders the streams (an event captured into a graph cannot be polled).
+//
+// The communicator is created at the first device collective, on that tensor's device: the device a strategy
+// (or a user) chose for the rank, whatever the rank numbers or CUDA_VISIBLE_DEVICES make of it.
 #include <volt/config.h>
 #include <volt/distributed/process_group.h>
 #if VOLT_WITH_CUDA && VOLT_WITH_MPI
@@ -14,6 +18,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -23,6 +28,7 @@
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
+#include <volt/runtime/cuda_graph.h>
 
 #define VOLT_NCCL_CHECK(expr)                                                                         \
   do {                                                                                                \
@@ -83,7 +89,11 @@ class NCCLWork final : public Work {
     }
   }
   std::shared_ptr<Event> done = std::make_shared<Event>();
-  bool is_completed() override { return done->query(); }
+  bool is_completed() override {
+    // Inside a capture nothing has run yet; the replay orders everything after it.
+    if (cuda_graph::is_capturing(dev_)) return true;
+    return done->query();
+  }
   void wait() override;
 
  private:
@@ -100,19 +110,10 @@ class ProcessGroupNCCL final : public ProcessGroup {
         host_(std::move(host)) {
     VOLT_CHECK(cuda_available(), "init_process_group('nccl'): CUDA is not available on rank ", rank(), ": ",
                cuda_status());
-    device_ = device_for_local_rank(local_rank());
-    VOLT_CUDA_CHECK(cudaSetDevice(device_.index));
     const char* bw = std::getenv("VOLT_NCCL_BLOCKING_WAIT");
     blocking_wait_ = !(bw && std::string(bw) == "0");
     host_->set_timeout(timeout());
     set_peers(host_->peers());
-    check_one_gpu_per_rank();
-    ncclUniqueId id;
-    if (rank() == 0) VOLT_NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_Request req;
-    check_mpi(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, host_->comm(), &req), "MPI_Ibcast(ncclUniqueId)");
-    host_->wait_request(req, CollectiveInfo{"nccl bootstrap (unique id broadcast)", 0});
-    VOLT_NCCL_CHECK(ncclCommInitRank(&comm_, world_size(), id, rank()));
   }
   ~ProcessGroupNCCL() override {
     if (!comm_) return;
@@ -122,32 +123,84 @@ class ProcessGroupNCCL final : public ProcessGroup {
   std::string backend_name() const override { return "nccl"; }
   bool avg_is_fused() const override { return true; }  // ncclAvg: no separate scaling kernel
 
+  // Creates the communicator on `device` at the first device collective (every rank reaches it, collectives
+  // being called in the same order on all ranks): the one-GPU-per-rank check, the unique id over MPI, then NCCL.
+  void ensure_comm(Device device) {
+    if (comm_) return;
+    use_device(device);
+    VOLT_CUDA_CHECK(cudaSetDevice(device_.index));
+    check_one_gpu_per_rank();
+    ncclUniqueId id;
+    if (rank() == 0) VOLT_NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_Request req;
+    check_mpi(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, host_->comm(), &req), "MPI_Ibcast(ncclUniqueId)");
+    host_->wait_request(req, CollectiveInfo{"nccl bootstrap (unique id broadcast)", 0});
+    VOLT_NCCL_CHECK(ncclCommInitRank(&comm_, world_size(), id, rank()));
+  }
+
   // NCCL refuses two ranks on one GPU ("invalid usage" from ncclCommInitRank); say which ranks collide and
-  // what to do instead, on every rank, before NCCL is asked.
+  // what to do instead, on every rank, before NCCL is asked. A GPU is told by its UUID: device numbers are per
+  // process (CUDA_VISIBLE_DEVICES renumbers them), so cuda:0 in two ranks may well be two GPUs.
   void check_one_gpu_per_rank() {
-    std::vector<int64_t> mine = identity_record();
-    mine[0] = device_.index;  // (device, host) instead of (pid, host)
-    const auto all = decode_identities(host_->gather_records(mine, CollectiveInfo{"nccl device check", 0}),
-                                       world_size());
+    cudaDeviceProp prop{};
+    VOLT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_.index));
+    int64_t uuid[2];
+    std::memcpy(uuid, prop.uuid.bytes, sizeof(uuid));
+    std::vector<int64_t> mine = identity_record();  // (pid, host words)
+    const size_t id_len = mine.size();
+    mine.insert(mine.end(), {int64_t{device_.index}, uuid[0], uuid[1],
+                             (int64_t{prop.pciDomainID} << 32) | (int64_t{prop.pciBusID} << 8) | prop.pciDeviceID});
+    const size_t len = mine.size();
+    const std::vector<int64_t> all = host_->gather_records(mine, CollectiveInfo{"nccl device check", 0});
+    VOLT_ASSERT(all.size() == len * static_cast<size_t>(world_size()), "nccl device check: bad record size");
+    std::vector<int64_t> ids;
+    for (int r = 0; r < world_size(); ++r) ids.insert(ids.end(), all.begin() + r * len, all.begin() + r * len + id_len);
+    const auto peers = decode_identities(ids, world_size());
+    auto gpu = [&](int r) { return all.data() + r * len + id_len; };  // {index, uuid0, uuid1, pci}
     std::ostringstream clashes;
     for (int a = 0; a < world_size(); ++a)
       for (int b = a + 1; b < world_size(); ++b)
-        if (all[a].host == all[b].host && all[a].pid == all[b].pid)
+        if (peers[a].host == peers[b].host && gpu(a)[1] == gpu(b)[1] && gpu(a)[2] == gpu(b)[2]) {
+          const int64_t pci = gpu(a)[3];
+          char bus[32];
+          std::snprintf(bus, sizeof(bus), "%04x:%02x:%02x.0", static_cast<unsigned>(pci >> 32),
+                        static_cast<unsigned>((pci >> 8) & 0xff), static_cast<unsigned>(pci & 0xff));
           clashes << (clashes.tellp() > 0 ? "; " : "") << "ranks " << a << " and " << b << " on host "
-                  << all[a].host << " both use cuda:" << all[a].pid;
+                  << peers[a].host << " share one GPU (PCI " << bus << ": cuda:" << gpu(a)[0] << " in rank " << a
+                  << ", cuda:" << gpu(b)[0] << " in rank " << b << ")";
+        }
     VOLT_CHECK(clashes.tellp() == 0, "init_process_group('nccl'): ", clashes.str(), ". NCCL needs one GPU per rank: ",
-               "start at most as many ranks per host as it has GPUs (this host sees ", cuda_device_count(),
+               "start at most as many ranks per host as it has GPUs (this rank sees ", cuda_device_count(),
                "), or give each rank its own GPU through CUDA_VISIBLE_DEVICES; to run several ranks without ",
                "enough GPUs use accelerator=cpu (the MPI backend)");
   }
   void local_barrier() override { host_->local_barrier(); }
   void shutdown() override { host_->abort_if_broken(broken()); }
   bool blocking_wait() const { return blocking_wait_; }
-  Device device() const { return device_; }
+  Device device() const override { return bound_ ? device_ : device_for_local_rank(local_rank()); }
+  void use_device(Device device) override {
+    VOLT_CHECK(device.is_cuda(), "ProcessGroup(nccl): collectives take GPU tensors, not ", device.str());
+    VOLT_CHECK(!comm_ || device == device_, "ProcessGroup(nccl): this rank's communicator is on ", device_.str(),
+               "; it cannot move to ", device.str());
+    check_device_usable(device, "ProcessGroup(nccl)");
+    device_ = device;
+    bound_ = true;
+  }
+  // An error NCCL raised asynchronously (a peer gone, a network fault), as text; empty while there is none.
+  std::string async_error() const {
+    ncclResult_t e = ncclSuccess;
+    if (!comm_ || ncclCommGetAsyncError(comm_, &e) != ncclSuccess) return "";
+    return e == ncclSuccess || e == ncclInProgress ? "" : ncclGetErrorString(e);
+  }
 
   // Called by NCCLWork on a timeout: unblocks the stream and poisons the group.
   [[noreturn]] void fail_timeout(const CollectiveInfo& info, double elapsed) {
-    std::string msg = timeout_message(info, elapsed);
+    fail_aborted(timeout_message(info, elapsed));
+  }
+  // Called by NCCLWork when NCCL reported an asynchronous error: marks the group broken and aborts the
+  // communicator, as a timeout does.
+  [[noreturn]] void fail_aborted(const std::string& msg) {
+    mark_broken(msg);
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
     VOLT_FAIL(msg);
@@ -159,6 +212,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   // Orders the comm stream after the compute stream, runs `issue` on the comm stream, records `done`.
   template <class F>
   std::shared_ptr<Work> launch(const CollectiveInfo& info, const Tensor& t, std::vector<Tensor> keep, F issue) {
+    ensure_comm(bound_ ? device_ : t.device());
     VOLT_CHECK(t.device() == device_, "ProcessGroup::", info.op, ": tensor is on ", t.device().str(),
                " but this rank's NCCL communicator uses ", device_.str());
     Stream compute = get_stream(device_, StreamKind::Compute);
@@ -195,9 +249,12 @@ class ProcessGroupNCCL final : public ProcessGroup {
     });
   }
   std::shared_ptr<Work> barrier_impl(const CollectiveInfo& info) override {
-    // Device work first, then the host barrier (with its timeout).
-    synchronize(get_stream(device_, StreamKind::Compute));
-    synchronize(get_stream(device_, StreamKind::Comm));
+    // Device work first, then the host barrier (with its timeout). Before the first device collective no
+    // device has been chosen, and there is no device communication to wait for.
+    if (comm_) {
+      synchronize(get_stream(device_, StreamKind::Compute));
+      synchronize(get_stream(device_, StreamKind::Comm));
+    }
     host_->barrier();
     return std::make_shared<DoneWork>(info);
   }
@@ -210,6 +267,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   std::unique_ptr<ProcessGroupMPI> host_;
   ncclComm_t comm_ = nullptr;
   Device device_;
+  bool bound_ = false;  // device_ was chosen (use_device or the first collective)
   bool blocking_wait_ = true;
 };
 
@@ -217,12 +275,17 @@ void NCCLWork::wait() {
   if (waited_) return;
   waited_ = true;
   done->wait(get_stream(dev_, StreamKind::Compute));  // later compute sees the result
-  if (!pg_->blocking_wait()) return;
+  // Host polling is not allowed on an event captured into a graph (and nothing has run yet).
+  if (!pg_->blocking_wait() || cuda_graph::is_capturing(dev_)) return;
   auto start = std::chrono::steady_clock::now();
-  if (!poll_until([&] { return done->query(); }, pg_->timeout())) {
+  std::string async;
+  if (!poll_until([&] { return done->query() || !(async = pg_->async_error()).empty(); }, pg_->timeout())) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     pg_->fail_timeout(info_, s);
   }
+  if (!async.empty())
+    pg_->fail_aborted("ProcessGroup(nccl): " + info_.op + " failed: NCCL reported " + async +
+                      " (a peer rank may have died or its network failed); the communicator was aborted");
 }
 
 }  // namespace

@@ -218,7 +218,9 @@ CachingAllocator::SideBlock CachingAllocator::allocate_side(size_t nbytes) {
   } else {
     b.ptr = system_alloc_locked(size, nbytes);
   }
-  mark_live_locked(b.ptr, size, active_pool_);
+  // Only the capturing thread's blocks belong to the graph's pool (as in allocate): another thread's upload
+  // during a capture stays an ordinary side block.
+  mark_live_locked(b.ptr, size, std::this_thread::get_id() == pool_thread_ ? active_pool_ : 0);
   return b;
 }
 

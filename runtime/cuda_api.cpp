@@ -191,7 +191,10 @@ void Event::synchronize() const {
 bool Event::query() const {
   if (!handle_) return true;
   cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
-  if (e == cudaErrorNotReady) return false;
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is no error: do not leave it for the next launch check
+    return false;
+  }
   VOLT_CUDA_CHECK(e);
   return true;
 }
@@ -318,7 +321,17 @@ bool compute_stream_capturing(int device) noexcept {
   }
 }
 
-void note_capture(bool open) noexcept { open_captures.fetch_add(open ? 1 : -1); }
+// Guards the open-capture count together with pinned_free's cudaFreeHost: a capture cannot begin while a free
+// is under way, and no free starts while a capture is open.
+std::mutex& pinned_mutex() {
+  static auto* mu = new std::mutex;  // never destroyed: pinned blocks may be freed during exit
+  return *mu;
+}
+
+void note_capture(bool open) noexcept {
+  std::lock_guard<std::mutex> l(pinned_mutex());
+  open_captures.fetch_add(open ? 1 : -1);
+}
 
 void* pinned_alloc(size_t nbytes) {
   if (!cuda_available()) return nullptr;
@@ -332,9 +345,8 @@ void* pinned_alloc(size_t nbytes) {
 // cudaFreeHost synchronises the device, which no capture allows: blocks freed while one is open wait for the
 // next free outside a capture.
 void pinned_free(void* p) {
-  static auto* mu = new std::mutex;                 // never destroyed: pinned blocks may be freed during exit
-  static auto* deferred = new std::vector<void*>;
-  std::lock_guard<std::mutex> l(*mu);
+  static auto* deferred = new std::vector<void*>;  // never destroyed, like the mutex
+  std::lock_guard<std::mutex> l(pinned_mutex());
   if (open_captures.load() > 0) {
     deferred->push_back(p);
     return;

@@ -150,7 +150,10 @@ Staging& staging(int device) {
 
 bool slot_ready(const Slot& s) {
   const cudaError_t e = cudaEventQuery(s.done);
-  if (e == cudaErrorNotReady) return false;
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is no error: do not leave it for the next launch check
+    return false;
+  }
   VOLT_CUDA_CHECK(e);
   return true;
 }
@@ -173,11 +176,14 @@ Slot& staging_slot(Staging& st, size_t nbytes) {
   Slot& s = st.slots[pick];
   st.next = (pick + 1) % st.slots.size();
   if (s.capacity < nbytes) {
-    if (s.host) VOLT_CUDA_CHECK(cudaFreeHost(s.host));  // its last copy is done (event)
+    // Its last copy is done (event). pinned_free defers the free while any capture is open (cudaFreeHost
+    // synchronises the device).
+    if (s.host) detail::pinned_free(s.host);
     s.host = nullptr;
     s.capacity = 0;
     const size_t cap = std::bit_ceil(std::max<size_t>(nbytes, 4096));
-    VOLT_CUDA_CHECK(cudaMallocHost(&s.host, cap));
+    s.host = detail::pinned_alloc(cap);
+    VOLT_CHECK(s.host != nullptr, "cuda_graph: could not allocate ", cap, " bytes of pinned staging memory");
     s.capacity = cap;
   }
   return s;
@@ -193,16 +199,18 @@ uint64_t begin_capture(Device device) {
              device.str(), " is already capturing a CUDA graph; end that capture first (one capture per device)");
   CachingAllocator& alloc = detail::cuda_device_allocator(device.index);
   const uint64_t pool = alloc.begin_private_pool();
+  // Counted open before the capture begins (and closed only after it ended): no pinned free runs meanwhile.
+  detail::note_capture(true);
   // Relaxed: the allocator may still cudaMalloc a fresh block while capturing (this thread and others).
   const cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
   if (e != cudaSuccess) {
     cudaGetLastError();
+    detail::note_capture(false);
     release_now(device.index, pool);
     VOLT_FAIL("cuda_graph::begin_capture: cudaStreamBeginCapture on the compute stream of ", device.str(),
               " returned ", cudaGetErrorString(e));
   }
   open_pool[device.index].store(pool);
-  detail::note_capture(true);
   return pool;
 }
 
@@ -212,11 +220,11 @@ std::shared_ptr<Exec> end_capture(Device device, uint64_t pool) {
   VOLT_CHECK(pool != 0 && open_pool[device.index].compare_exchange_strong(expected, 0),
              "cuda_graph::end_capture: no capture with pool ", pool, " is open on ", device.str(),
              " (open: pool ", expected, "); pass the id begin_capture returned, once");
-  detail::note_capture(false);
   DeviceScope g(device);
   CachingAllocator& alloc = detail::cuda_device_allocator(device.index);
   cudaGraph_t graph = nullptr;
   cudaError_t e = cudaStreamEndCapture(compute_stream(device), &graph);
+  detail::note_capture(false);
   if (alloc.active_private_pool() == pool) alloc.end_private_pool();
   if (e != cudaSuccess || graph == nullptr) {
     cudaGetLastError();
@@ -247,7 +255,6 @@ void abort_capture(Device device, uint64_t pool) noexcept {
     DeviceScope g(device);
     uint64_t expected = pool;
     if (pool != 0 && open_pool[device.index].compare_exchange_strong(expected, 0)) {
-      detail::note_capture(false);
       const cudaStream_t s = compute_stream(device);
       if (detail::compute_stream_capturing(device.index)) {  // active or invalidated: leave capture mode
         cudaGraph_t graph = nullptr;
@@ -255,6 +262,7 @@ void abort_capture(Device device, uint64_t pool) noexcept {
         if (graph) cudaGraphDestroy(graph);
         cudaGetLastError();
       }
+      detail::note_capture(false);
     }
     release_now(device.index, pool);
   } catch (...) {

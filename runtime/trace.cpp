@@ -294,7 +294,9 @@ void GpuTimer::stop() noexcept {
 bool GpuTimer::done() const noexcept {
 #if VOLT_WITH_CUDA
   if (!valid()) return true;
-  return cudaEventQuery(static_cast<cudaEvent_t>(stop_)) != cudaErrorNotReady;
+  if (cudaEventQuery(static_cast<cudaEvent_t>(stop_)) != cudaErrorNotReady) return true;
+  cudaGetLastError();  // "not ready" is no error: do not leave it for the next launch check
+  return false;
 #else
   return true;
 #endif

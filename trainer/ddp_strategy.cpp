@@ -75,6 +75,7 @@ DDPStrategy::DDPStrategy(const DeviceSelection& devices, bool find_unused_parame
     const auto& ids = devices.device_ids;
     device_ = cuda_device(ids[static_cast<size_t>(group_->local_rank()) % ids.size()]);
     check_device_usable(device_, "DDP");
+    if (group_->backend_name() == "nccl") group_->use_device(device_);  // the communicator goes where we train
   } else {
     device_ = kCPU;
   }

@@ -56,7 +56,7 @@ void check_automatic_optimization(const TrainModule& module, const std::string& 
 }
 
 // ddp2 takes its processes from the launcher and never starts workers itself: the devices are per process. On
-// GPUs, DDP's root for local rank l is then cuda:l, the GPU its NCCL communicator uses (device_for_local_rank).
+// GPUs, DDP's root for local rank l is then cuda:l, where it binds its NCCL communicator (ProcessGroup::use_device).
 DeviceSelection per_process(const DeviceSelection& devices) {
   DeviceSelection sel = devices;
   sel.num_processes = 1;

@@ -319,7 +319,9 @@ std::optional<Batch> Trainer::fetch_batch(data::DataLoader& loader) {
     const Device dev = strategy_->root_device();
     trace::Range range(trace::Layer::data, "[Batch]to_device",
                        {dev, b->nbytes()});
-    b = convert_input(b->to(dev, /*non_blocking=*/true));
+    // Queued on the copy stream without making the compute stream wait yet: the caller's current step does not
+    // wait for the next batch's copy; the loops call wait_for_upload() when they take the batch.
+    b = convert_input(b->upload_ahead(dev));
   }
   return b;
 }
@@ -331,6 +333,7 @@ void Trainer::enter_forward(std::optional<AutocastGuard>& guard) const {
 Batch Trainer::convert_input(Batch batch) const {
   const DType dt = precision_param_dtype(precision_);
   if (dt == DType::f32) return batch;
+  batch.wait_for_upload();  // the casts below read it on the compute stream
   // Floating inputs, targets and fields follow the parameters (as upstream's half/double plugins convert the
   // batch); integer class indices stay as they are.
   auto convert = [dt](Tensor& t) {
@@ -594,6 +597,7 @@ void Trainer::train_epoch(data::DataLoader& train, data::DataLoader* val) {
     if (!next) break;
     Batch batch = std::move(*next);
     next.reset();
+    batch.wait_for_upload();  // before batch idx + 1's upload is queued, which this step then does not wait for
     is_last_batch_ = idx + 1 == num_train_batches_;
     batch_idx_ = idx;
     if (!is_last_batch_) next = fetch_batch(train);  // never beyond limit_train_batches
@@ -760,6 +764,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, std::shared_ptr<data::
   for (int64_t i = 0; i < n; ++i) {
     auto b = fetch_batch(*loader);
     if (!b) break;
+    b->wait_for_upload();
     std::optional<AutocastGuard> ac;
     enter_forward(ac);
     trace::Range range(trace::Layer::trainer, "[TrainModule]predict_step");

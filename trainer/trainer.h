@@ -254,8 +254,9 @@ class Trainer {
   bool poll_interrupt(bool every_step = false);
   void print_results_table(const std::string& stage, const MetricMap& m) const;
   void prepare_loader(data::DataLoader& loader, bool training);
-  /// The loader's next batch with its upload to the root device already queued (non_blocking: a pinned batch
-  /// goes over the copy stream, ordered before later compute by an event, so the host does not wait for it).
+  /// The loader's next batch with its upload to the root device already queued (Batch::upload_ahead: a pinned
+  /// batch goes over the copy stream and neither the host nor the compute stream waits for it); the caller calls
+  /// wait_for_upload() when it takes the batch.
   std::optional<Batch> fetch_batch(data::DataLoader& loader);
   /// DataModule::prepare_data on each node's local rank 0, a barrier, then setup(stage) on every rank.
   void prepare_datamodule(data::DataModule& dm, const char* stage);

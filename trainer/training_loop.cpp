@@ -291,6 +291,7 @@ int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t 
     if (!next) break;
     Batch batch = std::move(*next);
     next.reset();
+    batch.wait_for_upload();
     if (i + 1 < max_batches) next = fetch_batch(loader);
     results_eval_.begin_step();
     {

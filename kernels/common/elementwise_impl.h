@@ -43,10 +43,26 @@ struct WhereF {
   VOLT_HD T operator()(bool c, T x, T y) const { return c ? x : y; }
 };
 
+// Floating point to an integer type, defined for every input (C++ leaves NaN and out-of-range conversions
+// undefined, and x86 and GPUs resolve them differently): NaN becomes 0; other values truncate toward zero,
+// clamped to the int64 range; the int64 then wraps into O as integer narrowing does. So -1.0 is 255 as uint8 and
+// 300.0 is 44, on every device.
+template <class O, class F>
+VOLT_HD O float_to_int(F x) {
+  if (!(x == x)) return O(0);
+  int64_t v;
+  if (x >= F(9223372036854775808.0)) v = static_cast<int64_t>(0x7fffffffffffffffULL);
+  else if (x < F(-9223372036854775808.0)) v = static_cast<int64_t>(0x8000000000000000ULL);
+  else v = static_cast<int64_t>(x);
+  return static_cast<O>(v);
+}
+
 template <class O, class I>
 struct CastF {
   VOLT_HD O operator()(I x) const {
     if constexpr (std::is_same_v<O, bool>) return static_cast<acc_t<I>>(x) != acc_t<I>(0);
+    else if constexpr (std::is_integral_v<O> && !std::is_integral_v<I>)
+      return float_to_int<O>(static_cast<acc_t<I>>(x));
     else if constexpr ((std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) && std::is_same_v<I, double>)
       return O::from_double(x);  // one rounding, not double -> float -> half
     else if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16> || std::is_same_v<O, Half> ||

@@ -40,13 +40,18 @@ VOLT_HD void lse_push(A& m, A& s, A x) {
     s += em::exp_(x - m);
   }
 }
+// Merges another state (m2, s2) into (m, s), as if its inputs had been pushed: a NaN pushed into either state
+// (it leaves s = NaN) stays NaN, and two states whose maximum is the same infinity add their counts instead of
+// taking exp(inf - inf).
 template <class A>
 VOLT_HD void lse_merge(A& m, A& s, A m2, A s2) {
   if (m2 > m) {
     s = s * em::exp_(m - m2) + s2;
     m = m2;
+  } else if (s2 != s2) {
+    s = s2;
   } else if (s2 > A(0)) {
-    s += s2 * em::exp_(m2 - m);
+    s += m2 == m && is_inf(m) ? s2 : s2 * em::exp_(m2 - m);
   }
 }
 template <class A>

@@ -3,7 +3,9 @@
 // host time per call, which dominated a small CNN's step. The algorithm is the heuristics' first choice, or with
 // set_cudnn_benchmark(true) the fastest of timed trials (kernels/cudnn_benchmark.h); the mode is part of the key
 // (kernels/common/conv_plan_key.h). Workspaces come from Volt's caching allocator so they are reused between
-// steps.
+// steps. The bias is added by Volt's own kernel for every dtype (the legacy cudnnAddTensor is not documented for
+// bf16), as the op adds its gradient with Volt's own sum; an empty batch never reaches cuDNN, whose descriptors
+// reject zero sizes.
 #include <algorithm>
 #include <memory>
 #include <tuple>
@@ -11,7 +13,9 @@
 
 #include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/cuda/cudnn_util.cuh>
+#include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/common/conv_plan_key.h>
 #include <volt/kernels/common/plan_cache.h>
 #include <volt/kernels/cudnn_benchmark.h>
@@ -90,11 +94,10 @@ struct ConvPlan {
   TensorDesc x, y;  // y: the output (forward) or the output's gradient (backward)
   FilterDesc w;
   ConvDesc conv;
-  TensorDesc bias;  // (1, OC, 1, 1)
   int algo = 0;     // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the plan's kind
   size_t workspace = 0;
   ConvPlan(const Tensor& xt, const Tensor& yt, const Tensor& wt, const Conv2dParams& p, bool tf32)
-      : x(xt), y(yt), w(wt), conv(p, xt.dtype(), tf32), bias(xt.dtype(), 1, wt.size(0), 1, 1) {}
+      : x(xt), y(yt), w(wt), conv(p, xt.dtype(), tf32) {}
 };
 
 using ConvPlanCache = PlanCache<ConvKey, ConvPlan, ConvKeyHash>;
@@ -269,24 +272,53 @@ std::shared_ptr<const ConvPlan> conv_plan(ConvKind kind, cudnnHandle_t h, const 
   });
 }
 
+// out (N, C, H, W) += bias[c], in the accumulation type.
+template <class T>
+__global__ void add_channel_bias_kernel(T* out, const T* bias, int64_t total, int64_t channels, int64_t hw) {
+  using A = acc_t<T>;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x)
+    out[e] = T(A(out[e]) + A(bias[(e / hw) % channels]));
+}
+
+void zero_fill(const Tensor& t) {
+  if (t.defined() && t.numel() > 0)
+    VOLT_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), compute_stream(t)));
+}
+
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
+  if (out.numel() == 0) return;
   DeviceScope scope(x.device());
-  cudnnHandle_t h = handle_for(x.device());
-  auto plan = conv_plan(ConvKind::Forward, h, x, out, weight, p, out);
-  Scalars s(x.dtype());
-  Tensor ws = workspace(x.device(), plan->workspace);
-  VOLT_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), plan->x.d, x.data_ptr(), plan->w.d, weight.data_ptr(),
-                                           plan->conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo),
-                                           ws.data_ptr(), plan->workspace, s.zero(), plan->y.d, out.data_ptr()));
+  if (x.numel() == 0 || weight.numel() == 0) {  // no input channels: the output is the bias alone
+    zero_fill(out);
+  } else {
+    cudnnHandle_t h = handle_for(x.device());
+    auto plan = conv_plan(ConvKind::Forward, h, x, out, weight, p, out);
+    Scalars s(x.dtype());
+    Tensor ws = workspace(x.device(), plan->workspace);
+    VOLT_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), plan->x.d, x.data_ptr(), plan->w.d, weight.data_ptr(),
+                                             plan->conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo),
+                                             ws.data_ptr(), plan->workspace, s.zero(), plan->y.d, out.data_ptr()));
+  }
   if (bias.defined()) {
-    VOLT_CUDNN_CHECK(cudnnAddTensor(h, s.one(), plan->bias.d, bias.data_ptr(), s.one(), plan->y.d, out.data_ptr()));
+    const int64_t total = out.numel(), channels = out.size(1), hw = out.size(2) * out.size(3);
+    dispatch_floating(out.dtype(), "conv2d bias", [&](auto tag) {
+      using T = decltype(tag);
+      add_channel_bias_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+          static_cast<T*>(out.data_ptr()), static_cast<const T*>(bias.data_ptr()), total, channels, hw);
+    });
+    VOLT_CUDA_CHECK_LAUNCH();
   }
 }
 
 void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_out, const Tensor& x,
                      const Tensor& weight, const Conv2dParams& p) {
   DeviceScope scope(x.device());
+  if (x.numel() == 0 || grad_out.numel() == 0 || weight.numel() == 0) {  // an empty sum: zero gradients
+    zero_fill(grad_x);
+    zero_fill(grad_weight);
+    return;
+  }
   cudnnHandle_t h = handle_for(x.device());
   Scalars s(x.dtype());
   if (grad_x.defined()) {

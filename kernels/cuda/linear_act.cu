@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -152,6 +153,7 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool ok = false;         // false: the heuristics found no algorithm; the caller falls back
+  mutable std::atomic<bool> refused{false};  // cublasLtMatmul turned the algorithm down once: don't ask again
   mutable std::mutex mu;   // bias and aux pointers are set on `op` per call
   LtPlan() = default;
   LtPlan(const LtPlan&) = delete;
@@ -231,6 +233,7 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   if (!lt_epilogue(act, bias.defined(), need_pre, epi)) return false;
   if (need_pre && d.n % 8 != 0) return false;  // the GELU aux's leading dimension must be a multiple of 8
   if (bias.defined() && alignment(bias.data_ptr()) < 16) return false;
+  if (need_pre && alignment(pre.data_ptr()) < 16) return false;  // the aux (pre-activation) output, likewise
   const int64_t align[4] = {alignment(b.data_ptr()), alignment(a.data_ptr()), alignment(c.data_ptr()),
                             alignment(c.data_ptr())};
   const LtKey key{{c.device().index, static_cast<int64_t>(c.dtype()), d.m, d.n, d.k, d.trans_a, d.trans_b, d.lda,
@@ -239,7 +242,7 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   cublasLtHandle_t h = lt_handle(c.device());
   std::shared_ptr<const LtPlan> plan =
       lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, need_pre, align); });
-  if (!plan->ok) return false;
+  if (!plan->ok || plan->refused.load(std::memory_order_relaxed)) return false;
   Tensor ws = plan->workspace > 0 ? empty({static_cast<int64_t>(plan->workspace)}, DType::u8, c.device()) : Tensor();
   const float alpha = 1.0f, beta = 0.0f;
   std::lock_guard<std::mutex> lock(plan->mu);
@@ -249,7 +252,12 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   const cublasStatus_t st = cublasLtMatmul(h, plan->op, &alpha, b.data_ptr(), plan->la, a.data_ptr(), plan->lb,
                                            &beta, c.data_ptr(), plan->ld, c.data_ptr(), plan->ld, &plan->algo,
                                            ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, stream_of(c));
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  // The heuristics offered an algorithm that the matmul then turns down (nothing ran): the plain GEMM and the
+  // bias/activation kernel take this shape from now on.
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+    plan->refused.store(true, std::memory_order_relaxed);
+    return false;
+  }
   VOLT_CUBLAS_CHECK(st);
   return true;
 }

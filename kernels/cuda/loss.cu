@@ -16,36 +16,39 @@ namespace {
 
 using rows::block_lse;
 using rows::kMaxThreads;
+using rows::row_blocks;
 using rows::threads_for;
 
-// One block per loss row: log-sum-exp and the row loss (written to `rows` in the accumulation type).
+// One block per loss row (blocks stride over rows past the grid cap): log-sum-exp and the row loss (written to
+// `rows` in the accumulation type).
 template <class T>
 __global__ void class_loss_rows_kernel(const T* in, const int64_t* target, acc_t<T>* lse_out, acc_t<T>* rows,
-                                       int64_t c, int64_t inner, CeParams p) {
+                                       int64_t nrows, int64_t c, int64_t inner, CeParams p) {
   using A = acc_t<T>;
-  const int64_t row = blockIdx.x;
-  const int64_t b = row / inner, i = row % inner;
-  const T* x = in + b * c * inner + i;
-  const int64_t tgt = target[row];
-  const bool ignored = tgt == p.ignore_index;
-  // Out-of-range targets are not checked on the device (that would need a host sync); they give NaN.
-  const bool bad = !ignored && (tgt < 0 || tgt >= c);
-  if (p.nll) {
-    if (threadIdx.x == 0)
-      rows[row] = ignored ? A(0) : (bad ? A(NAN) : A(-A(x[tgt * inner])));
-    return;
-  }
-  A m = -std::numeric_limits<A>::infinity(), s = A(0), sx = A(0);
-  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-    A v = A(x[j * inner]);
-    nnmath::lse_push(m, s, v);
-    sx += v;
-  }
-  block_lse(m, s, sx);
-  if (threadIdx.x == 0) {
-    const A l = nnmath::lse_finish(m, s);
-    lse_out[row] = l;
-    rows[row] = ignored ? A(0) : (bad ? A(NAN) : nnmath::ce_row_loss(l, A(x[tgt * inner]), sx, c, A(p.label_smoothing)));
+  for (int64_t row = blockIdx.x; row < nrows; row += gridDim.x) {
+    const int64_t b = row / inner, i = row % inner;
+    const T* x = in + b * c * inner + i;
+    const int64_t tgt = target[row];
+    const bool ignored = tgt == p.ignore_index;
+    // Out-of-range targets are not checked on the device (that would need a host sync); they give NaN.
+    const bool bad = !ignored && (tgt < 0 || tgt >= c);
+    if (p.nll) {
+      if (threadIdx.x == 0) rows[row] = ignored ? A(0) : (bad ? A(NAN) : A(-A(x[tgt * inner])));
+      continue;
+    }
+    A m = -std::numeric_limits<A>::infinity(), s = A(0), sx = A(0);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      A v = A(x[j * inner]);
+      nnmath::lse_push(m, s, v);
+      sx += v;
+    }
+    block_lse(m, s, sx);
+    if (threadIdx.x == 0) {
+      const A l = nnmath::lse_finish(m, s);
+      lse_out[row] = l;
+      rows[row] = ignored ? A(0)
+                          : (bad ? A(NAN) : nnmath::ce_row_loss(l, A(x[tgt * inner]), sx, c, A(p.label_smoothing)));
+    }
   }
 }
 
@@ -98,6 +101,10 @@ __global__ void class_loss_bwd_kernel(T* gi, const T* go, const T* in, const int
       gi[e] = T(A(0));
       continue;
     }
+    if (tgt < 0 || tgt >= c) {  // out of range (not checked on the device; see the forward): NaN, as on the CPU
+      gi[e] = T(A(NAN));
+      continue;
+    }
     A g = A(go[p.reduction == LossReduction::None ? row : 0]);
     if (p.reduction == LossReduction::Mean) g = g / count[0];
     if (p.nll) {
@@ -120,9 +127,9 @@ void class_loss_fwd(const Tensor& out, const Tensor& lse, const Tensor& count, c
     const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
     A* rp = static_cast<A*>(rows.data_ptr());
     if (nrows > 0) {
-      class_loss_rows_kernel<T><<<static_cast<unsigned>(nrows), threads_for(c), 0, st>>>(
-          static_cast<const T*>(input.data_ptr()), t, p.nll ? nullptr : static_cast<A*>(lse.data_ptr()), rp, c, inner,
-          p);
+      class_loss_rows_kernel<T><<<row_blocks(nrows), threads_for(c), 0, st>>>(
+          static_cast<const T*>(input.data_ptr()), t, p.nll ? nullptr : static_cast<A*>(lse.data_ptr()), rp, nrows, c,
+          inner, p);
       VOLT_CUDA_CHECK_LAUNCH();
     }
     if (p.reduction == LossReduction::None && nrows > 0) {

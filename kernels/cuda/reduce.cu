@@ -1,38 +1,78 @@
-// CUDA reductions: row sums (one block per row), column sums (one thread per column) and arg-reductions.
+// CUDA reductions: row sums (one block per row), column sums (a block per 32 columns, its rows split over the
+// block's warps) and arg-reductions.
 #include <volt/kernels/backend/reduce.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/loops.cuh>
+#include <volt/kernels/cuda/row_blocks.cuh>
 
 namespace volt::cuda {
 
 namespace {
-// One block per row: strided partial sums, then a shared-memory tree.
-template <class T>
-__global__ void sum_rows_kernel(const T* in, T* out, int64_t R) {
-  using A = acc_t<T>;
+using rows::row_blocks;
+
+// The sum of row[lo, hi) over a 256-thread block: strided partial sums, then a shared-memory tree (a fixed
+// order). Every thread gets the result.
+template <class A, class I>
+__device__ A block_row_sum(const I* row, int64_t lo, int64_t hi) {
   __shared__ A buf[256];
-  const T* row = in + blockIdx.x * R;
   A acc = A(0);
-  for (int64_t r = threadIdx.x; r < R; r += blockDim.x) acc += A(row[r]);
+  for (int64_t r = lo + threadIdx.x; r < hi; r += blockDim.x) acc += A(row[r]);
   buf[threadIdx.x] = acc;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = T(buf[0]);
+  const A total = buf[0];
+  __syncthreads();  // buf is rewritten by the next call
+  return total;
 }
 
-// One thread per column.
+// One block per row (blocks stride over rows past the grid cap). I: the input type, O: the output type; the
+// sum is taken in A (the second pass of a split sum reads the first pass's A partials).
+template <class A, class I, class O>
+__global__ void sum_rows_kernel(const I* in, O* out, int64_t M, int64_t R) {
+  for (int64_t q = blockIdx.x; q < M; q += gridDim.x) {
+    const A total = block_row_sum<A>(in + q * R, 0, R);
+    if (threadIdx.x == 0) out[q] = O(total);
+  }
+}
+
+// First pass of a split sum (few long rows, e.g. a full sum()): block (c, q) adds chunk c of row q.
+template <class T>
+__global__ void sum_row_chunks_kernel(const T* in, acc_t<T>* part, int64_t R, int64_t chunk, int64_t chunks) {
+  using A = acc_t<T>;
+  const int64_t q = blockIdx.y, c = blockIdx.x;
+  const int64_t lo = c * chunk, hi = lo + chunk < R ? lo + chunk : R;
+  const A total = block_row_sum<A>(in + q * R, lo, hi);
+  if (threadIdx.x == 0) part[q * chunks + c] = total;
+}
+
+// Column sums of an (R, M) matrix (a bias gradient: few columns, many rows). A block of kColTile x kRowLanes
+// threads owns kColTile adjacent columns (coalesced reads along a row); its kRowLanes lanes of each column take
+// every kRowLanes-th row, then a fixed-order tree adds the lanes, so the result does not depend on scheduling.
+constexpr int kColTile = 32, kRowLanes = 16;
+
 template <class T>
 __global__ void sum_cols_kernel(const T* in, T* out, int64_t R, int64_t M) {
   using A = acc_t<T>;
-  for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; m < M; m += int64_t(gridDim.x) * blockDim.x) {
+  __shared__ A buf[kRowLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t m0 = blockIdx.x * int64_t(kColTile); m0 < M; m0 += int64_t(gridDim.x) * kColTile) {
+    const int64_t m = m0 + tx;
     A acc = A(0);
-    for (int64_t r = 0; r < R; ++r) acc += A(in[r * M + m]);
-    out[m] = T(acc);
+    if (m < M)
+      for (int64_t r = ty; r < R; r += kRowLanes) acc += A(in[r * M + m]);
+    buf[ty][tx] = acc;
+    __syncthreads();
+    for (int s = kRowLanes / 2; s > 0; s >>= 1) {
+      if (ty < s) buf[ty][tx] += buf[ty + s][tx];
+      __syncthreads();
+    }
+    if (ty == 0 && m < M) out[m] = T(buf[0][tx]);
+    __syncthreads();  // buf is rewritten by the next column tile
   }
 }
 
@@ -64,43 +104,65 @@ __global__ void arg_reduce_thread_kernel(const T* in, T* vals, int64_t* idx, int
 }
 
 template <class T>
-__global__ void arg_reduce_block_kernel(const T* in, T* vals, int64_t* idx, int64_t r, int64_t inner, bool is_max) {
+__global__ void arg_reduce_block_kernel(const T* in, T* vals, int64_t* idx, int64_t total, int64_t r, int64_t inner,
+                                        bool is_max) {
   using A = acc_t<T>;
   __shared__ A sv[256];
   __shared__ int64_t si[256];
-  const int64_t q = blockIdx.x;
-  const int64_t o = q / inner, i = q % inner;
-  const T* base = in + o * r * inner + i;
-  A best = A(base[0]);
-  int64_t bi = 0;
-  for (int64_t k = threadIdx.x; k < r; k += blockDim.x) {
-    A v = A(base[k * inner]);
-    if (arg_take(v, k, best, bi, is_max)) { best = v; bi = k; }
-  }
-  sv[threadIdx.x] = best;
-  si[threadIdx.x] = bi;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s && arg_take(sv[threadIdx.x + s], si[threadIdx.x + s], sv[threadIdx.x], si[threadIdx.x], is_max)) {
-      sv[threadIdx.x] = sv[threadIdx.x + s];
-      si[threadIdx.x] = si[threadIdx.x + s];
+  for (int64_t q = blockIdx.x; q < total; q += gridDim.x) {
+    const int64_t o = q / inner, i = q % inner;
+    const T* base = in + o * r * inner + i;
+    A best = A(base[0]);
+    int64_t bi = 0;
+    for (int64_t k = threadIdx.x; k < r; k += blockDim.x) {
+      A v = A(base[k * inner]);
+      if (arg_take(v, k, best, bi, is_max)) { best = v; bi = k; }
     }
+    sv[threadIdx.x] = best;
+    si[threadIdx.x] = bi;
     __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    idx[q] = si[0];
-    if (vals) vals[q] = base[si[0] * inner];
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s &&
+          arg_take(sv[threadIdx.x + s], si[threadIdx.x + s], sv[threadIdx.x], si[threadIdx.x], is_max)) {
+        sv[threadIdx.x] = sv[threadIdx.x + s];
+        si[threadIdx.x] = si[threadIdx.x + s];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      idx[q] = si[0];
+      if (vals) vals[q] = base[si[0] * inner];
+    }
+    __syncthreads();  // sv/si are rewritten for the next output
   }
 }
+
+// Rows of at least kSplitRow elements, when there are at most kSplitRows of them, are summed in two passes:
+// one block per kChunk-element chunk into partials, then one block per row over its partials. One block per
+// row would leave all but a few of the GPU's multiprocessors idle.
+constexpr int64_t kSplitRows = 64, kSplitRow = 1 << 16, kChunk = 1 << 14, kMaxChunks = 1024;
 
 void sum_rows(const Tensor& out, const Tensor& in) {
   const int64_t M = in.shape()[0], R = in.shape()[1];
   if (M == 0) return;
+  const cudaStream_t st = compute_stream(out);
   dispatch_numeric(in.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
-    // Grid x is limited to 2^31-1 blocks, far above any row count here.
-    sum_rows_kernel<T><<<static_cast<unsigned>(M), 256, 0, compute_stream(out)>>>(
-        static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()), R);
+    using A = acc_t<T>;
+    const T* x = static_cast<const T*>(in.data_ptr());
+    T* y = static_cast<T*>(out.data_ptr());
+    if (M > kSplitRows || R < kSplitRow) {
+      sum_rows_kernel<A><<<row_blocks(M), 256, 0, st>>>(x, y, M, R);
+      return;
+    }
+    const int64_t chunks = std::min<int64_t>((R + kChunk - 1) / kChunk, kMaxChunks);
+    const int64_t chunk = (R + chunks - 1) / chunks;
+    Tensor part = empty({M * chunks * static_cast<int64_t>(sizeof(A))}, DType::u8, in.device());
+    A* pp = static_cast<A*>(part.data_ptr());
+    sum_row_chunks_kernel<T><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(M)), 256, 0, st>>>(
+        x, pp, R, chunk, chunks);
+    VOLT_CUDA_CHECK_LAUNCH();
+    sum_rows_kernel<A><<<row_blocks(M), 256, 0, st>>>(pp, y, M, chunks);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
@@ -110,8 +172,9 @@ void sum_cols(const Tensor& out, const Tensor& in) {
   if (M == 0) return;
   dispatch_numeric(in.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
-    sum_cols_kernel<T><<<blocks_for(M), 256, 0, compute_stream(out)>>>(static_cast<const T*>(in.data_ptr()),
-                                                                       static_cast<T*>(out.data_ptr()), R, M);
+    sum_cols_kernel<T><<<row_blocks((M + kColTile - 1) / kColTile), dim3(kColTile, kRowLanes), 0,
+                         compute_stream(out)>>>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
+                                                R, M);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
@@ -129,8 +192,8 @@ void arg_reduce(const Tensor& values, const Tensor& indices, const Tensor& in, i
       arg_reduce_thread_kernel<T><<<blocks_for(total), 256, 0, compute_stream(indices)>>>(x, v, idx, outer, r, inner,
                                                                                           is_max);
     } else {
-      arg_reduce_block_kernel<T><<<static_cast<unsigned>(total), 256, 0, compute_stream(indices)>>>(x, v, idx, r, inner,
-                                                                                                    is_max);
+      arg_reduce_block_kernel<T><<<row_blocks(total), 256, 0, compute_stream(indices)>>>(x, v, idx, total, r, inner,
+                                                                                         is_max);
     }
   });
   VOLT_CUDA_CHECK_LAUNCH();

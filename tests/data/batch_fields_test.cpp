@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -159,6 +160,48 @@ TEST(BatchFields, NonBlockingMovesArriveUnchangedAndInOrderOnCpu) { expect_non_b
 TEST(BatchFields, NonBlockingUploadsArriveUnchangedAndInOrderOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "needs a GPU";
   expect_non_blocking_batches_in_order(cuda_device(0));
+}
+
+// The Trainer's prefetch (Trainer::fetch_batch): batch i + 1 is uploaded ahead (Batch::upload_ahead) before step
+// i's compute is queued, and the compute stream waits for it only when the batch is taken (wait_for_upload).
+// Every batch arrives unchanged and in order, while compute queued in between never waited for the upload.
+void expect_uploads_ahead_in_order(Device device) {
+  auto ds = std::make_shared<WithFields>(9);
+  for (int workers : {0, 2}) {
+    DataLoader loader(ds, {.batch_size = 2, .num_workers = workers, .pin_memory = true});
+    std::optional<Batch> next = loader.next();
+    if (next) next = next->upload_ahead(device);
+    int64_t first = 0;
+    Tensor running = zeros({1}, DType::f32, device);
+    while (next) {
+      Batch batch = std::move(*next);
+      next.reset();
+      EXPECT_EQ(batch.pending_upload != nullptr, device.is_cuda());
+      batch.wait_for_upload();
+      EXPECT_EQ(batch.pending_upload, nullptr);
+      batch.wait_for_upload();  // a second call does nothing
+      if (auto host = loader.next()) next = host->upload_ahead(device);  // the next upload, before "the step"
+      running = running + batch.input.sum();  // the step: compute on the compute stream reading the batch
+      std::vector<float> want_in, want_w;
+      for (int64_t i = first; i < std::min<int64_t>(first + 2, 9); ++i) {
+        want_in.insert(want_in.end(), {float(i), 10.0f * float(i)});
+        want_w.push_back(float(i) / 2);
+      }
+      EXPECT_EQ(batch.input.device(), device);
+      EXPECT_EQ(batch.input.to_vector<float>(), want_in) << workers << " workers";
+      EXPECT_EQ(batch.field("weight").to_vector<float>(), want_w);
+      first += 2;
+    }
+    EXPECT_EQ(first, 10) << "5 batches";
+    EXPECT_EQ(running.item(), 11.0 * (0 + 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8));
+  }
+}
+
+TEST(BatchFields, UploadsAheadArriveInOrderOnCpu) { expect_uploads_ahead_in_order(kCPU); }
+
+TEST(BatchFields, UploadsAheadArriveInOrderOnCuda) {
+  if (!cuda_available()) GTEST_SKIP() << "needs a GPU";
+  expect_uploads_ahead_in_order(cuda_device(0));
 }
 
 TEST(BatchFields, LoaderStacksFieldsWithAndWithoutWorkers) {

@@ -203,4 +203,22 @@ TEST(Collectives, SingleGroupIsIdentity) {
   Tensor all = g->all_gather(t);
   EXPECT_EQ(all.shape(), (Shape{1, 2}));
   EXPECT_EQ(g->all_gather_cat(t).to_vector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(g->device(), kCPU);
+  EXPECT_NO_THROW(g->use_device(kCPU));
+}
+
+// Which device a group's collectives take: the CPU for MPI, which refuses a GPU by name (NCCL binds its
+// communicator there instead; that path needs GPUs).
+TEST(Collectives, GroupDeviceBinding) {
+  if (pg().backend_name() != "mpi") GTEST_SKIP() << "the " << pg().backend_name() << " backend";
+  EXPECT_EQ(pg().device(), kCPU);
+  EXPECT_NO_THROW(pg().use_device(kCPU));
+  try {
+    pg().use_device(cuda_device(0));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot take tensors on cuda:0; GPU tensors need the nccl backend"),
+              std::string::npos)
+        << e.what();
+  }
 }

@@ -225,6 +225,24 @@ TEST(ConvErrors, NameOpArgumentAndExpectation) {
                     "running_mean");
 }
 
+// An empty batch (a last partial batch of 0, a filtered-out shard) convolves to an empty output, and its weight
+// and bias gradients are empty sums: zero. On a GPU it never reaches cuDNN, whose descriptors reject zero sizes.
+TEST(Conv2d, EmptyBatchGivesEmptyOutputAndZeroGradients) {
+  std::vector<Device> devices{kCPU};
+  if (cuda_available()) devices.push_back(cuda_device(0));
+  for (Device d : devices) {
+    Tensor x = zeros({0, 3, 6, 5}, DType::f32, d).set_requires_grad();
+    Tensor w = randf({4, 3, 3, 3}, 81).to(d).set_requires_grad();
+    Tensor b = randf({4}, 82).to(d).set_requires_grad();
+    Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+    EXPECT_EQ(y.shape(), (Shape{0, 4, 6, 5})) << d.str();
+    sum(y).backward();
+    EXPECT_EQ(x.grad().shape(), x.shape());
+    EXPECT_EQ(w.grad().cpu().to_vector<float>(), std::vector<float>(w.numel(), 0.0f)) << d.str();
+    EXPECT_EQ(b.grad().cpu().to_vector<float>(), std::vector<float>(4, 0.0f)) << d.str();
+  }
+}
+
 // The CUDA path (cuDNN) against the CPU path, forward and backward; runs only where a GPU is present.
 TEST(ConvCuda, MatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();

@@ -134,6 +134,46 @@ TEST(Softmax, OnlineLogSumExpSkipsMinusInfinity) {
   }
 }
 
+// The CUDA kernels split a row over threads and merge the threads' states in a tree (kernels/cuda/block_lse.cuh);
+// the CPU pushes the whole row into one state. Both must end at the same log-sum-exp, NaN and infinities included.
+TEST(Softmax, MergedLogSumExpStatesEqualOnePass) {
+  auto one_pass = [](const std::vector<float>& xs) {
+    float m = -INFINITY, s = 0;
+    for (float x : xs) nnmath::lse_push(m, s, x);
+    return nnmath::lse_finish(m, s);
+  };
+  // `threads` states, element k to state k % threads, then the block's halving tree merge.
+  auto merged = [](const std::vector<float>& xs, int threads) {
+    std::vector<float> m(threads, -INFINITY), s(threads, 0.f);
+    for (size_t k = 0; k < xs.size(); ++k) nnmath::lse_push(m[k % threads], s[k % threads], xs[k]);
+    for (int half = threads / 2; half > 0; half /= 2)
+      for (int t = 0; t < half; ++t) nnmath::lse_merge(m[t], s[t], m[t + half], s[t + half]);
+    return nnmath::lse_finish(m[0], s[0]);
+  };
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::vector<std::vector<float>> rows{
+      {1.f, 2.f, 3.f, -1.f, 0.5f},  {1.f, nan},           {nan, 1.f},        {5.f, nan, 1.f, 2.f},
+      {inf, 1.f, inf},              {inf, inf, inf, inf}, {-inf, -inf, 2.f}, {-inf, -inf, -inf, -inf},
+      {1.f, nan, inf, 2.f},         {-inf, nan},          {3.f, inf},
+  };
+  for (const auto& row : rows) {
+    const float want = one_pass(row);
+    for (int threads : {2, 4, 8}) {
+      const float got = merged(row, threads);
+      SCOPED_TRACE(::testing::PrintToString(row) + " over " + std::to_string(threads) + " states");
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << got;
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got, want);
+      } else {
+        EXPECT_NEAR(got, want, 1e-6f * std::abs(want) + 1e-6f);
+      }
+    }
+  }
+  EXPECT_TRUE(std::isnan(one_pass({1.f, nan})));  // the CPU reference itself propagates NaN
+  EXPECT_EQ(one_pass({inf, 1.f, inf}), inf);
+}
+
 TEST(CrossEntropy, MatchesReferenceAllReductionsAndSmoothing) {
   const int64_t n = 6, c = 5;
   Tensor x = rand_f64({n, c}, 21, -2, 2);

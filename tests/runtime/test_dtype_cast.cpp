@@ -111,6 +111,25 @@ TEST(CastInt, TruncationBoolAndWideIntegers) {
   EXPECT_EQ(bits16(from_vector<int64_t>({70000, 2049}).to(DType::f16)), (std::vector<uint16_t>{0x7C00, 0x6800}));
 }
 
+// C++ leaves NaN and out-of-range float -> integer conversions undefined (x86 and GPUs disagree); Volt defines
+// them: NaN is 0, values truncate and clamp to the int64 range, then wrap into the narrower type.
+TEST(CastInt, NaNInfinityAndOutOfRangeAreDefined) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Tensor x = from_vector<float>({nan, inf, -inf, -1.0f, 300.7f, -300.7f, 3e9f, 1e20f, -1e20f});
+  const int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(x.to(DType::i64).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, kMax, kMin, -1, 300, -300, 3000000000LL, kMax, kMin}));
+  EXPECT_EQ(x.to(DType::i32).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, -1, 0, -1, 300, -300, static_cast<int32_t>(3000000000LL), -1, 0}));
+  EXPECT_EQ(x.to(DType::u8).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 255, 0, 255, 44, 212, 0, 255, 0}));
+  // The same through f64, f16 and bf16 inputs (f16 overflows 300.7 -> 300.75 and 3e9 -> inf).
+  EXPECT_EQ(from_vector<double>({std::nan(""), -1.5, 1e300}).to(DType::i64).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, -1, kMax}));
+  EXPECT_EQ(x.to(DType::f16).to(DType::i64).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, kMax, kMin, -1, 300, -300, kMax, kMax, kMin}));
+  EXPECT_EQ(x.to(DType::bf16).to(DType::u8).to_vector<uint8_t>()[0], 0);
+}
+
 TEST(CastGeneral, StridedInputAndGradientBetweenFloatTypes) {
   Tensor a = from_vector<float>({1.5f, 2.5f, 3.5f, 4.5f}, {2, 2}).t();
   EXPECT_EQ(a.to(DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 2, 4}));

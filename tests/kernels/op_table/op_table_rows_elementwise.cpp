@@ -110,6 +110,25 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                                                 cast(cast(cast(x[0], D::i32), D::u8), D::i64)})),
                   {Index({4, 5}, 200)})
                   .no_grad().exact().only({D::f32}));
+  // Float -> integer beyond the target's range, infinities and NaN: defined the same on every device (NaN -> 0,
+  // truncate and clamp to int64, then wrap), where C++ and the hardware leave them to disagree. The inputs are
+  // 8 * (k - 50) for k in [0, 100): exact in every float type, as are their products with powers of two.
+  auto spread = [](const Tensor& k, D d) { return mul(sub(cast(k, d), 50.0), 8.0); };
+  r.push_back(row("cast_out_of_range_to_int",
+                  [spread](const Inputs& x, const Ctx& c) {
+                    Tensor v = spread(x[0], c.dtype);
+                    return stack({cast(cast(v, D::u8), D::i64), cast(div(v, v), D::i64),           // 0/0: NaN
+                                  cast(div(v, mul(v, 0.0)), D::i64), cast(cast(v, D::i32), D::i64)});  // +-inf
+                  },
+                  {Index({4, 5}, 100)})
+                  .no_grad().exact());
+  // Beyond int32 (f16 would overflow to infinity, which the row above covers).
+  r.push_back(row("cast_beyond_i32",
+                  [spread](const Inputs& x, const Ctx& c) {
+                    return cast(cast(mul(spread(x[0], c.dtype), 1099511627776.0), D::i32), D::i64);  // 2^40
+                  },
+                  {Index({4, 5}, 100)})
+                  .no_grad().exact().only({D::f32, D::f64, D::bf16}));
 });
 
 }  // namespace

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# One prepared GPU check, sized for a short device lease: run it on the GPU host from the project root with the
+# bundle made here by `bash ../shared/gpu/pack.sh build .gpu` carried along, e.g. (device tool)
+#   run  command: bash scripts/gpu_check.sh   carry: [".gpu"]   timeout_s: 540
+# It works in order of what matters most and stops starting new work when its time budget
+# (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
+#   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, the tests that once assumed no GPU);
+#   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank);
+#   3. every other test binary in full, test_distributed at 1 rank over NCCL;
+#   4. one epoch of each MNIST example on the GPU;
+#   5. compute-sanitizer memcheck over the captured training step, when the host has it.
+# Results: $OUT/summary.txt (one line per step, with its exit status and gtest totals), $OUT/bench.jsonl (the
+# JSON lines of bench_train) and $OUT/logs.tgz (every log). Without $OUT they go to /tmp/volt-gpu-out.
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bundle=${VOLT_GPU_BUNDLE:-$root/.gpu}
+if [ "${1:-}" != --inner ]; then
+  [ -f "$bundle/run.sh" ] || { echo "gpu_check: no bundle at $bundle (make one with ../shared/gpu/pack.sh)" >&2; exit 2; }
+  # run.sh unpacks the bundle and sets PATH/LD_LIBRARY_PATH/OPAL_PREFIX, then runs what it is given.
+  exec bash "$bundle/run.sh" bash "${BASH_SOURCE[0]}" --inner
+fi
+
+out=${OUT:-/tmp/volt-gpu-out}; logs=$out/logs; mkdir -p "$logs"
+budget=${GPU_CHECK_SECONDS:-480}; start=$SECONDS
+summary=$out/summary.txt; bench=$out/bench.jsonl; : > "$bench"
+left() { echo $((budget - (SECONDS - start))); }
+note() { echo "$*" | tee -a "$summary"; }
+pack_logs() { (cd "$out" && tar czf logs.tgz logs 2>/dev/null && rm -rf logs); }
+trap pack_logs EXIT
+
+# step NAME CAP CMD...: runs CMD under min(CAP, time left) seconds, logs to logs/NAME.log, notes its status.
+step() {
+  local name=$1 cap=$2; shift 2
+  local t; t=$(left)
+  if [ "$t" -lt 15 ]; then note "$name skipped (time budget spent)"; return; fi
+  [ "$t" -lt "$cap" ] && cap=$t
+  local t0=$SECONDS
+  (cd /tmp && timeout -k 5 "$cap" "$@") > "$logs/$name.log" 2>&1
+  local rc=$?
+  local totals; totals=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$logs/$name.log" | tr -s ' ' | tr '\n' ' ')
+  note "$name rc=$rc $((SECONDS - t0))s $totals"
+  grep -E '^\[  FAILED  \].*\(' "$logs/$name.log" | sed 's/^/    /' | tee -a "$summary"
+  [ $rc -eq 124 ] && note "    (stopped at its ${cap}s limit)"
+  grep -h '^{' "$logs/$name.log" >> "$bench" 2>/dev/null
+  return 0
+}
+
+note "gpu_check $(date -u +%FT%TZ), budget ${budget}s"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | tee -a "$summary"
+
+# 1. What has never run on a GPU, and the tests that once assumed there was none.
+gpu_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*:CudaGraph*:StepGraph*:CpuAllocator*:DeviceParser*'
+for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability; do
+  command -v $t > /dev/null && step "gpu_$t" 120 $t --gtest_filter="$gpu_filter"
+done
+step gpu_test_op_table 180 test_op_table --gtest_filter='*Cuda*:*cuda*'
+
+# 2. The speed table (us_per_step, samples/s), graphs off then on.
+for g in off on; do
+  step bench_mlp_graphs_$g 60 bench_train --accelerator gpu --batch-size 16 --batch-size 256 --steps 2000 --cuda-graphs $g
+  step bench_cnn_graphs_$g 60 bench_train --accelerator gpu --model cnn --batch-size 64 --steps 500 --cuda-graphs $g
+  step bench_ddp1_graphs_$g 60 orterun -np 1 bench_train --accelerator gpu --strategy ddp --batch-size 16 --steps 2000 \
+    --cuda-graphs $g
+done
+
+# 3. Everything else, in full.
+for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability test_op_table test_nvtx; do
+  command -v $t > /dev/null && step "all_$t" 240 $t
+done
+command -v test_distributed > /dev/null && step all_test_distributed_np1 120 orterun -np 1 test_distributed
+
+# 4. The examples, one epoch each.
+for e in mnist_mlp mnist_cnn; do
+  step "example_$e" 120 $e --accelerator gpu --epochs 1 --seed 1 --no-progress-bar --out /tmp/volt-gpu-runs/$e
+  note "    results: $(tr -d '\n ' < /tmp/volt-gpu-runs/$e/results.json 2>/dev/null)"
+done
+
+# 5. Memory errors in the captured step.
+if command -v compute-sanitizer > /dev/null; then
+  step sanitize_step_graph 180 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    test_trainer --gtest_filter='StepGraphCuda*'
+else
+  note "compute-sanitizer: not on this host"
+fi
+note "gpu_check done in $((SECONDS - start))s"
