@@ -70,16 +70,27 @@ Tensor workspace(const Device& device, size_t bytes) {
   return empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::u8, device);
 }
 
-// The first algorithm cuDNN's heuristics rank as working. PerfT is one of the cudnnConvolution*AlgoPerf_t.
+// The heuristics' choice must not need more workspace than this when a lower-ranked algorithm needs less: the
+// first-ranked one can ask for gigabytes, and failing to allocate it would fail the convolution.
+constexpr size_t kHeuristicWorkspaceCap = size_t{256} << 20;
+
+// The first algorithm cuDNN's heuristics rank as working whose workspace fits kHeuristicWorkspaceCap (else the
+// working one that needs the least). PerfT is one of the cudnnConvolution*AlgoPerf_t.
 template <class PerfT, class GetFn>
 PerfT pick_algo(GetFn get) {
-  constexpr int kMax = 8;
+  constexpr int kMax = 16;
   PerfT perf[kMax];
   int returned = 0;
   VOLT_CUDNN_CHECK(get(kMax, &returned, perf));
-  for (int i = 0; i < returned; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i];
-  VOLT_FAIL("cuDNN: no convolution algorithm supports this configuration");
+  const PerfT* smallest = nullptr;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (perf[i].memory <= kHeuristicWorkspaceCap) return perf[i];
+    if (!smallest || perf[i].memory < smallest->memory) smallest = &perf[i];
+  }
+  VOLT_CHECK(smallest != nullptr, "cuDNN: no convolution algorithm supports this configuration (", returned,
+             " ranked by the heuristics)");
+  return *smallest;
 }
 
 using ConvKind = ConvPlanKind;
@@ -212,30 +223,36 @@ void choose_by_trials(ConvKind kind, cudnnHandle_t h, ConvPlan& plan, const Tens
   VOLT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, math));
 }
 
-// Default mode: the first algorithm cuDNN's heuristics rank as working (no trial runs).
-void choose_by_heuristics(ConvKind kind, cudnnHandle_t h, ConvPlan& plan) {
+// Default mode: the first algorithm cuDNN's heuristics rank as working (no trial runs; see pick_algo), run in
+// the math mode the heuristics ranked it in; f32 with TF32 off keeps the descriptor's FMA math.
+void choose_by_heuristics(ConvKind kind, cudnnHandle_t h, ConvPlan& plan, bool fma_only) {
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+  auto take = [&](const auto& perf) {
+    plan.algo = static_cast<int>(perf.algo);
+    if (!fma_only) math = perf.mathType;
+  };
   switch (kind) {
     case ConvKind::Forward:
-      plan.algo = static_cast<int>(
-          pick_algo<cudnnConvolutionFwdAlgoPerf_t>([&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* pf) {
-            return cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x.d, plan.w.d, plan.conv.d, plan.y.d, n, r, pf);
-          }).algo);
+      take(pick_algo<cudnnConvolutionFwdAlgoPerf_t>([&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* pf) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x.d, plan.w.d, plan.conv.d, plan.y.d, n, r, pf);
+      }));
       break;
     case ConvKind::BackwardData:
-      plan.algo = static_cast<int>(
-          pick_algo<cudnnConvolutionBwdDataAlgoPerf_t>([&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* pf) {
+      take(pick_algo<cudnnConvolutionBwdDataAlgoPerf_t>(
+          [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* pf) {
             return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.w.d, plan.y.d, plan.conv.d, plan.x.d, n, r,
                                                                pf);
-          }).algo);
+          }));
       break;
     case ConvKind::BackwardFilter:
-      plan.algo = static_cast<int>(
-          pick_algo<cudnnConvolutionBwdFilterAlgoPerf_t>([&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* pf) {
+      take(pick_algo<cudnnConvolutionBwdFilterAlgoPerf_t>(
+          [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* pf) {
             return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, plan.x.d, plan.y.d, plan.conv.d, plan.w.d, n, r,
                                                                  pf);
-          }).algo);
+          }));
       break;
   }
+  VOLT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, math));
 }
 
 // x, y, w: the pass's input, output (or output gradient) and filter; `out`: what the pass writes (used as
@@ -250,7 +267,7 @@ std::shared_ptr<const ConvPlan> conv_plan(ConvKind kind, cudnnHandle_t h, const 
                ") and cannot time one during a CUDA graph capture; run the step once eagerly before capturing it");
     auto plan = std::make_shared<ConvPlan>(x, y, w, p, mode.tf32);
     if (mode.benchmark) choose_by_trials(kind, h, *plan, x, y, w, out);
-    else choose_by_heuristics(kind, h, *plan);
+    else choose_by_heuristics(kind, h, *plan, x.dtype() == DType::f32 && !mode.tf32);
     switch (kind) {
       case ConvKind::Forward:
         VOLT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
