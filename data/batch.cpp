@@ -70,6 +70,17 @@ Tensor upload_on_copy_stream(const Tensor& host, Device device) {
   if (!PinnedPool::global().record_async_use(host, copy)) keep_alive_until_done(host.storage(), copy);
   return dst;
 }
+
+// `b` with move(t) applied to its input, target and every field (undefined tensors stay undefined).
+template <class Move>
+Batch map_tensors(const Batch& b, Move move) {
+  auto each = [&](const Tensor& t) { return t.defined() ? move(t) : t; };
+  Batch out;
+  out.input = each(b.input);
+  out.target = each(b.target);
+  for (const auto& [name, t] : b.fields) out.fields.emplace(name, each(t));
+  return out;
+}
 }  // namespace
 
 struct Batch::PendingUpload {
@@ -79,17 +90,12 @@ struct Batch::PendingUpload {
 
 Batch Batch::upload_ahead(Device device) const {
   bool uploaded = false;
-  auto move = [&](const Tensor& from) {
-    if (!from.defined()) return from;
+  Batch out = map_tensors(*this, [&](const Tensor& from) {
     const bool async_upload =
         device.is_cuda() && !from.is_cuda() && from.storage()->pinned && from.is_contiguous();
     uploaded = uploaded || async_upload;
     return async_upload ? upload_on_copy_stream(from, device) : from.to(device, /*non_blocking=*/true);
-  };
-  Batch out;
-  out.input = move(input);
-  out.target = move(target);
-  for (const auto& [name, t] : fields) out.fields.emplace(name, move(t));
+  });
   if (uploaded) {  // one event covers every copy: they are queued in order on the one copy stream
     out.pending_upload = std::make_shared<PendingUpload>();
     out.pending_upload->device = device;
@@ -105,14 +111,7 @@ void Batch::wait_for_upload() {
 }
 
 Batch Batch::to(Device device, bool non_blocking) const {
-  if (!non_blocking) {
-    Batch out;
-    auto move = [&](const Tensor& from) { return from.defined() ? from.to(device) : from; };
-    out.input = move(input);
-    out.target = move(target);
-    for (const auto& [name, t] : fields) out.fields.emplace(name, move(t));
-    return out;
-  }
+  if (!non_blocking) return map_tensors(*this, [&](const Tensor& from) { return from.to(device); });
   Batch out = upload_ahead(device);
   out.wait_for_upload();
   return out;

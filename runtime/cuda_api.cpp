@@ -188,16 +188,7 @@ void Event::synchronize() const {
   if (handle_) VOLT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
 }
 
-bool Event::query() const {
-  if (!handle_) return true;
-  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
-  if (e == cudaErrorNotReady) {
-    cudaGetLastError();  // "not ready" is no error: do not leave it for the next launch check
-    return false;
-  }
-  VOLT_CUDA_CHECK(e);
-  return true;
-}
+bool Event::query() const { return !handle_ || detail::event_done(handle_); }
 
 DeviceScope::DeviceScope(Device device) {
   if (!device.is_cuda()) return;
@@ -326,6 +317,16 @@ bool compute_stream_capturing(int device) noexcept {
 std::mutex& pinned_mutex() {
   static auto* mu = new std::mutex;  // never destroyed: pinned blocks may be freed during exit
   return *mu;
+}
+
+bool event_done(void* event) {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is no error: do not leave it for the next launch check
+    return false;
+  }
+  VOLT_CUDA_CHECK(e);
+  return true;
 }
 
 void note_capture(bool open) noexcept {

@@ -148,15 +148,7 @@ Staging& staging(int device) {
   return all[device];
 }
 
-bool slot_ready(const Slot& s) {
-  const cudaError_t e = cudaEventQuery(s.done);
-  if (e == cudaErrorNotReady) {
-    cudaGetLastError();  // "not ready" is no error: do not leave it for the next launch check
-    return false;
-  }
-  VOLT_CUDA_CHECK(e);
-  return true;
-}
+bool slot_ready(const Slot& s) { return detail::event_done(s.done); }
 
 Slot& staging_slot(Staging& st, size_t nbytes) {
   const size_t n = st.slots.size();

@@ -14,6 +14,9 @@ void cuda_reset_peak(int device);
 void cuda_empty_cache(int device);
 void* pinned_alloc(size_t nbytes);  // nullptr when page-locked memory is unavailable
 void pinned_free(void* p);           // deferred while a CUDA graph capture is open (note_capture)
+// Whether the work before CUDA event `event` (a cudaEvent_t) is done: false while it is not, after clearing the
+// "not ready" status the runtime would otherwise leave for the next launch check; throws on a CUDA error.
+bool event_done(void* event);
 
 // CUDA graph capture (runtime/cuda_graph.cpp).
 CachingAllocator& cuda_device_allocator(int device);  // CUDA builds only

@@ -13,25 +13,11 @@ namespace volt::cuda {
 namespace {
 
 using rows::block_lse;
+using rows::block_sum;
 using rows::kMaxRowBlocks;
 using rows::kMaxThreads;
 using rows::row_blocks;
 using rows::threads_for;
-
-// Block-wide sum; every thread gets it.
-template <class A>
-__device__ A block_sum(A v) {
-  __shared__ A sv[kMaxThreads];
-  sv[threadIdx.x] = v;
-  __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) sv[threadIdx.x] += sv[threadIdx.x + k];
-    __syncthreads();
-  }
-  v = sv[0];
-  __syncthreads();
-  return v;
-}
 
 // The mask's element for (row r, key 0), or nullptr without a mask.
 __device__ __forceinline__ const void* mask_row(const char* mask, int64_t itemsize, const AttnParams& p, int64_t r) {

@@ -298,8 +298,7 @@ __global__ void add_channel_bias_kernel(T* out, const T* bias, int64_t total, in
 }
 
 void zero_fill(const Tensor& t) {
-  if (t.defined() && t.numel() > 0)
-    VOLT_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), compute_stream(t)));
+  if (t.defined()) memset_zero(t.data_ptr(), t.device(), t.nbytes());
 }
 
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,

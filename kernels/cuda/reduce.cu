@@ -12,22 +12,13 @@ namespace volt::cuda {
 namespace {
 using rows::row_blocks;
 
-// The sum of row[lo, hi) over a 256-thread block: strided partial sums, then a shared-memory tree (a fixed
-// order). Every thread gets the result.
+// The sum of row[lo, hi) over a block: strided partial sums, then the block's fixed-order tree. Every thread
+// gets the result.
 template <class A, class I>
 __device__ A block_row_sum(const I* row, int64_t lo, int64_t hi) {
-  __shared__ A buf[256];
   A acc = A(0);
   for (int64_t r = lo + threadIdx.x; r < hi; r += blockDim.x) acc += A(row[r]);
-  buf[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-    __syncthreads();
-  }
-  const A total = buf[0];
-  __syncthreads();  // buf is rewritten by the next call
-  return total;
+  return rows::block_sum(acc);
 }
 
 // One block per row (blocks stride over rows past the grid cap). I: the input type, O: the output type; the
@@ -152,17 +143,17 @@ void sum_rows(const Tensor& out, const Tensor& in) {
     const T* x = static_cast<const T*>(in.data_ptr());
     T* y = static_cast<T*>(out.data_ptr());
     if (M > kSplitRows || R < kSplitRow) {
-      sum_rows_kernel<A><<<row_blocks(M), 256, 0, st>>>(x, y, M, R);
+      sum_rows_kernel<A><<<row_blocks(M), rows::kMaxThreads, 0, st>>>(x, y, M, R);
       return;
     }
     const int64_t chunks = std::min<int64_t>((R + kChunk - 1) / kChunk, kMaxChunks);
     const int64_t chunk = (R + chunks - 1) / chunks;
     Tensor part = empty({M * chunks * static_cast<int64_t>(sizeof(A))}, DType::u8, in.device());
     A* pp = static_cast<A*>(part.data_ptr());
-    sum_row_chunks_kernel<T><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(M)), 256, 0, st>>>(
-        x, pp, R, chunk, chunks);
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(M));
+    sum_row_chunks_kernel<T><<<grid, rows::kMaxThreads, 0, st>>>(x, pp, R, chunk, chunks);
     VOLT_CUDA_CHECK_LAUNCH();
-    sum_rows_kernel<A><<<row_blocks(M), 256, 0, st>>>(pp, y, M, chunks);
+    sum_rows_kernel<A><<<row_blocks(M), rows::kMaxThreads, 0, st>>>(pp, y, M, chunks);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }

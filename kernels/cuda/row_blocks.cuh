@@ -1,6 +1,6 @@
 #pragma once
-// Launch shapes shared by the row-wise CUDA kernels (softmax and losses, layer/group norm, attention): one block
-// per row, threads striding along the row, rows striding over a capped grid.
+// Launch shapes shared by the row-wise CUDA kernels (softmax and losses, layer/group norm, attention, row sums):
+// one block per row, threads striding along the row, rows striding over a capped grid; and the block-wide sum.
 #include <cstdint>
 
 namespace volt::cuda::rows {
@@ -18,5 +18,23 @@ inline int threads_for(int64_t n) {
 inline unsigned row_blocks(int64_t rows) {
   return rows < kMaxRowBlocks ? static_cast<unsigned>(rows) : kMaxRowBlocks;
 }
+
+#ifdef __CUDACC__
+// Block-wide sum over a block of at most kMaxThreads threads (a power of two), in a fixed order; every thread
+// gets it.
+template <class A>
+__device__ A block_sum(A v) {
+  __shared__ A sv[kMaxThreads];
+  sv[threadIdx.x] = v;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) sv[threadIdx.x] += sv[threadIdx.x + k];
+    __syncthreads();
+  }
+  v = sv[0];
+  __syncthreads();
+  return v;
+}
+#endif
 
 }  // namespace volt::cuda::rows
