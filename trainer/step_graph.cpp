@@ -144,6 +144,7 @@ bool StepGraph::run(const data::Batch& batch, bool may_capture, ResultCollection
   if (graph_ && !fits(batch, static_batch_)) return false;  // e.g. a last partial batch: eager, graph kept
   bool ran = false;
   if (graph_) {
+    trace::Range range(trace::Layer::trainer, "[StepGraph]replay");
     copy_into(static_batch_.input, batch.input);
     copy_into(static_batch_.target, batch.target);
     for (auto& [name, t] : static_batch_.fields) copy_into(t, batch.fields.at(name));
@@ -155,6 +156,7 @@ bool StepGraph::run(const data::Batch& batch, bool may_capture, ResultCollection
     ran = capture(batch, results, body, optimizers);
   }
   if (!ran) return false;
+  trace::Range range(trace::Layer::trainer, "[StepGraph]replay_logs");
   results.replay_logs(logs_);
   // A tensor of its own: callbacks may keep the loss, and the next replay overwrites the captured one.
   *loss = static_loss_.clone();

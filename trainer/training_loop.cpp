@@ -48,7 +48,10 @@ void Trainer::training_batch(const Batch& batch, int64_t batch_idx) {
     LogScope s(m, &results_train_, "on_train_batch_end", bs);
     m.on_train_batch_end(loss, batch, batch_idx);
   }
-  results_train_.end_step(*strategy_);
+  {
+    trace::Range range(trace::Layer::trainer, "[Trainer]end_step");
+    results_train_.end_step(*strategy_);
+  }
   // Whether the step counter advanced: an automatic step, or (manual optimisation) any ManualOptimizer::step.
   stepped_last_batch_ = global_step_ > step_before;
   batches_done_ = batch_idx + 1;  // a checkpoint taken by a callback below resumes with the next batch
@@ -137,7 +140,10 @@ std::string Trainer::step_graph_obstacle() const {
   if (scaler_) return "precision 16-mixed (its GradScaler reads the device every step)";
   if (opt_.on_nonfinite_loss != NonFiniteLoss::ignore) return "on_nonfinite_loss != ignore (it reads every loss on the host)";
   if (opt_.detect_anomaly || autograd::anomaly_enabled()) return "detect_anomaly (it reads every op's output on the host)";
-  if (profiler_) return "a profiler is active (it times the step's host work)";
+  // The simple profiler times the host's actions only, a replay included ("[StepGraph]replay"); the others time
+  // each op of the step, which a replay does not run on the host.
+  if (profiler_ && profiler_->kind() != ProfilerKind::simple)
+    return "a profiler that times ops is active (ops/advanced; the simple profiler keeps the graph)";
   if (opt_.cuda_graphs == CudaGraphs::automatic) {
     if (!strategy_->root_device().is_cuda()) return "the CPU (cuda_graphs=on records CPU steps, for testing)";
     if (!m.static_training_step())

@@ -139,7 +139,10 @@ VOLT_HD float cos_2pi(float u) {
 VOLT_HD float normal_at(uint64_t seed, uint64_t offset, uint64_t i) {
   U4 r = philox4x32_10(offset + i / 2, 0, seed);
   uint32_t a = r.x[(i % 2) * 2], b = r.x[(i % 2) * 2 + 1];
-  float u1 = (static_cast<float>(a >> 8) + 1.0f) * (1.0f / 16777217.0f);  // (0, 1]
+  // (0, 1] in steps of 2^-24. The scale is written as an exact power of two: `1.0f / 16777217.0f` (which a
+  // float-literal-first compiler reads as 2^-24) was folded by nvcc's device compiler as 1/16777217 rounded
+  // once, 2^-24 (1 - 2^-24), which moved u1 by an ulp and the GPU's normals off the CPU's in the last bits.
+  float u1 = (static_cast<float>(a >> 8) + 1.0f) * 0x1p-24f;
   float u2 = uniform(b);
   return ::sqrtf(-2.0f * repro_log(u1)) * cos_2pi(u2);
 }

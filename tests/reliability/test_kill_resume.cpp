@@ -27,7 +27,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kDriver = VOLT_KILL_RESUME_DRIVER;
+// The driver: where the build put it, or (a build moved elsewhere, e.g. a bundle run on another host) beside
+// this test binary.
+const std::string& driver_path() {
+  static const std::string path = [] {
+    std::error_code ec;
+    if (fs::exists(VOLT_KILL_RESUME_DRIVER, ec)) return std::string(VOLT_KILL_RESUME_DRIVER);
+    fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "kill_resume_driver";
+    return beside.string();
+  }();
+  return path;
+}
 constexpr int kEpochs = 6;  // 12 batches each: 72 optimizer steps, each with a checkpoint (fsync-bound)
 
 struct Scratch {
@@ -45,7 +55,8 @@ struct Scratch {
 };
 
 pid_t start_driver(const std::string& root, const std::string& resume, int slow_us) {
-  std::vector<std::string> args = {kDriver, root, std::to_string(kEpochs)};
+  const std::string& driver = driver_path();
+  std::vector<std::string> args = {driver, root, std::to_string(kEpochs)};
   if (!resume.empty()) args.insert(args.end(), {"--resume", resume});
   if (slow_us > 0) args.insert(args.end(), {"--slow-write-us", std::to_string(slow_us)});
   pid_t pid = ::fork();
@@ -53,7 +64,7 @@ pid_t start_driver(const std::string& root, const std::string& resume, int slow_
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    ::execv(kDriver, argv.data());
+    ::execv(driver.c_str(), argv.data());
     ::_exit(127);
   }
   return pid;

@@ -114,7 +114,7 @@ TEST(Rng, MomentsAreRoughlyRight) {
 TEST(Philox, ReproducibleLogAndCosAreAccurate) {
   int worst_log_ulps = 0;
   for (uint32_t k = 1; k <= (1u << 24); k += 97) {  // the whole (0, 1] grid normal_at feeds it, sampled
-    float u = static_cast<float>(k) * (1.0f / 16777217.0f);
+    float u = static_cast<float>(k) * 0x1p-24f;
     float got = philox::repro_log(u);
     float want = static_cast<float>(std::log(static_cast<double>(u)));
     int ulps = std::abs(static_cast<int>(philox::float_bits(got)) - static_cast<int>(philox::float_bits(want)));

@@ -33,7 +33,11 @@ TEST(BadConfig, TrainerRowsFailBeforeTraining) {
       {"precision unknown", [](TrainerOptions& o) { o.precision = "fp8"; }, {"precision=\"fp8\"", "expected"}},
       {"precision wrong case", [](TrainerOptions& o) { o.precision = "BF16-Mixed"; },
        {"precision=\"BF16-Mixed\"", "\"bf16-mixed\"", "\"32-true\""}},
-      {"gpu without gpu", [](TrainerOptions& o) { o.accelerator = "gpu"; }, {"accelerator 'gpu'", "no GPU"}},
+      // Without a GPU, asking for one fails; with one, asking for a GPU that is not there does.
+      cuda_available()
+          ? TrainerRow{"gpu that is not there", [](TrainerOptions& o) { o.accelerator = "gpu"; o.devices = "[99]"; },
+                       {"GPU id 99", "does not exist"}}
+          : TrainerRow{"gpu without gpu", [](TrainerOptions& o) { o.accelerator = "gpu"; }, {"accelerator 'gpu'", "no GPU"}},
       {"accelerator unknown", [](TrainerOptions& o) { o.accelerator = "tpu"; }, {"accelerator 'tpu'", "expected"}},
       {"cpu devices zero", [](TrainerOptions& o) { o.devices = "0"; }, {"devices='0'", "positive"}},
       {"cpu devices text", [](TrainerOptions& o) { o.devices = "two"; }, {"devices='two'"}},
@@ -166,7 +170,8 @@ TEST(BadConfig, ExampleRunFailsBeforeBuildingTheModel) {
       {{"--out", file}, {"--out", "a_file"}},
       {{"--out", "/dev/null"}, {"--out", "/dev/null"}},
       {{"--out", "/dev/null/run"}, {"--out", "cannot create"}},
-      {{"--accelerator", "gpu"}, {"accelerator 'gpu'", "no GPU"}},
+      cuda_available() ? Row{{"--accelerator", "gpu", "--devices", "[99]"}, {"GPU id 99", "does not exist"}}
+                       : Row{{"--accelerator", "gpu"}, {"accelerator 'gpu'", "no GPU"}},
       {{"--devices", "3", "--strategy", "single_device"}, {"single_device", "needs one device"}},
       {{"--resume", (dir.path / "nope").string()}, {"--resume", "nope", "no such checkpoint"}},
   };

@@ -56,6 +56,38 @@ TEST(StepGraph, AutomaticStaysEagerOnTheCpuAndSaysWhy) {
   EXPECT_NE(t.step_graph().disabled_reason().find("the CPU"), std::string::npos) << t.step_graph().disabled_reason();
 }
 
+// The simple profiler times host actions only, so it keeps the graph: its report shows every replay (and what
+// the host does around it) instead of the ops a replay does not run on the host.
+TEST(StepGraph, SimpleProfilerKeepsTheGraphAndTimesItsReplays) {
+  ScratchDir dir("step_graph_profiler");
+  GraphNet m;
+  TrainerOptions o = graph_options(dir.str(), CudaGraphs::on);
+  o.max_epochs = 1;
+  o.profiler = "simple";
+  o.profiler_dir = dir.str() + "/prof";
+  Trainer t(o);
+  t.fit(m, make_loader(16, 4));  // four batches: two warm-up steps, the capture and one replay
+  EXPECT_EQ(t.step_graph().replays(), 2);
+  EXPECT_TRUE(t.step_graph().enabled()) << t.step_graph().disabled_reason();
+  std::ifstream f(dir.str() + "/prof/fit-simple.txt");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string report = ss.str();
+  auto calls = [&](const std::string& action) -> long {
+    const size_t at = report.find(action + " ");
+    if (at == std::string::npos) return -1;
+    std::istringstream row(report.substr(at + action.size()));
+    double mean_ms;
+    long n;
+    row >> mean_ms >> n;
+    return n;
+  };
+  EXPECT_EQ(calls("[StepGraph]replay"), 1) << report;         // the capture's own first replay is not timed here
+  EXPECT_EQ(calls("[StepGraph]replay_logs"), 2) << report;    // the capture's step and the replay
+  EXPECT_EQ(calls("[Trainer]end_step"), 4) << report;
+  EXPECT_EQ(calls("[TrainModule]training_step"), 3) << report;  // two warm-up steps and the capture
+}
+
 TEST(StepGraph, OnRefusesStepsThatCannotBeCaptured) {
   ScratchDir dir("step_graph_refuse");
   struct Case {
@@ -67,6 +99,7 @@ TEST(StepGraph, OnRefusesStepsThatCannotBeCaptured) {
       {[](TrainerOptions& o) { o.on_nonfinite_loss = NonFiniteLoss::skip; }, "on_nonfinite_loss"},
       {[](TrainerOptions& o) { o.detect_anomaly = true; }, "detect_anomaly"},
       {[](TrainerOptions& o) { o.precision = "16-mixed"; }, "GradScaler"},
+      {[](TrainerOptions& o) { o.profiler = "ops"; }, "a profiler that times ops"},
   };
   for (const Case& c : cases) {
     GraphNet m;
