@@ -7,7 +7,9 @@
 // conv-BN-ReLU-pool blocks, dropout, a linear head; Adam) or --model wide (784-W-W-10 with --width W, default
 // 4096: big enough for the GEMMs to dominate; use --batch-size 1024 as the mixed-precision figure of merit).
 // "us_per_step" is the mean wall time of one optimizer step of one rank through the whole training loop (data
-// loading, upload, forward, backward, reduction, optimizer, logging): batch size / the rank's samples per second.
+// loading, upload, forward, backward, reduction, optimizer, logging) in the steady state: the first tenth of the
+// steps (at least 10, "warmup_steps") are left out; "us_per_step_with_warmup" is the whole run's mean.
+// "train_samples_per_s" is the steady-state rate.
 // Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
 // --steps, --threads, --data, --strategy, --accelerator, --devices, --cuda-graphs auto|on|off (the JSON says
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
@@ -49,6 +51,29 @@ struct WideMlp : TrainModule {
   bool static_training_step() const override { return true; }
   void validation_step(const Batch& b, int64_t) override { log("val_loss", cross_entropy(forward(b.input), b.target)); }
   Optimizers configure_optimizers() override { return optim::Adam(parameters(), {.lr = lr}); }
+};
+
+// The host time of every training batch's end, for the steady-state figure: the first steps pay one-time costs
+// (cuBLAS/cuDNN handles, cuDNN's algorithm choice, the graph's warm-up and capture, the allocator's first
+// blocks) that a long run amortises; on the CNN they were 0.5 s, a third of a 500-step benchmark.
+struct StepClock : Callback {
+  std::vector<std::chrono::steady_clock::time_point> ends;
+  std::string state_key() const override { return "StepClock"; }
+  void on_train_batch_end(Trainer&, TrainModule&, const Tensor&, const Batch&, int64_t) override {
+    ends.push_back(std::chrono::steady_clock::now());
+  }
+  // Steps left out as warm-up: a tenth of the run, at least 10, at most half.
+  int64_t warmup() const {
+    const auto n = static_cast<int64_t>(ends.size());
+    return std::min(std::max<int64_t>(10, n / 10), n / 2);
+  }
+  // Mean seconds per step after the warm-up (0 when too few steps ran to tell).
+  double steady_seconds_per_step() const {
+    const int64_t w = warmup(), n = static_cast<int64_t>(ends.size());
+    if (n - 1 - w < 1) return 0.0;
+    return std::chrono::duration<double>(ends.back() - ends[static_cast<size_t>(w)]).count() /
+           static_cast<double>(n - 1 - w);
+  }
 };
 
 std::unique_ptr<TrainModule> make_model(const std::string& model, int64_t width) {
@@ -105,6 +130,7 @@ int main(int argc, char** argv) {
         seed_everything(1);
         std::unique_ptr<TrainModule> model = make_model(model_name, width);
         data::MnistDataModule dm(data, bs, 0, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
+        auto clock = std::make_shared<StepClock>();
         auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{.peak_flops = peak_flops});
         Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
                          .precision = precision, .max_steps = steps, .limit_val_batches = 0,
@@ -113,7 +139,7 @@ int main(int argc, char** argv) {
                                         : graphs == "off" ? CudaGraphs::off
                                                           : CudaGraphs::automatic,
                          .enable_progress_bar = false, .enable_model_summary = false,
-                         .enable_checkpointing = false, .logger = false, .callbacks = {tp},
+                         .enable_checkpointing = false, .logger = false, .callbacks = {tp, clock},
                          .profiler = profiler, .profiler_dir = profiler_dir, .profile_steps = profile_steps});
         reset_peak_memory_stats(trainer.strategy().root_device());
         trainer.fit(*model, dm);
@@ -128,9 +154,13 @@ int main(int argc, char** argv) {
         double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const int world = trainer.strategy().world_size();
         // Every rank trains the same number of samples in lockstep: the global rate is world x the local one.
-        const double local_sps = tp->samples_per_second();
+        // Steady state (after the warm-up steps); the whole run's rate, warm-up included, is reported beside it.
+        const double whole_sps = tp->samples_per_second();
+        const double step_s = clock->steady_seconds_per_step();
+        const double local_sps = step_s > 0 ? static_cast<double>(bs) / step_s : whole_sps;
         double train_sps = local_sps * world;
         const double us_per_step = local_sps > 0 ? 1e6 * static_cast<double>(bs) / local_sps : 0.0;
+        const double us_per_step_whole = whole_sps > 0 ? 1e6 * static_cast<double>(bs) / whole_sps : 0.0;
         double eval_sps = static_cast<double>(val->dataset()->size()) / eval_s;
         if (precision == "32-true") fp32_sps[bs] = train_sps;
         if (trainer.strategy().is_global_zero()) {
@@ -143,6 +173,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
               model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
               examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
+          std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f",
+                      static_cast<long long>(clock->warmup()), us_per_step_whole);
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
           // Whether the step ran as a captured graph: its replays and nodes, or why not.
           const StepGraph& sg = trainer.step_graph();

@@ -47,4 +47,20 @@ inline std::vector<Launch> plan(const std::vector<int64_t>& numels, int64_t chun
   return launches;
 }
 
+// The chunk length for a list: the smallest power of two in [min_chunk, max_chunk] whose chunks of the whole list
+// fit `max_chunks` (one launch when the tensor limit allows), else max_chunk. Small lists get short chunks, so
+// many blocks share the work (an MLP's 100k parameters in 65536-element chunks were 5 blocks of 256 threads, each
+// thread walking 256 elements: 116 us for an update the GPU does in a few); large lists keep long ones and few
+// launches.
+inline int64_t chunk_for(const std::vector<int64_t>& numels, int max_chunks, int64_t min_chunk, int64_t max_chunk) {
+  VOLT_CHECK(min_chunk > 0 && min_chunk <= max_chunk && max_chunks > 0, "multi_tensor::chunk_for: min_chunk=",
+             min_chunk, ", max_chunk=", max_chunk, " and max_chunks=", max_chunks, " are not a valid range");
+  for (int64_t c = min_chunk; c < max_chunk; c *= 2) {
+    int64_t chunks = 0;
+    for (int64_t n : numels) chunks += (n + c - 1) / c;
+    if (chunks <= max_chunks) return c;
+  }
+  return max_chunk;
+}
+
 }  // namespace volt::multi_tensor

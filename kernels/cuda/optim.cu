@@ -13,17 +13,19 @@ namespace om = optim_math;
 
 namespace {
 
-// Multi-tensor launches: the argument block names up to kMaxTensors tensors and kMaxChunks chunks of kChunk
-// elements (kernels/common/multi_tensor.h plans them); block b updates chunk b. The block stays under the
+// Multi-tensor launches: the argument block names up to kMaxTensors tensors and kMaxChunks chunks of `chunk`
+// elements, from kMinChunk for small lists up to kMaxChunk (kernels/common/multi_tensor.h chooses and plans
+// them); block b updates chunk b. The block stays under the
 // 4 KiB kernel-parameter limit for every type combination.
 constexpr int kMaxTensors = 24;
 constexpr int kMaxChunks = 160;
-constexpr int64_t kChunk = 65536;
+constexpr int64_t kMinChunk = 2048, kMaxChunk = 65536;
 constexpr int kThreads = 256;
 
 struct ChunkTable {
   int tensor[kMaxChunks];
   int64_t begin[kMaxChunks];
+  int64_t chunk;  // elements per chunk (the last chunk of a tensor may be shorter)
 };
 
 template <class T, class M>
@@ -51,7 +53,7 @@ __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om
   const om::AdamScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
   T* __restrict__ p = a.p[t];
   const T* __restrict__ g = a.g[t];
   M* __restrict__ m = a.m[t];
@@ -73,7 +75,7 @@ __global__ void sgd_kernel(SgdArgs<T, M> a, bool first, om::SgdScalars<S> s_arg,
   const om::SgdScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
   T* __restrict__ p = a.p[t];
   const T* __restrict__ g = a.g[t];
   M* __restrict__ buf = a.buf[t];
@@ -93,8 +95,10 @@ void for_each_launch(const std::vector<Entry>& list, Fill&& fill, Launch&& launc
   std::vector<int64_t> numels;
   numels.reserve(list.size());
   for (const Entry& e : list) numels.push_back(e.n);
-  for (const multi_tensor::Launch& l : multi_tensor::plan(numels, kChunk, kMaxTensors, kMaxChunks)) {
+  const int64_t chunk = multi_tensor::chunk_for(numels, kMaxChunks, kMinChunk, kMaxChunk);
+  for (const multi_tensor::Launch& l : multi_tensor::plan(numels, chunk, kMaxTensors, kMaxChunks)) {
     Args args{};
+    args.chunks.chunk = chunk;
     for (size_t k = 0; k < l.tensors.size(); ++k) {
       const Entry& e = list[static_cast<size_t>(l.tensors[k])];
       fill(args, k, e);
@@ -119,7 +123,7 @@ template <class T, class S>
 __global__ void unscale_check_kernel(ListArgs<T> a, S inv, float* __restrict__ found) {
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
   T* __restrict__ g = a.g[t];
   bool bad = false;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
@@ -140,7 +144,7 @@ __global__ void norm_partial_kernel(ListArgs<T> a, om::NormKind kind, double p, 
   __shared__ double red[kThreads];
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
   const T* __restrict__ d = a.g[t];
   double acc = 0.0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
@@ -172,7 +176,7 @@ template <class T, class S>
 __global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef) {
   const int t = a.chunks.tensor[blockIdx.x];
   const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + kChunk < a.n[t] ? begin + kChunk : a.n[t];
+  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
   T* __restrict__ d = a.g[t];
   const S c = static_cast<S>(from_f64<T>(*coef));
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) d[i] = T(static_cast<S>(d[i]) * c);
@@ -270,7 +274,8 @@ void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) 
   for (const auto& x : entries(list)) numels.push_back(x.n);
   if (numels.empty()) return;
   int64_t chunks = 0;
-  for (const auto& l : multi_tensor::plan(numels, kChunk, kMaxTensors, kMaxChunks))
+  const int64_t chunk = multi_tensor::chunk_for(numels, kMaxChunks, kMinChunk, kMaxChunk);
+  for (const auto& l : multi_tensor::plan(numels, chunk, kMaxTensors, kMaxChunks))
     chunks += static_cast<int64_t>(l.chunks.size());
   cudaStream_t stream = compute_stream(out);
   const om::NormKind kind = om::norm_kind(p);

@@ -133,6 +133,26 @@ TEST(MultiTensorPlan, CoversEveryElementOnceWithinTheLimits) {
   check_plan({65536 * 3 + 1, 17, 65536}, 65536, 24, 160);
 }
 
+// The chunk length follows the list's size: short chunks (many blocks) for small models, long ones (few
+// launches) for large ones.
+TEST(MultiTensorPlan, ChunkLengthFollowsTheListSize) {
+  // The MNIST MLP (784-128-10): 52 chunks of 2048 fit one launch of 160.
+  const std::vector<int64_t> mlp = {128 * 784, 128, 10 * 128, 10};
+  EXPECT_EQ(mt::chunk_for(mlp, 160, 2048, 65536), 2048);
+  EXPECT_EQ(mt::plan(mlp, 2048, 24, 160).size(), 1u);
+  EXPECT_EQ(mt::plan(mlp, 2048, 24, 160)[0].chunks.size(), 52u);
+  // 1M elements: 2048 would need 489 chunks, 4096 245, 8192 123 <= 160.
+  EXPECT_EQ(mt::chunk_for({1'000'000}, 160, 2048, 65536), 8192);
+  // Beyond what the longest chunk fits in one launch: the longest (several launches).
+  EXPECT_EQ(mt::chunk_for({100'000'000}, 160, 2048, 65536), 65536);
+  // Per-tensor rounding counts: 200 one-element tensors never fit 160 chunks, whatever the length.
+  EXPECT_EQ(mt::chunk_for(std::vector<int64_t>(200, 1), 160, 2048, 65536), 65536);
+  EXPECT_EQ(mt::chunk_for({}, 160, 2048, 65536), 2048);
+  EXPECT_EQ(mt::chunk_for({4096}, 1, 1024, 65536), 4096);  // the smallest power-of-two multiple of min that fits
+  VOLT_EXPECT_ERROR(mt::chunk_for({1}, 160, 0, 64), "multi_tensor::chunk_for", "min_chunk=0");
+  VOLT_EXPECT_ERROR(mt::chunk_for({1}, 160, 128, 64), "multi_tensor::chunk_for", "max_chunk=64");
+}
+
 TEST(MultiTensorPlan, SplitsWhereAnArgumentBlockIsFull) {
   // 3 tensors of 10 elements in chunks of 4: 3 chunks each; at most 4 chunks per launch.
   const auto l = mt::plan({10, 10, 10}, 4, 24, 4);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +65,9 @@ pid_t start_driver(const std::string& root, const std::string& resume, int slow_
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // The driver trains on the CPU; hidden GPUs keep CUDA's start-up (a context probe of a few hundred ms on a
+    // GPU host) out of the kill window, which otherwise ended before the first checkpoint was written.
+    ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
     ::execv(driver.c_str(), argv.data());
     ::_exit(127);
   }

@@ -170,7 +170,7 @@ TEST(BadConfig, ExampleRunFailsBeforeBuildingTheModel) {
       {{"--out", file}, {"--out", "a_file"}},
       {{"--out", "/dev/null"}, {"--out", "/dev/null"}},
       {{"--out", "/dev/null/run"}, {"--out", "cannot create"}},
-      cuda_available() ? Row{{"--accelerator", "gpu", "--devices", "[99]"}, {"GPU id 99", "does not exist"}}
+      cuda_available() ? Row{{"--accelerator", "gpu", "--devices", "0,99"}, {"GPU id 99", "does not exist"}}
                        : Row{{"--accelerator", "gpu"}, {"accelerator 'gpu'", "no GPU"}},
       {{"--devices", "3", "--strategy", "single_device"}, {"single_device", "needs one device"}},
       {{"--resume", (dir.path / "nope").string()}, {"--resume", "nope", "no such checkpoint"}},
