@@ -58,21 +58,26 @@ struct WideMlp : TrainModule {
 // blocks) that a long run amortises; on the CNN they were 0.5 s, a third of a 500-step benchmark.
 struct StepClock : Callback {
   std::vector<std::chrono::steady_clock::time_point> ends;
+  std::vector<int64_t> samples;  // each batch's size (an epoch's last batch may be short)
   std::string state_key() const override { return "StepClock"; }
-  void on_train_batch_end(Trainer&, TrainModule&, const Tensor&, const Batch&, int64_t) override {
+  void on_train_batch_end(Trainer&, TrainModule&, const Tensor&, const Batch& batch, int64_t) override {
     ends.push_back(std::chrono::steady_clock::now());
+    samples.push_back(batch.size());
   }
   // Steps left out as warm-up: a tenth of the run, at least 10, at most half.
   int64_t warmup() const {
     const auto n = static_cast<int64_t>(ends.size());
     return std::min(std::max<int64_t>(10, n / 10), n / 2);
   }
-  // Mean seconds per step after the warm-up (0 when too few steps ran to tell).
-  double steady_seconds_per_step() const {
+  // Samples per second after the warm-up: the batches that ended after step w over the time since it ended (0
+  // when too few steps ran to tell).
+  double steady_samples_per_second() const {
     const int64_t w = warmup(), n = static_cast<int64_t>(ends.size());
     if (n - 1 - w < 1) return 0.0;
-    return std::chrono::duration<double>(ends.back() - ends[static_cast<size_t>(w)]).count() /
-           static_cast<double>(n - 1 - w);
+    int64_t count = 0;
+    for (int64_t i = w + 1; i < n; ++i) count += samples[static_cast<size_t>(i)];
+    const double s = std::chrono::duration<double>(ends.back() - ends[static_cast<size_t>(w)]).count();
+    return s > 0 ? static_cast<double>(count) / s : 0.0;
   }
 };
 
@@ -156,8 +161,8 @@ int main(int argc, char** argv) {
         // Every rank trains the same number of samples in lockstep: the global rate is world x the local one.
         // Steady state (after the warm-up steps); the whole run's rate, warm-up included, is reported beside it.
         const double whole_sps = tp->samples_per_second();
-        const double step_s = clock->steady_seconds_per_step();
-        const double local_sps = step_s > 0 ? static_cast<double>(bs) / step_s : whole_sps;
+        const double steady_sps = clock->steady_samples_per_second();
+        const double local_sps = steady_sps > 0 ? steady_sps : whole_sps;
         double train_sps = local_sps * world;
         const double us_per_step = local_sps > 0 ? 1e6 * static_cast<double>(bs) / local_sps : 0.0;
         const double us_per_step_whole = whole_sps > 0 ? 1e6 * static_cast<double>(bs) / whole_sps : 0.0;

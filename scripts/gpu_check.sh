@@ -5,11 +5,11 @@
 # It works in order of what matters most and stops starting new work when its time budget
 # (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, the tests that once assumed no GPU);
-#   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
-#      then where the time goes: the simple profiler around the replayed step, and ncu's kernel times;
+#   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank);
 #   3. every other test binary in full, test_distributed at 1 rank over NCCL;
 #   4. one epoch of each MNIST example on the GPU;
-#   5. compute-sanitizer memcheck over the captured training step, when the host has it.
+#   5. compute-sanitizer memcheck over the captured training step, when the host has it;
+#   6. where the step's time goes: the simple profiler around the replayed step, and ncu's kernel times.
 # Results: $OUT/summary.txt (one line per step, with its exit status and gtest totals), $OUT/bench.jsonl (the
 # JSON lines of bench_train), $OUT/prof (profiler reports, ncu CSVs) and $OUT/logs.tgz (every log). Without $OUT they go to /tmp/volt-gpu-out.
 set -u
@@ -21,7 +21,7 @@ if [ "${1:-}" != --inner ]; then
   exec bash "$bundle/run.sh" bash "${BASH_SOURCE[0]}" --inner
 fi
 
-out=${OUT:-/tmp/volt-gpu-out}; logs=$out/logs; mkdir -p "$logs"
+out=$(realpath -m "${OUT:-/tmp/volt-gpu-out}"); logs=$out/logs; mkdir -p "$logs"  # absolute: steps run in /tmp
 export GTEST_COLOR=no  # plain totals lines, also under orterun
 budget=${GPU_CHECK_SECONDS:-480}; start=$SECONDS
 summary=$out/summary.txt; bench=$out/bench.jsonl; : > "$bench"
@@ -68,35 +68,6 @@ for g in off on; do
     --cuda-graphs $g
 done
 
-# 2b. Where the step's time goes: the simple profiler's host actions around the replayed step (it keeps the
-# graph), and, when the host has ncu, every kernel's GPU time over a few replayed steps (node by node) and the
-# whole graph's (one workload per replay). Reports under $OUT/prof.
-prof=$out/prof; mkdir -p "$prof"
-step prof_mlp16 60 bench_train --accelerator gpu --batch-size 16 --steps 2000 --cuda-graphs on --profiler simple \
-  --profiler-dir "$prof/mlp16"
-step prof_mlp256 60 bench_train --accelerator gpu --batch-size 256 --steps 2000 --cuda-graphs on --profiler simple \
-  --profiler-dir "$prof/mlp256"
-step prof_cnn64 60 bench_train --accelerator gpu --model cnn --batch-size 64 --steps 500 --cuda-graphs on \
-  --profiler simple --profiler-dir "$prof/cnn64"
-if command -v ncu > /dev/null; then
-  # ncu_kernels NAME SKIP COUNT ARGS...: gpu__time_duration of COUNT kernels after the first SKIP, as CSV.
-  ncu_kernels() {
-    local name=$1 skip=$2 count=$3; shift 3
-    step "ncu_$name" 100 ncu --csv --print-units base --metrics gpu__time_duration.sum --launch-skip "$skip" \
-      --launch-count "$count" "$@"
-    cp "$logs/ncu_$name.log" "$prof/ncu_$name.csv" 2>/dev/null
-  }
-  ncu_kernels mlp16 400 45 bench_train --accelerator gpu --batch-size 16 --steps 100 --cuda-graphs on
-  ncu_kernels mlp256 400 45 bench_train --accelerator gpu --batch-size 256 --steps 100 --cuda-graphs on
-  ncu_kernels cnn64 1500 120 bench_train --accelerator gpu --model cnn --batch-size 64 --steps 60 --cuda-graphs on
-  ncu_kernels mlp16_graph 100 6 --graph-profiling graph bench_train --accelerator gpu --batch-size 16 --steps 100 \
-    --cuda-graphs on
-  ncu_kernels cnn64_graph 300 6 --graph-profiling graph bench_train --accelerator gpu --model cnn --batch-size 64 \
-    --steps 60 --cuda-graphs on
-else
-  note "ncu: not on this host"
-fi
-
 # 3. Everything else, in full.
 # (test_nvtx is left out: it needs the NVTX injection stub that ctest preloads, which the bundle does not carry.)
 for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability test_op_table; do
@@ -117,4 +88,32 @@ if command -v compute-sanitizer > /dev/null; then
 else
   note "compute-sanitizer: not on this host"
 fi
+# 6. Where the step's time goes: the simple profiler's host actions around the replayed step (it keeps the
+# graph), and, when the host has ncu, every kernel's GPU time over a few replayed steps (node by node) and the
+# whole graph's (one workload per replay). Reports under $OUT/prof.
+prof=$out/prof; mkdir -p "$prof"
+step prof_mlp16 60 bench_train --accelerator gpu --batch-size 16 --steps 2000 --cuda-graphs on --profiler simple \
+  --profiler-dir "$prof/mlp16"
+step prof_mlp256 60 bench_train --accelerator gpu --batch-size 256 --steps 2000 --cuda-graphs on --profiler simple \
+  --profiler-dir "$prof/mlp256"
+step prof_cnn64 60 bench_train --accelerator gpu --model cnn --batch-size 64 --steps 500 --cuda-graphs on \
+  --profiler simple --profiler-dir "$prof/cnn64"
+if command -v ncu > /dev/null; then
+  # ncu_kernels NAME SKIP COUNT ARGS...: gpu__time_duration of COUNT kernels after the first SKIP, as CSV.
+  ncu_kernels() {
+    local name=$1 skip=$2 count=$3; shift 3
+    step "ncu_$name" 90 ncu --csv --print-units base --metrics gpu__time_duration.sum --launch-skip "$skip" \
+      --launch-count "$count" --log-file "$prof/ncu_$name.csv" "$@"
+  }
+  ncu_kernels mlp16 400 45 bench_train --accelerator gpu --batch-size 16 --steps 100 --cuda-graphs on
+  ncu_kernels mlp256 400 45 bench_train --accelerator gpu --batch-size 256 --steps 100 --cuda-graphs on
+  ncu_kernels cnn64 1500 120 bench_train --accelerator gpu --model cnn --batch-size 64 --steps 60 --cuda-graphs on
+  ncu_kernels mlp16_graph 100 6 --graph-profiling graph bench_train --accelerator gpu --batch-size 16 --steps 100 \
+    --cuda-graphs on
+  ncu_kernels cnn64_graph 300 6 --graph-profiling graph bench_train --accelerator gpu --model cnn --batch-size 64 \
+    --steps 60 --cuda-graphs on
+else
+  note "ncu: not on this host"
+fi
+
 note "gpu_check done in $((SECONDS - start))s"

@@ -144,11 +144,13 @@ bool StepGraph::run(const data::Batch& batch, bool may_capture, ResultCollection
   if (graph_ && !fits(batch, static_batch_)) return false;  // e.g. a last partial batch: eager, graph kept
   bool ran = false;
   if (graph_) {
-    trace::Range range(trace::Layer::trainer, "[StepGraph]replay");
-    copy_into(static_batch_.input, batch.input);
-    copy_into(static_batch_.target, batch.target);
-    for (auto& [name, t] : static_batch_.fields) copy_into(t, batch.fields.at(name));
-    ran = graph_->replay();
+    {
+      trace::Range range(trace::Layer::trainer, "[StepGraph]replay");
+      copy_into(static_batch_.input, batch.input);
+      copy_into(static_batch_.target, batch.target);
+      for (auto& [name, t] : static_batch_.fields) copy_into(t, batch.fields.at(name));
+      ran = graph_->replay();
+    }
     if (ran) trace::count_flops(flops_per_replay_);
     // Refused (an optimizer's flags, groups or state changed): capture the step as it is now.
     else if (may_capture) ran = capture(batch, results, body, optimizers);

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,15 +59,21 @@ pid_t start_driver(const std::string& root, const std::string& resume, int slow_
   std::vector<std::string> args = {driver, root, std::to_string(kEpochs)};
   if (!resume.empty()) args.insert(args.end(), {"--resume", resume});
   if (slow_us > 0) args.insert(args.end(), {"--slow-write-us", std::to_string(slow_us)});
+  // Built before the fork (the child only execs). The driver trains on the CPU; hidden GPUs keep CUDA's start-up
+  // (a context probe of a few hundred ms on a GPU host) out of the kill window, which otherwise ended before the
+  // first checkpoint was written.
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  static std::string hide_gpus = "CUDA_VISIBLE_DEVICES=";
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) envp.push_back(*e);
+  envp.push_back(hide_gpus.data());
+  envp.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // The driver trains on the CPU; hidden GPUs keep CUDA's start-up (a context probe of a few hundred ms on a
-    // GPU host) out of the kill window, which otherwise ended before the first checkpoint was written.
-    ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    ::execv(driver.c_str(), argv.data());
+    ::execve(driver.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   return pid;
