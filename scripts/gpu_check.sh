@@ -104,6 +104,9 @@ if command -v ncu > /dev/null; then
     local name=$1 skip=$2 count=$3; shift 3
     step "ncu_$name" 90 ncu --csv --print-units base --metrics gpu__time_duration.sum --launch-skip "$skip" \
       --launch-count "$count" --log-file "$prof/ncu_$name.csv" "$@"
+    # Per kernel name: launches, GPU µs (scripts/ncu_summary.py); the heaviest five also go to summary.txt.
+    python3 "$root/scripts/ncu_summary.py" "$prof/ncu_$name.csv" > "$prof/ncu_$name.txt" 2>&1
+    head -6 "$prof/ncu_$name.txt" | sed 's/^/    /' | tee -a "$summary"
   }
   ncu_kernels mlp16 400 45 bench_train --accelerator gpu --batch-size 16 --steps 100 --cuda-graphs on
   ncu_kernels mlp256 400 45 bench_train --accelerator gpu --batch-size 256 --steps 100 --cuda-graphs on
