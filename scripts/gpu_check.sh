@@ -11,7 +11,7 @@
 #   5. compute-sanitizer memcheck over the captured training step, when the host has it;
 #   6. where the step's time goes: the simple profiler around the replayed step, and ncu's kernel times.
 # Results: $OUT/summary.txt (one line per step, with its exit status and gtest totals), $OUT/bench.jsonl (the
-# JSON lines of bench_train), $OUT/prof (profiler reports, ncu CSVs) and $OUT/logs.tgz (every log). Without $OUT they go to /tmp/volt-gpu-out.
+# JSON lines of bench_train) and $OUT/logs.tgz (every log, and prof/: the profiler reports and ncu CSVs). Without $OUT they go to /tmp/volt-gpu-out.
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle=${VOLT_GPU_BUNDLE:-$root/.gpu}
@@ -27,7 +27,8 @@ budget=${GPU_CHECK_SECONDS:-480}; start=$SECONDS
 summary=$out/summary.txt; bench=$out/bench.jsonl; : > "$bench"
 left() { echo $((budget - (SECONDS - start))); }
 note() { echo "$*" | tee -a "$summary"; }
-pack_logs() { (cd "$out" && tar czf logs.tgz logs 2>/dev/null && rm -rf logs); }
+# One archive of the logs and the profiler reports (few files come back from a device run).
+pack_logs() { (cd "$out" && tar czf logs.tgz logs prof 2>/dev/null && rm -rf logs prof); }
 trap pack_logs EXIT
 
 # step NAME CAP CMD...: runs CMD under min(CAP, time left) seconds, logs to logs/NAME.log, notes its status.
