@@ -9,7 +9,8 @@
 // "us_per_step" is the mean wall time of one optimizer step of one rank through the whole training loop (data
 // loading, upload, forward, backward, reduction, optimizer, logging) in the steady state: the first tenth of the
 // steps (at least 10, "warmup_steps") are left out; "us_per_step_with_warmup" is the whole run's mean.
-// "train_samples_per_s" is the steady-state rate.
+// "train_samples_per_s" is the steady-state rate. --benchmark on (the default here) lets cuDNN and cuBLASLt time
+// their candidate algorithms at each shape's first step (the Trainer's `benchmark` option).
 // Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
 // --steps, --threads, --data, --strategy, --accelerator, --devices, --cuda-graphs auto|on|off (the JSON says
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
@@ -114,6 +115,11 @@ int main(int argc, char** argv) {
                  "records the CPU step, same results)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--devices", devices, "devices per node");
+  std::string benchmark = "on";
+  app.add_option("--benchmark", benchmark,
+                 "on | off: GPU algorithms (cuDNN convolutions, small cuBLASLt GEMMs) chosen by timed trials at the "
+                 "first step of each shape (the Trainer's `benchmark`), or by the libraries' heuristics")
+      ->check(CLI::IsMember({"on", "off"}));
   std::string profiler, profile_steps, profiler_dir = "bench_profile";
   double peak_flops = 0;
   app.add_option("--profiler", profiler, "simple | ops | advanced: reports under --profiler-dir")
@@ -139,7 +145,7 @@ int main(int argc, char** argv) {
         auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{.peak_flops = peak_flops});
         Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
                          .precision = precision, .max_steps = steps, .limit_val_batches = 0,
-                         .num_sanity_val_steps = 0,
+                         .num_sanity_val_steps = 0, .benchmark = benchmark == "on",
                          .cuda_graphs = graphs == "on"    ? CudaGraphs::on
                                         : graphs == "off" ? CudaGraphs::off
                                                           : CudaGraphs::automatic,
@@ -178,8 +184,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
               model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
               examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
-          std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f",
-                      static_cast<long long>(clock->warmup()), us_per_step_whole);
+          std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f,\"benchmark\":\"%s\"",
+                      static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str());
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
           // Whether the step ran as a captured graph: its replays and nodes, or why not.
           const StepGraph& sg = trainer.step_graph();
