@@ -12,11 +12,6 @@
 ///        differ between runs.
 /// @endcode
 ///
-/// The same switch governs cuBLASLt on CUDA (kernels/cuda/linear_act.cu): when on, the fused linear forward and
-/// GEMMs of up to 2^27 multiply-adds time the heuristics' candidates (up to 8) on the first call of each shape and
-/// keep the fastest (cuBLAS gave the MNIST MLP's 10 x 128 weight gradient a 63 us split-K kernel); when
-/// off, the first candidate, and plain GEMMs stay on cuBLAS.
-///
 /// The switch is part of each convolution plan's cache key (kernels/common/conv_plan_key.h), so flipping it
 /// plans again rather than reusing a choice made the other way. It has no effect on the CPU, which has one
 /// convolution algorithm.

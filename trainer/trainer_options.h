@@ -90,8 +90,7 @@ struct TrainerOptions {
   double gradient_clip_val = 0.0;              ///< 0 = no clipping
   GradClipAlgorithm gradient_clip_algorithm = GradClipAlgorithm::norm;
   bool deterministic = false;
-  /// cuDNN convolution algorithms (and, on CUDA, cuBLASLt algorithms for linear layers and small GEMMs) chosen by
-  /// timed trials (true) or by the heuristics (false) for the whole
+  /// cuDNN convolution algorithms chosen by timed trials (true) or by the heuristics (false) for the whole
   /// process (volt::set_cudnn_benchmark, kernels/cudnn_benchmark.h), set at construction. Unset: the switch
   /// stays as it is, except that deterministic = true turns it off (as upstream does). No effect on the CPU.
   std::optional<bool> benchmark;

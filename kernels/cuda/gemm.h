@@ -7,10 +7,6 @@
 namespace volt::cuda {
 
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c);
-// In benchmark mode (set_cudnn_benchmark), a small batch-1 GEMM with alpha 1 and beta 0 as one cuBLASLt matmul
-// whose algorithm was timed among the heuristics' candidates when its plan was made (linear_act.cu); false when
-// it does not apply (nothing ran).
-bool lt_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c);
 void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
                     const Tensor& pre, Activation act);
 void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,

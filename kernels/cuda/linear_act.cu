@@ -20,7 +20,6 @@
 #include <volt/kernels/common/bias_act.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/plan_cache.h>
-#include <volt/kernels/cudnn_benchmark.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/cuda/gemm.h>
 #include <volt/kernels/ops.h>
@@ -33,10 +32,6 @@ namespace volt::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{4} << 20;
-// In benchmark mode, GEMMs up to this many multiply-adds go through cuBLASLt with a timed algorithm choice
-// (lt_gemm): for the MNIST MLP's bias-free weight gradient (10 x 128 from 256 rows) cuBLAS's own choice was a
-// 264-way split-K kernel taking 63 us. Larger GEMMs keep cuBLAS's choice, which runs them at full speed.
-constexpr double kLtGemmMaxMacs = 1 << 27;
 
 cudaStream_t stream_of(const Tensor& t) {
   return static_cast<cudaStream_t>(get_stream(t.device(), StreamKind::Compute).handle);
@@ -122,23 +117,10 @@ void bias_act_launch(const Tensor& c, const Tensor& pre, const Tensor& bias, int
 
 // ---- cuBLASLt --------------------------------------------------------------------------------------------------
 
-std::mutex& lt_handles_mu() {
-  static std::mutex mu;
-  return mu;
-}
-std::vector<cublasLtHandle_t>& lt_handles() {
-  static std::vector<cublasLtHandle_t> handles;
-  return handles;
-}
-
-bool lt_handle_exists(const Device& device) {
-  std::lock_guard<std::mutex> lock(lt_handles_mu());
-  return static_cast<size_t>(device.index) < lt_handles().size() && lt_handles()[device.index] != nullptr;
-}
-
 cublasLtHandle_t lt_handle(const Device& device) {
-  std::lock_guard<std::mutex> lock(lt_handles_mu());
-  std::vector<cublasLtHandle_t>& handles = lt_handles();
+  static std::mutex mu;
+  static std::vector<cublasLtHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mu);
   if (handles.size() <= static_cast<size_t>(device.index)) handles.resize(device.index + 1, nullptr);
   cublasLtHandle_t& h = handles[device.index];
   if (!h) {
@@ -181,7 +163,7 @@ int64_t alignment(const void* p) {
   return a;
 }
 
-using LtKey = PlanKey<17>;
+using LtKey = PlanKey<16>;
 
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -202,8 +184,8 @@ struct LtPlan {
   }
 };
 
-PlanCache<LtKey, LtPlan, PlanKeyHash<17>>& lt_plans() {
-  static PlanCache<LtKey, LtPlan, PlanKeyHash<17>> cache(256);
+PlanCache<LtKey, LtPlan, PlanKeyHash<16>>& lt_plans() {
+  static PlanCache<LtKey, LtPlan, PlanKeyHash<16>> cache(256);
   return cache;
 }
 
@@ -212,74 +194,9 @@ void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, cons
   VOLT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &v, sizeof(v)));
 }
 
-// The operands of the call a plan is made for: its candidates are timed on them.
-struct LtOperands {
-  const void* a;  // cuBLASLt's A (our B)
-  const void* b;  // cuBLASLt's B (our A)
-  void* c;
-  const void* bias;
-  void* pre;
-  Device device;
-  cudaStream_t stream;
-};
-
-constexpr int kCandidates = 8;  // heuristic results timed when a plan is made
-constexpr int kTimedRuns = 5;
-constexpr uint64_t kHoldNs = 2'000'000;  // how long the stream is held while the timed runs are queued
-
-// Keeps the stream busy for `ns` nanoseconds, so that the runs queued behind it execute back to back: timed one
-// by one, small matmuls measure the host's launch rate rather than the kernels.
-__global__ void hold_kernel(uint64_t ns) {
-  uint64_t t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
-// Times every candidate on the call's operands (one warm-up and kTimedRuns runs each, all queued behind
-// hold_kernel) and returns the index of the fastest, or 0 when none could be timed. The stream must not be
-// capturing (the events are waited for).
-size_t fastest_candidate(cublasLtHandle_t h, const LtPlan& p,
-                         const std::vector<const cublasLtMatmulHeuristicResult_t*>& cands, const LtOperands& x,
-                         void* ws, size_t ws_bytes) {
-  const float alpha = 1.0f, beta = 0.0f;
-  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(h, p.op, &alpha, x.a, p.la, x.b, p.lb, &beta, x.c, p.ld, x.c, p.ld, &algo, ws, ws_bytes,
-                          x.stream);
-  };
-  std::vector<cudaEvent_t> ev(2 * cands.size(), nullptr);
-  for (auto& e : ev) VOLT_CUDA_CHECK(cudaEventCreate(&e));
-  std::vector<bool> timed(cands.size(), false);
-  hold_kernel<<<1, 1, 0, x.stream>>>(kHoldNs);
-  VOLT_CUDA_CHECK_LAUNCH();
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (run(cands[i]->algo) != CUBLAS_STATUS_SUCCESS) continue;  // refused: not a candidate
-    VOLT_CUDA_CHECK(cudaEventRecord(ev[2 * i], x.stream));
-    bool ok = true;
-    for (int r = 0; r < kTimedRuns && ok; ++r) ok = run(cands[i]->algo) == CUBLAS_STATUS_SUCCESS;
-    VOLT_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], x.stream));
-    timed[i] = ok;
-  }
-  VOLT_CUDA_CHECK(cudaStreamSynchronize(x.stream));
-  size_t best = 0;
-  float best_ms = -1.0f;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (!timed[i]) continue;
-    float ms = 0.0f;
-    VOLT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-    if (best_ms < 0.0f || ms < best_ms) {
-      best_ms = ms;
-      best = i;
-    }
-  }
-  for (auto& e : ev) cudaEventDestroy(e);
-  return best;
-}
-
 std::shared_ptr<LtPlan> make_plan(cublasLtHandle_t h, const GemmDesc& d, cudaDataType_t type,
                                   cublasComputeType_t compute, cublasLtEpilogue_t epi, bool aux,
-                                  const int64_t (&align)[4], const LtOperands& x) {
+                                  const int64_t (&align)[4]) {
   auto p = std::make_shared<LtPlan>();
   VOLT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, compute, CUDA_R_32F));
   const cublasOperation_t opb = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opa = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -302,32 +219,16 @@ std::shared_ptr<LtPlan> make_plan(cublasLtHandle_t h, const GemmDesc& d, cudaDat
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof(al[1]));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof(al[2]));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof(al[3]));
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(h, p->op, p->la, p->lb, p->ld, p->ld, pref, kCandidates, results, &returned);
+      cublasLtMatmulAlgoGetHeuristic(h, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &result, &returned);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS) return p;
-  std::vector<const cublasLtMatmulHeuristicResult_t*> ok;
-  for (int i = 0; i < returned; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS) ok.push_back(&results[i]);
-  if (ok.empty()) return p;
-  const cublasLtMatmulHeuristicResult_t* best = ok.front();
-  // In benchmark mode (set_cudnn_benchmark, the Trainer's `benchmark`) the candidates are timed once, on this
-  // call's operands, and the fastest is kept (the heuristics' first choice can be far off for small shapes): a few
-  // ms once per shape, in the eager steps that precede any capture; the choice may differ between runs. Otherwise,
-  // and under capture (nothing can be waited for), the first choice stands.
-  if (cudnn_benchmark() && ok.size() > 1 && !cuda_graph::is_capturing(x.device)) {
-    set_attr(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, x.bias);
-    if (aux) set_attr(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, x.pre);
-    size_t ws_bytes = 0;
-    for (const auto* r : ok) ws_bytes = std::max(ws_bytes, r->workspaceSize);
-    Tensor ws = ws_bytes > 0 ? empty({static_cast<int64_t>(ws_bytes)}, DType::u8, x.device) : Tensor();
-    best = ok[fastest_candidate(h, *p, ok, x, ws.defined() ? ws.data_ptr() : nullptr, ws_bytes)];
+  if (st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+    p->algo = result.algo;
+    p->workspace = result.workspaceSize;
+    p->ok = true;
   }
-  p->algo = best->algo;
-  p->workspace = best->workspaceSize;
-  p->ok = true;
   return p;
 }
 
@@ -355,15 +256,10 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
                             alignment(c.data_ptr())};
   const LtKey key{{c.device().index, static_cast<int64_t>(c.dtype()), d.m, d.n, d.k, d.trans_a, d.trans_b, d.lda,
                    d.ldb, d.ldc, static_cast<int64_t>(epi), compute, align[0], align[1], align[2],
-                   need_pre ? alignment(pre.data_ptr()) : 0, cudnn_benchmark() ? 1 : 0}};
+                   need_pre ? alignment(pre.data_ptr()) : 0}};
   cublasLtHandle_t h = lt_handle(c.device());
   std::shared_ptr<const LtPlan> plan =
-      lt_plans().get_or_create(key, [&] {
-        return make_plan(h, d, type, compute, epi, need_pre, align,
-                         LtOperands{b.data_ptr(), a.data_ptr(), c.data_ptr(),
-                                    bias.defined() ? bias.data_ptr() : nullptr,
-                                    need_pre ? pre.data_ptr() : nullptr, c.device(), stream_of(c)});
-      });
+      lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, need_pre, align); });
   if (!plan->ok || plan->refused.load(std::memory_order_relaxed)) return false;
   Tensor ws = plan->workspace > 0 ? empty({static_cast<int64_t>(plan->workspace)}, DType::u8, c.device()) : Tensor();
   const float alpha = 1.0f, beta = 0.0f;
@@ -385,17 +281,6 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
 }
 
 }  // namespace
-
-bool lt_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
-  // In benchmark mode only, small single GEMMs that overwrite C. Under capture only once the handle exists (it
-  // cannot be created then).
-  if (!cudnn_benchmark() || d.batch != 1 || d.alpha != 1.0 || d.beta != 0.0 || d.k == 0) return false;
-  if (static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k) > kLtGemmMaxMacs) return false;
-  if (d.m > INT32_MAX || d.n > INT32_MAX || d.k > INT32_MAX) return false;
-  DeviceScope scope(c.device());
-  if (cuda_graph::is_capturing(c.device()) && !lt_handle_exists(c.device())) return false;
-  return lt_forward(d, a, b, Tensor(), c, Tensor(), Activation::None);
-}
 
 void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
                     const Tensor& pre, Activation act) {

@@ -197,13 +197,8 @@ TEST(LinearActivationCuda, MatchesCpu) {
   }
   // Batches tall enough that the backward splits its rows across blocks and folds their partial bias sums (300
   // rows: 10 runs of 30), with a column count that is not a multiple of the block's 32; and a batch of 256 as in
-  // the MLP benchmark (the forward's algorithm is timed among the heuristics' candidates when its plan is made).
-  // The second pass of each shape runs in benchmark mode, where the forward and the small backward GEMMs take the
-  // fastest of cuBLASLt's candidates, timed when their plans are made.
-  const bool benchmark_was = cudnn_benchmark();
-  for (int pass = 0; pass < 4; ++pass) {
-    const int64_t rows = pass % 2 == 0 ? 300 : 256;
-    set_cudnn_benchmark(pass >= 2);
+  // the MLP benchmark.
+  for (int64_t rows : {300, 256}) {
     Tensor x = randf({rows, 24}, 91), w = randf({40, 24}, 92), b = randf({40}, 93), weighting = randf({rows, 40}, 94);
     for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
       const double tol = dt == DType::bf16 ? 5e-2 : 1e-4;
@@ -221,7 +216,6 @@ TEST(LinearActivationCuda, MatchesCpu) {
     Tensor p = randf({rows, 40}, 95);
     expect_close(matmul(p.to(gpu).t(), x.to(gpu)).cpu(), matmul(p.t(), x).to_vector<double>(), 1e-4, 1e-4);
   }
-  set_cudnn_benchmark(benchmark_was);
   VOLT_EXPECT_ERROR(linear(randf({2, 3}, 1).to(gpu), randf({4, 3}, 2), Tensor(), Activation::ReLU), "linear", "cuda",
                     "cpu");
 }
