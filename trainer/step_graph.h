@@ -14,8 +14,8 @@
 /// What disqualifies a step (the reason is logged once; with cuda_graphs = on it is an error): a strategy other
 /// than single_device or ddp over one process, manual optimisation, gradient accumulation, 16-mixed (its
 /// GradScaler reads the device), on_nonfinite_loss other than ignore (a host read of the loss), detect_anomaly,
-/// an ops or advanced profiler (the simple one times a replay as "[StepGraph]replay"); under cuda_graphs = automatic also the CPU and a module that does not declare a static step
-/// (TrainModule::static_training_step). A capture that fails (an op that reads the device or synchronises inside
+/// an ops or advanced profiler (the simple one times a replay as "[StepGraph]replay"); under cuda_graphs =
+/// automatic also the CPU and a module that does not declare a static step (TrainModule::static_training_step). A capture that fails (an op that reads the device or synchronises inside
 /// the step) turns graphs off for the rest of the fit with a warning (cuda_graphs = automatic) or an error (on).
 #include <functional>
 #include <memory>

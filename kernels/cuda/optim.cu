@@ -28,6 +28,17 @@ struct ChunkTable {
   int64_t chunk;  // elements per chunk (the last chunk of a tensor may be shorter)
 };
 
+// This block's chunk: its tensor's index in the argument block and its element range [begin, end).
+struct ChunkSpan {
+  int t;
+  int64_t begin, end;
+};
+__device__ ChunkSpan chunk_span(const ChunkTable& c, const int64_t* n) {
+  const int t = c.tensor[blockIdx.x];
+  const int64_t begin = c.begin[blockIdx.x];
+  return {t, begin, begin + c.chunk < n[t] ? begin + c.chunk : n[t]};
+}
+
 template <class T, class M>
 struct AdamArgs {
   T* p[kMaxTensors];
@@ -51,9 +62,7 @@ struct SgdArgs {
 template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
 __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om::AdamScalars<S>* dynamic) {
   const om::AdamScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
-  const int t = a.chunks.tensor[blockIdx.x];
-  const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
+  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
   T* __restrict__ p = a.p[t];
   const T* __restrict__ g = a.g[t];
   M* __restrict__ m = a.m[t];
@@ -73,9 +82,7 @@ __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om
 template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
 __global__ void sgd_kernel(SgdArgs<T, M> a, bool first, om::SgdScalars<S> s_arg, const om::SgdScalars<S>* dynamic) {
   const om::SgdScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
-  const int t = a.chunks.tensor[blockIdx.x];
-  const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
+  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
   T* __restrict__ p = a.p[t];
   const T* __restrict__ g = a.g[t];
   M* __restrict__ buf = a.buf[t];
@@ -121,9 +128,7 @@ struct ListArgs {
 
 template <class T, class S>
 __global__ void unscale_check_kernel(ListArgs<T> a, S inv, float* __restrict__ found) {
-  const int t = a.chunks.tensor[blockIdx.x];
-  const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
+  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
   T* __restrict__ g = a.g[t];
   bool bad = false;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
@@ -142,9 +147,7 @@ __global__ void unscale_check_kernel(ListArgs<T> a, S inv, float* __restrict__ f
 template <class T>
 __global__ void norm_partial_kernel(ListArgs<T> a, om::NormKind kind, double p, double* __restrict__ partials) {
   __shared__ double red[kThreads];
-  const int t = a.chunks.tensor[blockIdx.x];
-  const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
+  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
   const T* __restrict__ d = a.g[t];
   double acc = 0.0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
@@ -174,9 +177,7 @@ __global__ void norm_fold_kernel(const double* __restrict__ partials, int64_t n,
 
 template <class T, class S>
 __global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef) {
-  const int t = a.chunks.tensor[blockIdx.x];
-  const int64_t begin = a.chunks.begin[blockIdx.x];
-  const int64_t end = begin + a.chunks.chunk < a.n[t] ? begin + a.chunks.chunk : a.n[t];
+  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
   T* __restrict__ d = a.g[t];
   const S c = static_cast<S>(from_f64<T>(*coef));
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) d[i] = T(static_cast<S>(d[i]) * c);

@@ -68,7 +68,7 @@ pid_t start_driver(const std::string& root, const std::string& resume, int slow_
   static std::string hide_gpus = "CUDA_VISIBLE_DEVICES=";
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) envp.push_back(*e);
+    if (std::strncmp(*e, hide_gpus.c_str(), hide_gpus.size()) != 0) envp.push_back(*e);
   envp.push_back(hide_gpus.data());
   envp.push_back(nullptr);
   pid_t pid = ::fork();

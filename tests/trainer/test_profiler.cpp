@@ -44,13 +44,6 @@ std::shared_ptr<data::DataLoader> loader8(int64_t n, int64_t batch) {
   return std::make_shared<data::DataLoader>(make_dataset(n, 8), data::DataLoaderOptions{.batch_size = batch});
 }
 
-const ProfileStat* find_stat(const std::vector<ProfileStat>&&, const std::string&, const std::string&) = delete;
-const ProfileStat* find_stat(const std::vector<ProfileStat>& rows, const std::string& layer, const std::string& name) {
-  for (const auto& r : rows)
-    if (r.layer == layer && r.name == name) return &r;
-  return nullptr;
-}
-
 // Options for a fit of `max_steps` steps under profiler `kind`, limited to the window `steps` ("" = none).
 TrainerOptions profiled(const ScratchDir& dir, const std::string& kind, int64_t max_steps, const std::string& steps = "") {
   auto o = quiet(dir.str());

@@ -69,18 +69,11 @@ TEST(StepGraph, SimpleProfilerKeepsTheGraphAndTimesItsReplays) {
   t.fit(m, make_loader(16, 4));  // four batches: two warm-up steps, the capture and one replay
   EXPECT_EQ(t.step_graph().replays(), 2);
   EXPECT_TRUE(t.step_graph().enabled()) << t.step_graph().disabled_reason();
-  std::ifstream f(dir.str() + "/prof/fit-simple.txt");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string report = ss.str();
-  auto calls = [&](const std::string& action) -> long {
-    const size_t at = report.find(action + " ");
-    if (at == std::string::npos) return -1;
-    std::istringstream row(report.substr(at + action.size()));
-    double mean_ms;
-    long n;
-    row >> mean_ms >> n;
-    return n;
+  const std::vector<ProfileStat> rows = t.profiler()->action_stats();
+  const std::string report = t.profiler()->simple_table();
+  auto calls = [&](const std::string& action) -> int64_t {
+    const ProfileStat* s = find_stat(rows, "trainer", action);
+    return s ? s->calls : -1;
   };
   EXPECT_EQ(calls("[StepGraph]replay"), 1) << report;         // the capture's own first replay is not timed here
   EXPECT_EQ(calls("[StepGraph]replay_logs"), 2) << report;    // the capture's step and the replay

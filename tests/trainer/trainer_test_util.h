@@ -146,6 +146,15 @@ inline TrainerOptions quiet(const std::string& dir) {
   return o;
 }
 
+// The profiler's row for (layer, name), or nullptr. (Not from a temporary list: the row would dangle.)
+const ProfileStat* find_stat(const std::vector<ProfileStat>&&, const std::string&, const std::string&) = delete;
+inline const ProfileStat* find_stat(const std::vector<ProfileStat>& rows, const std::string& layer,
+                                    const std::string& name) {
+  for (const auto& r : rows)
+    if (r.layer == layer && r.name == name) return &r;
+  return nullptr;
+}
+
 struct Csv {
   std::vector<std::string> header;
   std::vector<std::map<std::string, std::string>> rows;
