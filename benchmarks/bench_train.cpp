@@ -10,7 +10,8 @@
 // loading, upload, forward, backward, reduction, optimizer, logging) in the steady state: the first tenth of the
 // steps (at least 10, "warmup_steps") are left out; "us_per_step_with_warmup" is the whole run's mean.
 // "train_samples_per_s" is the steady-state rate. --benchmark on lets cuDNN time its candidate convolution
-// algorithms at each shape's first step (the Trainer's `benchmark` option; off by default).
+// algorithms at each shape's first step (the Trainer's `benchmark` option; off by default). --small-gemm off
+// sends small f32 products to cuBLAS instead of Volt's own kernel; --tf32 on lets f32 GEMMs use TF32.
 // Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
 // --steps, --threads, --data, --strategy, --accelerator, --devices, --cuda-graphs auto|on|off (the JSON says
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
@@ -120,6 +121,12 @@ int main(int argc, char** argv) {
                  "on | off: cuDNN convolution algorithms chosen by timed trials at the first step of each shape (the "
                  "Trainer's `benchmark`), or by cuDNN's heuristics (default)")
       ->check(CLI::IsMember({"on", "off"}));
+  std::string small_gemm = "on", tf32 = "off";
+  app.add_option("--small-gemm", small_gemm,
+                 "on | off: small f32 products on Volt's own CUDA kernel (default) or on cuBLAS (set_cuda_small_gemm)")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--tf32", tf32, "on | off: f32 GEMMs on TF32 tensor cores (set_allow_tf32; default off)")
+      ->check(CLI::IsMember({"on", "off"}));
   std::string profiler, profile_steps, profiler_dir = "bench_profile";
   double peak_flops = 0;
   app.add_option("--profiler", profiler, "simple | ops | advanced: reports under --profiler-dir")
@@ -135,6 +142,8 @@ int main(int argc, char** argv) {
       precisions = {"32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"};
     for (std::string& p : precisions) p = precision_name(parse_precision(p));  // errors before any training
     set_num_threads(threads);
+    set_cuda_small_gemm(small_gemm == "on");
+    set_allow_tf32(tf32 == "on");
     std::map<int64_t, double> fp32_sps;  // batch size -> 32-true train samples/s
     for (const std::string& precision : precisions) {
       for (int64_t bs : batch_sizes) {
@@ -184,8 +193,10 @@ int main(int argc, char** argv) {
               static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
               model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
               examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
-          std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f,\"benchmark\":\"%s\"",
-                      static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str());
+          std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f,\"benchmark\":\"%s\","
+                      "\"small_gemm\":\"%s\",\"tf32\":\"%s\"",
+                      static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str(),
+                      small_gemm.c_str(), tf32.c_str());
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
           // Whether the step ran as a captured graph: its replays and nodes, or why not.
           const StepGraph& sg = trainer.step_graph();

@@ -135,18 +135,27 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 
 // ---- linear algebra (kernels/ops/linalg_ops.cpp) ---------------------------------------------------------
 /// matmul: 1-D x 1-D dot, 2-D x 2-D, and batched (..., n, k) x (..., k, m) with broadcast batch dims.
-/// CPU: Eigen; CUDA: cuBLAS (TF32 allowed when set_allow_tf32(true)).
+/// CPU: Eigen; CUDA: cuBLAS (TF32 allowed when set_allow_tf32(true)), small f32 products Volt's own kernel
+/// (set_cuda_small_gemm).
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// x (..., in) @ weight(out, in)^T + bias(out).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 /// act(x (..., in) @ weight(out, in)^T + bias(out)), bias optional (undefined: none), as one fused op: equal to
 /// relu(linear(x, weight, bias)) (or gelu(..., approximate)) up to rounding, bit for bit on the CPU for ReLU and
 /// f32/f64. CPU: the GEMM, then one activation pass; CUDA: one cuBLASLt matmul with a bias/activation epilogue
-/// (f32/f16/bf16; exact GELU and f64 use cuBLAS plus one fused kernel). The backward computes the activation's
-/// and the bias's gradients in one pass. Saves the output (ReLU) or the pre-activation (GELUs) for the backward.
+/// (f32/f16/bf16; exact GELU and f64 use cuBLAS plus one fused kernel; small f32 layers run on Volt's own kernel
+/// with the bias and activation fused, see set_cuda_small_gemm). The backward computes the activation's and the
+/// bias's gradients in one pass. Saves the output (ReLU) or the pre-activation (GELUs) for the backward.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+/// CUDA f32 products with a small output (at most 2^18 outputs and 2^25 multiply-adds, k <= 16384, unbatched,
+/// TF32 off) run on Volt's own split-k kernel instead of cuBLAS (kernels/common/small_gemm.h): cuBLAS's large
+/// tiles leave most of the GPU idle there. Deterministic on a given GPU model; on by default. Also covers
+/// linear()'s forward (bias and activation fused). Switch it before a CUDA graph's eager warm-up steps, not
+/// between them and the capture: a capture cannot create the cuBLAS handle that the first cuBLAS call needs.
+void set_cuda_small_gemm(bool enable);
+bool cuda_small_gemm();
 
 // ---- nn ops (kernels/ops/nn_ops.cpp) ---------------------------------------------------------------------
 Tensor softmax(const Tensor& a, int64_t dim);

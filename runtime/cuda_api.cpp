@@ -126,6 +126,13 @@ int cuda_compute_capability(int index) {
   return major * 10 + minor;
 }
 
+int cuda_multiprocessor_count(int index) {
+  check_device_usable(cuda_device(index), "cuda_multiprocessor_count");
+  int count = 0;
+  VOLT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, index));
+  return count;
+}
+
 void check_device_usable(Device device, const char* what) {
   if (device.is_cpu()) return;
   VOLT_CHECK(cuda_available(), what, ": device ", device.str(), " was requested but ", cuda_status(),
@@ -366,6 +373,10 @@ int cuda_device_count() { return 0; }
 std::string cuda_status() { return "CUDA unavailable: Volt was built without the CUDA backend (VOLT_CUDA=OFF)"; }
 int cuda_compute_capability(int index) {
   check_device_usable(cuda_device(index), "cuda_compute_capability");
+  return 0;
+}
+int cuda_multiprocessor_count(int index) {
+  check_device_usable(cuda_device(index), "cuda_multiprocessor_count");
   return 0;
 }
 

@@ -18,6 +18,8 @@ int cuda_device_count();      ///< 0 when unavailable
 std::string cuda_status();    ///< why CUDA is (un)available, for messages and logs
 /// Compute capability of GPU `index` as major*10 + minor (e.g. 90 for an H100); the GPU must be usable.
 int cuda_compute_capability(int index);
+/// Number of streaming multiprocessors of GPU `index` (132 on an H100 SXM); the GPU must be usable.
+int cuda_multiprocessor_count(int index);
 /// Throws volt::Error naming `what` unless `device` is the CPU or an existing, usable GPU.
 void check_device_usable(Device device, const char* what);
 

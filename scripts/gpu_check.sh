@@ -5,10 +5,11 @@
 # It works in order of what matters most and stops starting new work when its time budget
 # (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, the tests that once assumed no GPU);
-#   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank);
+#   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
+#      and the MLP with small products on cuBLAS (--small-gemm off) and with TF32;
 #   3. every other test binary in full, test_distributed at 1 rank over NCCL;
 #   4. one epoch of each MNIST example on the GPU;
-#   5. compute-sanitizer memcheck over the captured training step, when the host has it;
+#   5. compute-sanitizer memcheck over the captured training step, memcheck and racecheck over the small GEMM;
 #   6. where the step's time goes: the simple profiler around the replayed step, and ncu's kernel times.
 # Results: $OUT/summary.txt (one line per step, with its exit status and gtest totals), $OUT/bench.jsonl (the
 # JSON lines of bench_train) and $OUT/logs.tgz (every log, and prof/: the profiler reports and ncu CSVs). Without $OUT they go to /tmp/volt-gpu-out.
@@ -75,6 +76,12 @@ for g in off on; do
     --batch-size 16 --steps 2000 --cuda-graphs $g
 done
 
+# The MLP with small products on cuBLAS instead of Volt's kernel (--small-gemm off), and with TF32 allowed.
+step bench_mlp_cublas_graphs_on 60 bench_train --accelerator gpu --batch-size 16 --batch-size 256 --steps 2000 \
+  --cuda-graphs on --small-gemm off
+step bench_mlp_tf32_graphs_on 60 bench_train --accelerator gpu --batch-size 16 --batch-size 256 --steps 2000 \
+  --cuda-graphs on --small-gemm off --tf32 on
+
 # 3. Everything else, in full.
 # (test_nvtx is left out: it needs the NVTX injection stub that ctest preloads, which the bundle does not carry.)
 for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability test_op_table; do
@@ -92,6 +99,10 @@ done
 if command -v compute-sanitizer > /dev/null; then
   step sanitize_step_graph 180 compute-sanitizer --tool memcheck --error-exitcode 9 \
     test_trainer --gtest_filter='StepGraphCuda*'
+  step sanitize_small_gemm 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    test_kernels --gtest_filter='SmallGemmCuda*'
+  step racecheck_small_gemm 120 compute-sanitizer --tool racecheck --error-exitcode 9 \
+    test_kernels --gtest_filter='SmallGemmCuda*'
 else
   note "compute-sanitizer: not on this host"
 fi

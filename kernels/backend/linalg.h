@@ -25,6 +25,7 @@ struct GemmDesc {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   double alpha = 1.0, beta = 0.0;
   bool allow_tf32 = false;  // CUDA f32 only: TF32 tensor-core math
+  bool small_gemm = true;   // CUDA f32 only: small products may use Volt's own kernel (kernels/common/small_gemm.h)
 };
 
 }  // namespace volt

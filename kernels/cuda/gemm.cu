@@ -61,6 +61,7 @@ cublasHandle_t handle_for(const Device& device) {
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
   if (d.m == 0 || d.n == 0) return;
   DeviceScope scope(c.device());
+  if (small_gemm_suits(d, c.dtype())) return gemm_small(d, a, b, c);
   cublasHandle_t h = handle_for(c.device());
 
   cudaDataType_t type;

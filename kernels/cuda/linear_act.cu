@@ -288,6 +288,7 @@ void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
   DeviceScope scope(c.device());
   VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX,
              "linear_act_fwd (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
+  if (small_gemm_suits(d, c.dtype())) return linear_act_small(d, a, b, bias, c, pre, act);
   if (d.k > 0 && lt_forward(d, a, b, bias, c, pre, act)) return;
   GemmDesc g = d;
   g.beta = 0.0;

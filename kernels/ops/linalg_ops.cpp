@@ -13,6 +13,7 @@ namespace volt {
 namespace {
 
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_small_gemm{true};
 
 // How one matrix operand (batch..., rows, cols) is laid out for the GEMM.
 struct Operand {
@@ -78,6 +79,7 @@ GemmDesc gemm_desc(const Operand& A, const Operand& B, int64_t m, int64_t k, int
   d.ldb = B.ld;
   d.ldc = std::max<int64_t>(n, 1);
   d.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
+  d.small_gemm = g_small_gemm.load(std::memory_order_relaxed);
   return d;
 }
 
@@ -208,6 +210,8 @@ void linear_into(const Tensor& out, const Tensor& pre, const Tensor& x, const Te
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
+void set_cuda_small_gemm(bool enable) { g_small_gemm.store(enable); }
+bool cuda_small_gemm() { return g_small_gemm.load(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   trace::Range op_range(trace::Layer::op, "matmul");

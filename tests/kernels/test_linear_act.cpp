@@ -168,8 +168,7 @@ TEST(LinearActivation, BadArgumentsNameTheProblem) {
 
 // The CUDA path against the CPU: every activation and half type, with and without bias, output widths that
 // take cuBLASLt's GELU aux path (a multiple of 8) and the fallback kernel, a transposed input.
-TEST(LinearActivationCuda, MatchesCpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+void expect_cuda_matches_cpu() {
   const Device gpu = cuda_device(0);
   for (int64_t out : {8, 10}) {
     Tensor x = randf({12, 16}, 81), w = randf({out, 16}, 82), b = randf({out}, 83), weighting = randf({12, out}, 84);
@@ -218,6 +217,20 @@ TEST(LinearActivationCuda, MatchesCpu) {
   }
   VOLT_EXPECT_ERROR(linear(randf({2, 3}, 1).to(gpu), randf({4, 3}, 2), Tensor(), Activation::ReLU), "linear", "cuda",
                     "cpu");
+}
+
+// Small f32 layers take Volt's own GEMM by default (kernels/common/small_gemm.h); with it off the same shapes
+// take cuBLASLt's epilogues and the fallback kernel.
+TEST(LinearActivationCuda, MatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  struct Restore {
+    ~Restore() { set_cuda_small_gemm(true); }
+  } restore;
+  for (bool small : {true, false}) {
+    SCOPED_TRACE(small ? "small-product kernel" : "cuBLAS / cuBLASLt");
+    set_cuda_small_gemm(small);
+    expect_cuda_matches_cpu();
+  }
 }
 
 }  // namespace
