@@ -1,8 +1,8 @@
 #pragma once
 // GEMM (kernels/ops/linalg_ops.cpp, matmul and linear; kernels/cpu/gemm.cpp: OpenBLAS, Eigen and a narrow AVX2
-// kernel; kernels/cuda/gemm.cu: cuBLAS) and the fused linear layer (kernels/cpu/linear_act.cpp,
-// kernels/cuda/linear_act.cu: cuBLASLt epilogues). The op checks arguments first; the kernel may assume valid,
-// same-device, same-dtype operands.
+// kernel; kernels/cuda/gemm.cu: cuBLAS, and small_gemm.cu for small f32 products) and the fused linear layer
+// (kernels/cpu/linear_act.cpp, kernels/cuda/linear_act.cu: cuBLASLt epilogues, or small_gemm.cu). The op checks
+// arguments first; the kernel may assume valid, same-device, same-dtype operands.
 #include <cstdint>
 
 #include <volt/kernels/activation.h>
