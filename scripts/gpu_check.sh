@@ -95,7 +95,7 @@ for e in mnist_mlp mnist_cnn; do
   note "    results: $(tr -d '\n ' 2>/dev/null < /tmp/volt-gpu-runs/$e/results.json)"
 done
 
-# 5. Memory errors in the captured step.
+# 5. Memory errors in the captured step, memory errors and shared-memory races in the small GEMM.
 if command -v compute-sanitizer > /dev/null; then
   step sanitize_step_graph 180 compute-sanitizer --tool memcheck --error-exitcode 9 \
     test_trainer --gtest_filter='StepGraphCuda*'

@@ -97,9 +97,11 @@ VOLT_HD float b_at(const Args& g, int64_t kk, int64_t j) {
   return g.trans_b ? g.b[j * g.ldb + kk] : g.b[kk * g.ldb + j];
 }
 
-// The slices' partial sums of element idx (partials laid out [split][m * n]) added in slice order.
-VOLT_HD float fold(const float* partials, int64_t splits, int64_t stride, int64_t idx) {
-  float s = partials[idx];
+// The partial sums of element idx (partials laid out [slice][stride]) added in slice order. Also the bias
+// gradient's fold of its row runs (kernels/cuda/linear_act.cu), in its accumulation type.
+template <class A>
+VOLT_HD A fold(const A* partials, int64_t splits, int64_t stride, int64_t idx) {
+  A s = partials[idx];
   for (int64_t q = 1; q < splits; ++q) s += partials[q * stride + idx];
   return s;
 }

@@ -20,6 +20,7 @@
 #include <volt/kernels/common/bias_act.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/plan_cache.h>
+#include <volt/kernels/common/small_gemm.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/cuda/gemm.h>
 #include <volt/kernels/ops.h>
@@ -95,10 +96,7 @@ __global__ void bias_act_bwd_kernel(T* gp, T* gb, acc_t<T>* partials, const T* g
 template <class T>
 __global__ void bias_fold_kernel(T* gb, const acc_t<T>* partials, int64_t n, int64_t cols) {
   const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (j >= cols) return;
-  acc_t<T> acc = partials[j];
-  for (int64_t i = 1; i < n; ++i) acc += partials[i * cols + j];
-  gb[j] = T(acc);
+  if (j < cols) gb[j] = T(small_gemm::fold(partials, n, cols, j));
 }
 
 void bias_act_launch(const Tensor& c, const Tensor& pre, const Tensor& bias, int64_t rows, int64_t cols,

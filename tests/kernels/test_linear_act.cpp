@@ -3,8 +3,6 @@
 // the CUDA path (cuBLASLt epilogues and the fallback kernel) against the CPU where a GPU is present.
 #include <gtest/gtest.h>
 
-#include <volt/kernels/cudnn_benchmark.h>
-
 #include <string>
 #include <vector>
 
