@@ -23,11 +23,13 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include <volt/data/data_module.h>
 #include "examples/example_common.h"
 #include "examples/mnist_models.h"
 #include <volt/kernels/threads.h>
+#include <volt/trainer/ddp_strategy.h>
 #include <volt/trainer/trainer.h>
 
 using namespace volt;
@@ -61,10 +63,22 @@ struct WideMlp : TrainModule {
 struct StepClock : Callback {
   std::vector<std::chrono::steady_clock::time_point> ends;
   std::vector<int64_t> samples;  // each batch's size (an epoch's last batch may be short)
+  // DDP: the gradient reducer's total wait (GradReducer::wait_stats) at each batch's end, in seconds.
+  std::vector<double> sync_wait;
   std::string state_key() const override { return "StepClock"; }
-  void on_train_batch_end(Trainer&, TrainModule&, const Tensor&, const Batch& batch, int64_t) override {
+  void on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const Batch& batch, int64_t) override {
     ends.push_back(std::chrono::steady_clock::now());
     samples.push_back(batch.size());
+    const auto* ddp = dynamic_cast<const DDPStrategy*>(&trainer.strategy());
+    if (ddp && ddp->reducer()) sync_wait.push_back(ddp->reducer()->wait_stats().seconds);
+  }
+  // Each steady-state step's wait for the gradient collectives (after the warm-up), in microseconds.
+  std::vector<double> steady_sync_waits_us() const {
+    std::vector<double> out;
+    if (sync_wait.size() != ends.size()) return out;
+    for (size_t i = static_cast<size_t>(warmup()) + 1; i < sync_wait.size(); ++i)
+      out.push_back(1e6 * (sync_wait[i] - sync_wait[i - 1]));
+    return out;
   }
   // Steps left out as warm-up: a tenth of the run, at least 10, at most half.
   int64_t warmup() const {
@@ -87,6 +101,47 @@ std::unique_ptr<TrainModule> make_model(const std::string& model, int64_t width)
   if (model == "wide") return std::make_unique<WideMlp>(width, 1e-4);
   if (model == "cnn") return std::make_unique<examples::MnistCnn>(1e-3);
   return std::make_unique<examples::MnistMlp>(1e-4);
+}
+
+// Where a multi-rank step waits, from every rank's per-step gradient-sync waits (waits[rank][step], µs): the
+// mean wait of a rank; the collective's own time, read as the wait of each step's last rank to arrive (the
+// smallest wait); and the ranks' skew, the spread between the first and the last rank to arrive.
+struct SyncSplit {
+  double wait_us = 0, collective_us = 0, skew_us = 0;
+};
+SyncSplit split_sync_waits(const std::vector<std::vector<double>>& waits) {
+  SyncSplit r;
+  if (waits.empty() || waits[0].empty()) return r;
+  const size_t steps = waits[0].size();
+  double total = 0;
+  for (size_t i = 0; i < steps; ++i) {
+    double lo = waits[0][i], hi = waits[0][i];
+    for (const auto& w : waits) {
+      lo = std::min(lo, w[i]);
+      hi = std::max(hi, w[i]);
+      total += w[i];
+    }
+    r.collective_us += lo;
+    r.skew_us += hi - lo;
+  }
+  r.wait_us = total / static_cast<double>(steps * waits.size());
+  r.collective_us /= static_cast<double>(steps);
+  r.skew_us /= static_cast<double>(steps);
+  return r;
+}
+
+// Every rank's steady-state waits on rank 0 (a collective: all ranks call it, with the same number of steps).
+std::optional<SyncSplit> gather_sync_split(Trainer& trainer, const StepClock& clock) {
+  if (trainer.strategy().world_size() < 2 || clock.sync_wait.empty()) return std::nullopt;
+  std::vector<double> mine = clock.steady_sync_waits_us();
+  if (mine.empty()) return std::nullopt;
+  Tensor all = trainer.strategy().all_gather(from_vector<double>(mine)).to(kCPU);
+  const int64_t world = all.size(0), steps = all.size(1);
+  std::vector<double> flat = all.to_vector<double>();
+  std::vector<std::vector<double>> waits(static_cast<size_t>(world));
+  for (int64_t r = 0; r < world; ++r)
+    waits[static_cast<size_t>(r)].assign(flat.begin() + r * steps, flat.begin() + (r + 1) * steps);
+  return split_sync_waits(waits);
 }
 
 }  // namespace
@@ -163,6 +218,7 @@ int main(int argc, char** argv) {
                          .profiler = profiler, .profiler_dir = profiler_dir, .profile_steps = profile_steps});
         reset_peak_memory_stats(trainer.strategy().root_device());
         trainer.fit(*model, dm);
+        const std::optional<SyncSplit> sync = gather_sync_split(trainer, *clock);
         const double peak_tensor_mb = memory_stats(model->device()).peak_allocated / 1e6;
         // Evaluation throughput: a full pass over the validation split (5,000 images) by a second Trainer.
         Trainer evaluator({.accelerator = accelerator, .devices = devices, .strategy = strategy,
@@ -198,6 +254,11 @@ int main(int argc, char** argv) {
                       static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str(),
                       small_gemm.c_str(), tf32.c_str());
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
+          // DDP over several ranks: the steady-state wait for the gradient collectives, split into the
+          // collective's own time and the ranks' skew (see split_sync_waits).
+          if (sync)
+            std::printf(",\"grad_sync_wait_us\":%.1f,\"grad_sync_collective_us\":%.1f,\"rank_skew_us\":%.1f",
+                        sync->wait_us, sync->collective_us, sync->skew_us);
           // Whether the step ran as a captured graph: its replays and nodes, or why not.
           const StepGraph& sg = trainer.step_graph();
           std::printf(",\"cuda_graphs\":\"%s\",\"graph_replays\":%lld,\"graph_nodes\":%zu", graphs.c_str(),

@@ -1,5 +1,6 @@
 #include <volt/distributed/grad_reducer.h>
 
+#include <chrono>
 #include <map>
 #include <sstream>
 
@@ -181,8 +182,19 @@ void GradReducer::finalize() {
       launch_ready_buckets();
     }
     // Every rank launched the same prefix of buckets (if its unused set matches), so waiting is safe.
-    for (auto& b : buckets_)
-      if (b.work) b.work->wait();
+    const auto wait_start = std::chrono::steady_clock::now();
+    bool waited = false;
+    for (auto& b : buckets_) {
+      if (!b.work) continue;
+      b.work->wait();
+      waited = true;
+    }
+    if (waited) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+      ++wait_stats_.steps;
+      wait_stats_.seconds += s;
+      wait_stats_.last_seconds = s;
+    }
   } catch (...) {
     reset_step();
     throw;

@@ -79,6 +79,18 @@ class GradReducer {
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
+  /// Time finalize() spent waiting for the gradient collectives, over the synced steps that communicated
+  /// (world size > 1; steps under no_sync and one-process steps wait for nothing and are not counted). With
+  /// several ranks, a rank that finishes backward first waits here for the last one as well as for the
+  /// collective itself: the wait of the last rank to arrive is the collective's own time, and the difference
+  /// between ranks is their skew (bench_train reports both under --strategy ddp).
+  struct WaitStats {
+    int64_t steps = 0;          ///< synced steps whose collectives were waited for
+    double seconds = 0;         ///< their total wait
+    double last_seconds = 0;    ///< the latest such step's wait
+  };
+  const WaitStats& wait_stats() const { return wait_stats_; }
+
   /// Bucket layout, for logging and tests: the parameter names of each bucket in launch order.
   std::vector<std::vector<std::string>> bucket_names() const;
   int64_t buckets_launched_during_backward() const { return launched_in_backward_; }
@@ -121,6 +133,7 @@ class GradReducer {
   bool sync_ = true;
   bool in_finalize_ = false;
   int64_t launched_in_backward_ = 0;
+  WaitStats wait_stats_;
 };
 
 /// Copies rank `root`'s values of `tensors` (parameters and buffers, same order on every rank) to all ranks,

@@ -1,7 +1,9 @@
 // GradReducer: N ranks on their shards end with the gradient one process computes on the full batch.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "common/gradcheck.h"
 #include <volt/distributed/grad_reducer.h>
@@ -226,4 +228,44 @@ TEST(GradReducer, OneRankLeavesGradientsUntouched) {
     loss_of(xf, yf, w_ref, b_ref).backward();
     VOLT_EXPECT_ERROR(strict.finalize(), "no gradient", "'head.unused'");
   }
+}
+
+TEST(GradReducer, WaitStatsCountSyncedStepsAndTheWaitForALateRank) {
+  Tensor w = param({4, 3}, 41), b = param({3}, 42);
+  dist::GradReducer reducer(pg(), {{"w", w}, {"b", b}});
+  const bool multi = pg().world_size() > 1;
+  EXPECT_EQ(reducer.wait_stats().steps, 0);
+  EXPECT_EQ(reducer.wait_stats().seconds, 0.0);
+  Data d;
+  auto [xs, ys] = d.shard(0);
+  auto step = [&] {
+    w.set_grad(Tensor());
+    b.set_grad(Tensor());
+    loss_of(xs, ys, w, b).backward();
+    reducer.finalize();
+  };
+  step();
+  // One process waits for nothing, so it counts nothing.
+  EXPECT_EQ(reducer.wait_stats().steps, multi ? 1 : 0);
+  EXPECT_GE(reducer.wait_stats().seconds, 0.0);
+  EXPECT_EQ(reducer.wait_stats().last_seconds, reducer.wait_stats().seconds);
+  {  // An accumulation step communicates nothing: not counted.
+    auto guard = reducer.no_sync();
+    loss_of(xs, ys, w, b).backward();
+    reducer.finalize();
+  }
+  EXPECT_EQ(reducer.wait_stats().steps, multi ? 1 : 0);
+  loss_of(xs, ys, w, b).backward();  // the window's last micro-batch, synced
+  reducer.finalize();
+  EXPECT_EQ(reducer.wait_stats().steps, multi ? 2 : 0);
+  if (!multi) return;
+  // Rank 0 reaches backward 200 ms late: every other rank's finalize waits for it, rank 0 itself hardly waits.
+  const double before = reducer.wait_stats().seconds;
+  if (pg().rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  step();
+  const auto& st = reducer.wait_stats();
+  EXPECT_EQ(st.steps, 3);
+  EXPECT_NEAR(st.seconds, before + st.last_seconds, 1e-9);
+  if (pg().rank() == 0) EXPECT_LT(st.last_seconds, 0.1);
+  else EXPECT_GT(st.last_seconds, 0.1);
 }
