@@ -11,6 +11,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
+# ccache keys on paths relative to the checkout, so a fresh clone in another folder (CI) reuses earlier builds;
+# exported here too for the consumer tests, which configure and build Volt again from inside CTest.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 bash "$root/scripts/build.sh" "$root/build"
 (cd "$root/build" && ctest --output-on-failure -j2 --timeout 600)
