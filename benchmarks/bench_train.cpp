@@ -17,6 +17,9 @@
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
 // throughput relative to the 32-true run of the same batch size in this invocation (when one ran).
 // Under `mpirun -np N ... --strategy ddp`, rank 0 prints the global figure (samples of all ranks per second).
+// With N > 1 it adds the steady-state gradient-sync split: "grad_sync_wait_us" (a rank's mean wait for the
+// gradient all-reduce), "grad_sync_collective_us" (the collective's own time) and "rank_skew_us" (how far apart
+// the ranks reach it); see split_sync_waits.
 #include <algorithm>
 #include <CLI/CLI.hpp>
 #include <chrono>
