@@ -17,9 +17,9 @@
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
 // throughput relative to the 32-true run of the same batch size in this invocation (when one ran).
 // Under `mpirun -np N ... --strategy ddp`, rank 0 prints the global figure (samples of all ranks per second).
-// With N > 1 it adds the steady-state gradient-sync split: "grad_sync_wait_us" (a rank's mean wait for the
-// gradient all-reduce), "grad_sync_collective_us" (the collective's own time) and "rank_skew_us" (how far apart
-// the ranks reach it); see split_sync_waits.
+// With N > 1 it adds the steady-state gradient-sync split: "grad_sync_wait_us" (the mean wait per rank and step
+// for the gradient all-reduce), "grad_sync_collective_us" (the part of the collective not hidden behind backward)
+// and "rank_skew_us" (how far apart the ranks reach it); see split_sync_waits.
 #include <algorithm>
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -107,8 +107,9 @@ std::unique_ptr<TrainModule> make_model(const std::string& model, int64_t width)
 }
 
 // Where a multi-rank step waits, from every rank's per-step gradient-sync waits (waits[rank][step], µs): the
-// mean wait of a rank; the collective's own time, read as the wait of each step's last rank to arrive (the
-// smallest wait); and the ranks' skew, the spread between the first and the last rank to arrive.
+// mean wait per rank and step; the collective's exposed time (not hidden behind backward, with the backend's
+// follow-up such as MPI's Avg division), read as the wait of each step's last rank to arrive (the smallest
+// wait); and the ranks' skew, the spread between the first and the last rank to arrive.
 struct SyncSplit {
   double wait_us = 0, collective_us = 0, skew_us = 0;
 };
@@ -133,7 +134,8 @@ SyncSplit split_sync_waits(const std::vector<std::vector<double>>& waits) {
   return r;
 }
 
-// Every rank's steady-state waits on rank 0 (a collective: all ranks call it, with the same number of steps).
+// Every rank's steady-state waits on rank 0. A collective: the early returns below take the same branch on
+// every rank, since DDP ranks train in lockstep (same steps, same warm-up, a reducer on each).
 std::optional<SyncSplit> gather_sync_split(Trainer& trainer, const StepClock& clock) {
   if (trainer.strategy().world_size() < 2 || clock.sync_wait.empty()) return std::nullopt;
   std::vector<double> mine = clock.steady_sync_waits_us();

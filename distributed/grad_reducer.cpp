@@ -161,6 +161,8 @@ void GradReducer::finalize() {
     return;
   }
   in_finalize_ = true;
+  bool waited = false;  // some bucket's collective was waited for (a step whose buckets were all frozen has none)
+  double wait_secs = 0;
   std::vector<std::string> unused;
   for (auto& s : slots_)
     if (!s.ready) unused.push_back(s.name);
@@ -183,18 +185,12 @@ void GradReducer::finalize() {
     }
     // Every rank launched the same prefix of buckets (if its unused set matches), so waiting is safe.
     const auto wait_start = std::chrono::steady_clock::now();
-    bool waited = false;
     for (auto& b : buckets_) {
       if (!b.work) continue;
       b.work->wait();
       waited = true;
     }
-    if (waited) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-      ++wait_stats_.steps;
-      wait_stats_.seconds += s;
-      wait_stats_.last_seconds = s;
-    }
+    wait_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   } catch (...) {
     reset_step();
     throw;
@@ -202,6 +198,11 @@ void GradReducer::finalize() {
   if (!unused.empty() && !options_.find_unused_parameters) {
     reset_step();
     fail_unused(unused);
+  }
+  if (waited) {
+    ++wait_stats_.steps;
+    wait_stats_.seconds += wait_secs;
+    wait_stats_.last_seconds = wait_secs;
   }
   NoGradGuard ng;
   const double scale = 1.0 / static_cast<double>(group_.world_size());

@@ -80,14 +80,17 @@ class GradReducer {
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
   /// Time finalize() spent waiting for the gradient collectives, over the synced steps that communicated
-  /// (world size > 1; steps under no_sync and one-process steps wait for nothing and are not counted). With
-  /// several ranks, a rank that finishes backward first waits here for the last one as well as for the
-  /// collective itself: the wait of the last rank to arrive is the collective's own time, and the difference
-  /// between ranks is their skew (bench_train reports both under --strategy ddp).
+  /// (world size > 1; steps under no_sync and one-process steps wait for nothing and are not counted, nor is a
+  /// step that fails). With several ranks, a rank that finishes backward first waits here for the last one as
+  /// well as for the collective: the wait of the last rank to arrive is the part of the collective not hidden
+  /// behind backward (with the backend's own follow-up, e.g. MPI's division for Avg; on a GPU the wait also
+  /// covers the device finishing the queued backward), and the spread between ranks is their skew (bench_train
+  /// reports both under --strategy ddp). Under VOLT_DISTRIBUTED_DEBUG the check before each collective already
+  /// waits for every rank when the bucket is launched during backward, so the skew shows there, not here.
   struct WaitStats {
-    int64_t steps = 0;          ///< synced steps whose collectives were waited for
-    double seconds = 0;         ///< their total wait
-    double last_seconds = 0;    ///< the latest such step's wait
+    int64_t steps = 0;        ///< synced steps whose collectives were waited for
+    double seconds = 0;       ///< their total wait
+    double last_seconds = 0;  ///< the latest such step's wait
   };
   const WaitStats& wait_stats() const { return wait_stats_; }
 

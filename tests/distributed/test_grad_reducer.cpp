@@ -247,7 +247,7 @@ TEST(GradReducer, WaitStatsCountSyncedStepsAndTheWaitForALateRank) {
   step();
   // One process waits for nothing, so it counts nothing.
   EXPECT_EQ(reducer.wait_stats().steps, multi ? 1 : 0);
-  EXPECT_GE(reducer.wait_stats().seconds, 0.0);
+  if (multi) EXPECT_GT(reducer.wait_stats().seconds, 0.0);
   EXPECT_EQ(reducer.wait_stats().last_seconds, reducer.wait_stats().seconds);
   {  // An accumulation step communicates nothing: not counted.
     auto guard = reducer.no_sync();
@@ -258,14 +258,16 @@ TEST(GradReducer, WaitStatsCountSyncedStepsAndTheWaitForALateRank) {
   loss_of(xs, ys, w, b).backward();  // the window's last micro-batch, synced
   reducer.finalize();
   EXPECT_EQ(reducer.wait_stats().steps, multi ? 2 : 0);
-  if (!multi) return;
-  // Rank 0 reaches backward 200 ms late: every other rank's finalize waits for it, rank 0 itself hardly waits.
+  // Under VOLT_DISTRIBUTED_DEBUG the check before each collective blocks at the bucket's launch in backward,
+  // so the wait for a late rank happens there instead of in finalize.
+  if (!multi || pg().debug()) return;
+  // Rank 0 reaches backward 500 ms late: every other rank's finalize waits for it, rank 0 itself hardly waits.
   const double before = reducer.wait_stats().seconds;
-  if (pg().rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (pg().rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   step();
   const auto& st = reducer.wait_stats();
   EXPECT_EQ(st.steps, 3);
   EXPECT_NEAR(st.seconds, before + st.last_seconds, 1e-9);
-  if (pg().rank() == 0) EXPECT_LT(st.last_seconds, 0.1);
-  else EXPECT_GT(st.last_seconds, 0.1);
+  if (pg().rank() == 0) EXPECT_LT(st.last_seconds, 0.25);
+  else EXPECT_GT(st.last_seconds, 0.25);
 }
