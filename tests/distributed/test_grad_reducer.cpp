@@ -237,7 +237,8 @@ TEST(GradReducer, WaitStatsCountSyncedStepsAndTheWaitForALateRank) {
   EXPECT_EQ(reducer.wait_stats().steps, 0);
   EXPECT_EQ(reducer.wait_stats().seconds, 0.0);
   Data d;
-  auto [xs, ys] = d.shard(0);
+  const auto shard = d.shard(0);  // not a structured binding: the lambda below captures it (clang < 16)
+  const Tensor &xs = shard.first, &ys = shard.second;
   auto step = [&] {
     w.set_grad(Tensor());
     b.set_grad(Tensor());
