@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# DDP scaling on one machine: bench_train with one process and with N ranks (mpirun -np N --bind-to core), run
+# as back-to-back pairs so that both halves of a pair see the same machine, and the ratio of the N-rank global
+# rate to the one-process rate per pair. Prints one JSON line per pair and a summary line with the median ratio
+# and the median gradient-sync split (grad_sync_wait_us, grad_sync_collective_us, rank_skew_us; see
+# bench_train). Usage:
+#   benchmarks/ddp_scaling.sh [--bench PATH] [--np N] [--pairs K] [--steps S] [--batch-size B] [-- extra flags]
+# Defaults: build/benchmarks/bench_train, N = 2, K = 5, S = 1000, B = 256 (the MLP recipe, CPU ranks).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bench="$root/build/benchmarks/bench_train" np=2 pairs=5 steps=1000 bs=256
+extra=()
+while (($#)); do
+  case "$1" in
+    --bench) bench="$2"; shift 2 ;;
+    --np) np="$2"; shift 2 ;;
+    --pairs) pairs="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --batch-size) bs="$2"; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "ddp_scaling.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
+  esac
+done
+for v in np pairs steps bs; do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "ddp_scaling.sh: --${v/bs/batch-size} must be a positive integer, got '${!v}'" >&2; exit 2; }
+done
+((np >= 2)) || { echo "ddp_scaling.sh: --np must be at least 2, got $np" >&2; exit 2; }
+[ -x "$bench" ] || { echo "ddp_scaling.sh: no bench_train at $bench (build first, or pass --bench)" >&2; exit 2; }
+command -v mpirun >/dev/null || { echo "ddp_scaling.sh: mpirun not found (Debian: openmpi-bin)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# More ranks than cores: Open MPI refuses to bind and to oversubscribe unless told.
+bind=(--bind-to core)
+if ((np > $(nproc))); then bind=(--bind-to none --oversubscribe); fi
+args=(--batch-size "$bs" --steps "$steps" "${extra[@]}")
+lines=()
+for ((i = 1; i <= pairs; ++i)); do
+  one="$("$bench" "${args[@]}" | grep '^{')" || { echo "ddp_scaling.sh: the one-process run failed" >&2; exit 1; }
+  many="$(mpirun -np "$np" "${bind[@]}" "$bench" "${args[@]}" --strategy ddp | grep '^{')" ||
+    { echo "ddp_scaling.sh: the $np-rank run failed" >&2; exit 1; }
+  lines+=("$one" "$many")
+done
+python3 - "$np" "${lines[@]}" <<'PY'
+import json, statistics, sys
+np_ = int(sys.argv[1])
+runs = [json.loads(l) for l in sys.argv[2:]]
+ratios, splits = [], {k: [] for k in ("grad_sync_wait_us", "grad_sync_collective_us", "rank_skew_us")}
+for i in range(0, len(runs), 2):
+    one, many = runs[i], runs[i + 1]
+    ratio = many["train_samples_per_s"] / one["train_samples_per_s"]
+    ratios.append(ratio)
+    row = {"bench": "ddp_scaling_pair", "pair": i // 2 + 1, "np": np_, "batch_size": one["batch_size"],
+           "one_us_per_step": one["us_per_step"], "ranks_us_per_step": many["us_per_step"], "ratio": round(ratio, 3)}
+    for k in splits:
+        if k in many:
+            splits[k].append(many[k])
+            row[k] = many[k]
+    print(json.dumps(row))
+summary = {"bench": "ddp_scaling", "np": np_, "batch_size": runs[0]["batch_size"], "pairs": len(ratios),
+           "median_ratio": round(statistics.median(ratios), 3), "min_ratio": round(min(ratios), 3),
+           "max_ratio": round(max(ratios), 3), "efficiency": round(statistics.median(ratios) / np_, 3)}
+for k, v in splits.items():
+    if v:
+        summary["median_" + k] = round(statistics.median(v), 1)
+print(json.dumps(summary))
+PY
