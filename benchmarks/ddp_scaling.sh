@@ -22,7 +22,8 @@ while (($#)); do
   esac
 done
 for v in np pairs steps bs; do
-  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "ddp_scaling.sh: --${v/bs/batch-size} must be a positive integer, got '${!v}'" >&2; exit 2; }
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] ||
+    { echo "ddp_scaling.sh: --${v/bs/batch-size} must be a positive integer, got '${!v}'" >&2; exit 2; }
 done
 ((np >= 2)) || { echo "ddp_scaling.sh: --np must be at least 2, got $np" >&2; exit 2; }
 [ -x "$bench" ] || { echo "ddp_scaling.sh: no bench_train at $bench (build first, or pass --bench)" >&2; exit 2; }

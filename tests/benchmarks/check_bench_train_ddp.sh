@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # bench_train's gradient-sync split under DDP: with two ranks the JSON carries grad_sync_wait_us,
-# grad_sync_collective_us and rank_skew_us, all finite and >= 0 (the wait and the collective > 0), and for two ranks the mean wait is exactly the
-# smaller wait plus half the spread (mean of {min, max} = min + (max - min) / 2), up to the printed rounding;
-# one process prints none of the fields. Then benchmarks/ddp_scaling.sh runs one pair and its lines must agree with
-# themselves: ratio = 2 x one-process µs/step / 2-rank µs/step, the summary's median of one pair is that pair's.
-# Usage: check_bench_train_ddp.sh <bench_train> <mpiexec> <ddp_scaling.sh>. Exit 77 (CTest skip) without the dataset.
+# grad_sync_collective_us and rank_skew_us, all finite and >= 0 (the wait and the collective > 0), and for two
+# ranks the mean wait is exactly the smaller wait plus half the spread (mean of {min, max} = min + (max - min) / 2),
+# up to the printed rounding; one process prints none of the fields. Then benchmarks/ddp_scaling.sh runs one pair
+# and its lines must agree with themselves: ratio = 2 x one-process µs/step / 2-rank µs/step, and the summary's
+# median of one pair is that pair's.
+# Usage: check_bench_train_ddp.sh <bench_train> <mpiexec> <ddp_scaling.sh>. Exit 77 (CTest skip) without the
+# dataset.
 set -euo pipefail
 exe="$1"
 mpiexec="$2"
