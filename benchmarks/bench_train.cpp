@@ -12,6 +12,8 @@
 // "train_samples_per_s" is the steady-state rate. --benchmark on lets cuDNN time its candidate convolution
 // algorithms at each shape's first step (the Trainer's `benchmark` option; off by default). --small-gemm off
 // sends small f32 products to cuBLAS instead of Volt's own kernel; --tf32 on lets f32 GEMMs use TF32.
+// --num-workers N assembles the training batches in N loader threads (persistent) instead of on the training
+// loop's thread (0, the default); the JSON line reports it as "num_workers".
 // Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
 // --steps, --threads, --data, --strategy, --accelerator, --devices, --cuda-graphs auto|on|off (the JSON says
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batch_sizes{16, 256};
   std::vector<std::string> precisions{"32-true"};
   int64_t steps = 2000, width = 4096;
-  int threads = 1;
+  int threads = 1, num_workers = 0;
   std::string data = "/usr/share/datasets/fashion-mnist", strategy = "auto", devices = "auto", accelerator = "cpu",
               model_name = "mlp";
   CLI::App app{"Volt training throughput benchmark"};
@@ -165,6 +167,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_sizes, "batch sizes to run (one JSON line each)")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "optimizer steps per configuration")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "CPU threads per process")->check(CLI::PositiveNumber);
+  app.add_option("--num-workers", num_workers,
+                 "loader threads assembling the training batches (0: on the training loop's thread)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--data", data, "MNIST-format IDX directory");
   app.add_option("--strategy", strategy, "auto | ddp (launch under mpirun)");
   app.add_option("--precision", precisions,
@@ -209,7 +214,7 @@ int main(int argc, char** argv) {
       for (int64_t bs : batch_sizes) {
         seed_everything(1);
         std::unique_ptr<TrainModule> model = make_model(model_name, width);
-        data::MnistDataModule dm(data, bs, 0, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
+        data::MnistDataModule dm(data, bs, num_workers, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
         auto clock = std::make_shared<StepClock>();
         auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{.peak_flops = peak_flops});
         Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
@@ -255,9 +260,9 @@ int main(int argc, char** argv) {
               model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
               examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
           std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f,\"benchmark\":\"%s\","
-                      "\"small_gemm\":\"%s\",\"tf32\":\"%s\"",
+                      "\"small_gemm\":\"%s\",\"tf32\":\"%s\",\"num_workers\":%d",
                       static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str(),
-                      small_gemm.c_str(), tf32.c_str());
+                      small_gemm.c_str(), tf32.c_str(), num_workers);
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
           // DDP over several ranks: the steady-state wait for the gradient collectives, split into the
           // collective's own time and the ranks' skew (see split_sync_waits).
