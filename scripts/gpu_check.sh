@@ -11,8 +11,9 @@
 #   3. every other test binary in full, test_distributed at 1 rank over NCCL;
 #   4. one epoch of each MNIST example on the GPU;
 #   5. compute-sanitizer memcheck over the captured training step, memcheck and racecheck over the small GEMM;
-#   6. where the step's time goes: the simple profiler around the replayed step, and ncu's kernel times.
-# GPU_CHECK_PARTS picks parts by number (default "1 2 3 4 5 6"), e.g. GPU_CHECK_PARTS="2 6" for the speed only.
+#   6. where the step's time goes: the simple profiler around the replayed step, and ncu's kernel times;
+#   7. CPU data parallelism on the host's cores (no GPU in sight): benchmarks/ddp_scaling.sh --ceiling, 2 ranks.
+# GPU_CHECK_PARTS picks parts by number (default "1 2 3 4 5 6 7"), e.g. GPU_CHECK_PARTS="2 6" for the speed only.
 # The bundle must stay under the device tool's 64 MiB carry with the tracked files: pack.sh's Fashion-MNIST copy
 # (30 MB) does not fit beside a 34 MB volt.txz, so a lease may carry a cut-down training set instead (the speed
 # table needs only the files' format; the examples' accuracies then differ from a full run's).
@@ -34,7 +35,7 @@ summary=$out/summary.txt; bench=$out/bench.jsonl; : > "$bench"
 left() { echo $((budget - (SECONDS - start))); }
 # GPU_CHECK_PARTS: which of the numbered parts below to run (default all), e.g. "2 6" for the speed table and
 # the profiles only.
-parts=" ${GPU_CHECK_PARTS:-1 2 3 4 5 6} "
+parts=" ${GPU_CHECK_PARTS:-1 2 3 4 5 6 7} "
 want() { [[ $parts == *" $1 "* ]]; }
 note() { echo "$*" | tee -a "$summary"; }
 # One archive of the logs and the profiler reports (few files come back from a device run).
@@ -137,7 +138,7 @@ fi
 # graph), and, when the host has ncu, every kernel's GPU time over a few replayed steps (node by node) and the
 # whole graph's (one workload per replay). Reports under $OUT/prof.
 prof=$out/prof; mkdir -p "$prof"
-want 6 || { note "gpu_check done in $((SECONDS - start))s"; exit 0; }
+if want 6; then
 step prof_mlp16 60 bench_train --accelerator gpu --batch-size 16 --steps 2000 --cuda-graphs on --profiler simple \
   --profiler-dir "$prof/mlp16"
 step prof_mlp256 60 bench_train --accelerator gpu --batch-size 256 --steps 2000 --cuda-graphs on --profiler simple \
@@ -165,6 +166,16 @@ if command -v ncu > /dev/null; then
     --steps 60 --cuda-graphs on
 else
   note "ncu: not on this host"
+fi
+
+fi
+
+# 7. The CPU DDP ratio (one process against 2 ranks, MLP batch 256) with the machine's lockstep ceiling beside it,
+# on a host with cores to spare; CUDA hidden so that the runs are CPU-only.
+if want 7; then
+  step ddp_scaling_cpu_np2 200 env CUDA_VISIBLE_DEVICES= MPIRUN=orterun bash "$root/benchmarks/ddp_scaling.sh" \
+    --bench "$(command -v bench_train)" --ceiling --pairs 6
+  grep -h '^{' "$logs/ddp_scaling_cpu_np2.log" | tail -1 | sed 's/^/    /' | tee -a "$summary"
 fi
 
 note "gpu_check done in $((SECONDS - start))s"
