@@ -1,20 +1,24 @@
 // bench_lockstep: how fast this machine can run N processes in lockstep, whatever the training code. Every rank
-// repeats the same fixed CPU work (a chain of fused multiply-adds, no memory traffic, calibrated once by rank 0 to
-// take --step-us) and then an all-reduce of one integer, which makes each step end when the last rank arrives.
-// With one process the step is the work alone; with N ranks it is the slowest rank's work, step by step, so
-// N x (one-process µs per step) / (N-rank µs per step) is the best scaling ratio any synchronous data-parallel
-// step of that length can reach here. On a quiet machine it is close to N; on one whose cores run at uneven or
-// varying speed (shared or throttled virtual CPUs) it is lower, by about the steps' spread. benchmarks/ddp_scaling.sh
-// --ceiling runs it beside bench_train to separate the machine's part of a DDP shortfall from Volt's.
+// repeats the same fixed CPU work (a dependent chain of fmaf calls on registers, reading no data) and then an
+// all-reduce of one integer, which makes each step end when the last rank arrives. With one process the step is
+// the work alone; with N ranks it is the slowest rank's work, step by step, so N x (one-process µs per step) /
+// (N-rank µs per step) is the best scaling ratio any synchronous data-parallel step of that length can reach
+// here. On a quiet machine it is close to N; on one whose cores run at uneven or varying speed (shared or
+// throttled virtual CPUs) it is lower, by about the steps' spread. benchmarks/ddp_scaling.sh --ceiling runs it
+// beside bench_train to separate the machine's part of a DDP shortfall from Volt's.
 //
-//   bench_lockstep [--step-us 2000] [--steps 1000]         one process
-//   mpirun -np N --bind-to core bench_lockstep ...         N ranks
+//   bench_lockstep [--step-us 2000] [--steps 1000]         one process: calibrates the work, prints "iters"
+//   mpirun -np N --bind-to core bench_lockstep --iters I   N ranks doing exactly that work
+//
+// The work is --iters chain links, or, without it, as many as rank 0 measures to take --step-us on its core (the
+// fastest of several timed runs). Compare runs with the same "iters": a second calibration, on a machine busy
+// with the other ranks' start-up, would give the N-rank run different work.
 //
 // Prints one JSON line (rank 0), steady state (the first tenth of the steps, at least 10, left out):
-//   {"bench":"lockstep","np":N,"step_us":target,"steps":S,"us_per_step":rank 0's mean step,
+//   {"bench":"lockstep","np":N,"step_us":target,"iters":I,"steps":S,"us_per_step":rank 0's mean step,
 //    "busy_us":mean work time per rank and step,"busy_sd_us":its standard deviation over all ranks' steps,
-//    "wait_us":mean time per rank and step in the all-reduce,"skew_us":mean per step of the largest wait less
-//    the smallest}
+//    "wait_us":mean time per rank and step in the all-reduce,"collective_us":mean per step of the smallest wait
+//    (the last rank's),"skew_us":mean per step of the largest wait less the smallest}
 // For every rank, each step's time is its work plus its wait, so us_per_step ≈ busy_us + wait_us.
 #include <mpi.h>
 
@@ -24,7 +28,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
+
+#include "benchmarks/sync_split.h"
 
 namespace {
 
@@ -37,12 +44,18 @@ double micros(Clock::time_point a, Clock::time_point b) {
 // The chain's coefficients, read at run time: with constants the compiler could fold the whole chain.
 volatile float g_scale = 0.9999999f, g_shift = 1e-7f;
 
-// `iters` dependent fused multiply-adds: a fixed amount of core work that touches no memory, so its time varies
-// only with the core's speed and what else runs on it.
+// `iters` dependent fused multiply-adds: a fixed amount of core work that reads no data, so its time varies only
+// with the core's speed and what else runs on it.
 float spin(int64_t iters, float x) {
   const float a = g_scale, b = g_shift;
   for (int64_t i = 0; i < iters; ++i) x = std::fma(x, a, b);
   return x;
+}
+
+std::string fmt_us(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", us);
+  return buf;
 }
 
 // Iterations per microsecond on this rank's core: the fastest of several timed runs (the least disturbed).
@@ -62,22 +75,26 @@ double iterations_per_us() {
 
 int main(int argc, char** argv) {
   double step_us = 2000;
-  int64_t steps = 1000;
+  int64_t steps = 1000, fixed_iters = 0;
   CLI::App app{"Lockstep ceiling: N ranks repeating fixed CPU work with an all-reduce per step"};
   app.add_option("--step-us", step_us, "the work per step, in microseconds of this machine's fastest core")
       ->check(CLI::Range(1.0, 1e7));
   app.add_option("--steps", steps, "steps to run (the first tenth, at least 10, is warm-up)")
       ->check(CLI::Range(int64_t{20}, int64_t{100'000'000}));
+  app.add_option("--iters", fixed_iters, "the work per step in chain links, instead of calibrating --step-us")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000}));
   CLI11_PARSE(app, argc, argv);
 
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  // The same work on every rank: rank 0's calibration, broadcast.
-  int64_t iters = rank == 0 ? static_cast<int64_t>(std::llround(step_us * iterations_per_us())) : 0;
-  MPI_Bcast(&iters, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  iters = std::max<int64_t>(iters, 1);
+  // The same work on every rank: --iters, or rank 0's calibration, broadcast.
+  int64_t iters = fixed_iters;
+  if (iters == 0) {
+    if (rank == 0) iters = std::max<int64_t>(1, std::llround(step_us * iterations_per_us()));
+    MPI_Bcast(&iters, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  }
 
   const int64_t warmup = std::min(std::max<int64_t>(10, steps / 10), steps / 2);
   std::vector<double> busy, wait;  // this rank's steady-state steps
@@ -88,6 +105,7 @@ int main(int argc, char** argv) {
   for (int64_t s = 0; s < steps; ++s) {
     const auto t0 = Clock::now();
     x = spin(iters, x);
+    asm volatile("" : : "g"(x) : "memory");  // x is needed here: the chain cannot move out of the timed region
     const auto t1 = Clock::now();
     int mine = 1, sum = 0;
     MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -103,27 +121,25 @@ int main(int argc, char** argv) {
   MPI_Gather(busy.data(), n, MPI_DOUBLE, all_busy.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Gather(wait.data(), n, MPI_DOUBLE, all_wait.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (rank == 0) {
-    double step_sum = 0, busy_sum = 0, wait_sum = 0, skew_sum = 0;
+    double step_sum = 0, busy_sum = 0;
     for (int i = 0; i < n; ++i) step_sum += busy[static_cast<size_t>(i)] + wait[static_cast<size_t>(i)];
     for (double b : all_busy) busy_sum += b;
-    for (double w : all_wait) wait_sum += w;
     const double count = static_cast<double>(all_busy.size());
     const double busy_mean = busy_sum / count;
     double var = 0;
     for (double b : all_busy) var += (b - busy_mean) * (b - busy_mean);
-    for (int i = 0; i < n; ++i) {
-      double lo = all_wait[static_cast<size_t>(i)], hi = lo;
-      for (int r = 1; r < world; ++r) {
-        const double w = all_wait[static_cast<size_t>(r) * n + i];
-        lo = std::min(lo, w);
-        hi = std::max(hi, w);
-      }
-      skew_sum += hi - lo;
-    }
-    std::printf("{\"bench\":\"lockstep\",\"np\":%d,\"step_us\":%.1f,\"steps\":%lld,\"us_per_step\":%.1f,"
-                "\"busy_us\":%.1f,\"busy_sd_us\":%.1f,\"wait_us\":%.1f,\"skew_us\":%.1f}\n",
-                world, step_us, static_cast<long long>(steps), step_sum / n, busy_mean, std::sqrt(var / count),
-                wait_sum / count, skew_sum / n);
+    std::vector<std::vector<double>> waits(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r)
+      waits[static_cast<size_t>(r)].assign(all_wait.begin() + static_cast<ptrdiff_t>(r) * n,
+                                           all_wait.begin() + static_cast<ptrdiff_t>(r + 1) * n);
+    const volt::bench::SyncSplit split = volt::bench::split_sync_waits(waits);
+    // The requested length, or null when --iters fixed the work instead.
+    const std::string target = fixed_iters ? std::string("null") : fmt_us(step_us);
+    std::printf("{\"bench\":\"lockstep\",\"np\":%d,\"step_us\":%s,\"iters\":%lld,\"steps\":%lld,"
+                "\"us_per_step\":%.1f,\"busy_us\":%.1f,\"busy_sd_us\":%.1f,\"wait_us\":%.1f,"
+                "\"collective_us\":%.1f,\"skew_us\":%.1f}\n",
+                world, target.c_str(), static_cast<long long>(iters), static_cast<long long>(steps), step_sum / n,
+                busy_mean, std::sqrt(var / count), split.wait_us, split.collective_us, split.skew_us);
     std::fflush(stdout);
   }
   MPI_Finalize();

@@ -12,8 +12,9 @@
 // "train_samples_per_s" is the steady-state rate. --benchmark on lets cuDNN time its candidate convolution
 // algorithms at each shape's first step (the Trainer's `benchmark` option; off by default). --small-gemm off
 // sends small f32 products to cuBLAS instead of Volt's own kernel; --tf32 on lets f32 GEMMs use TF32.
-// --num-workers N assembles the training batches in N loader threads (persistent) instead of on the training
-// loop's thread (0, the default); the JSON line reports it as "num_workers".
+// --num-workers N gives the data module's loaders N persistent threads that assemble the batches (training, and
+// the validation pass behind "eval_samples_per_s"), instead of the calling thread (0, the default); the JSON
+// line reports the training loader's count as "num_workers".
 // Flags: --batch-size and --precision (both repeatable: every combination runs; --precision all = every mode),
 // --steps, --threads, --data, --strategy, --accelerator, --devices, --cuda-graphs auto|on|off (the JSON says
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
@@ -36,6 +37,7 @@
 #include <volt/kernels/threads.h>
 #include <volt/trainer/ddp_strategy.h>
 #include <volt/trainer/trainer.h>
+#include "benchmarks/sync_split.h"
 
 using namespace volt;
 
@@ -108,37 +110,9 @@ std::unique_ptr<TrainModule> make_model(const std::string& model, int64_t width)
   return std::make_unique<examples::MnistMlp>(1e-4);
 }
 
-// Where a multi-rank step waits, from every rank's per-step gradient-sync waits (waits[rank][step], µs): the
-// mean wait per rank and step; the collective's exposed time (not hidden behind backward, with the backend's
-// follow-up such as MPI's Avg division), read as the wait of each step's last rank to arrive (the smallest
-// wait); and the ranks' skew, the spread between the first and the last rank to arrive.
-struct SyncSplit {
-  double wait_us = 0, collective_us = 0, skew_us = 0;
-};
-SyncSplit split_sync_waits(const std::vector<std::vector<double>>& waits) {
-  SyncSplit r;
-  if (waits.empty() || waits[0].empty()) return r;
-  const size_t steps = waits[0].size();
-  double total = 0;
-  for (size_t i = 0; i < steps; ++i) {
-    double lo = waits[0][i], hi = waits[0][i];
-    for (const auto& w : waits) {
-      lo = std::min(lo, w[i]);
-      hi = std::max(hi, w[i]);
-      total += w[i];
-    }
-    r.collective_us += lo;
-    r.skew_us += hi - lo;
-  }
-  r.wait_us = total / static_cast<double>(steps * waits.size());
-  r.collective_us /= static_cast<double>(steps);
-  r.skew_us /= static_cast<double>(steps);
-  return r;
-}
-
 // Every rank's steady-state waits on rank 0. A collective: the early returns below take the same branch on
 // every rank, since DDP ranks train in lockstep (same steps, same warm-up, a reducer on each).
-std::optional<SyncSplit> gather_sync_split(Trainer& trainer, const StepClock& clock) {
+std::optional<bench::SyncSplit> gather_sync_split(Trainer& trainer, const StepClock& clock) {
   if (trainer.strategy().world_size() < 2 || clock.sync_wait.empty()) return std::nullopt;
   std::vector<double> mine = clock.steady_sync_waits_us();
   if (mine.empty()) return std::nullopt;
@@ -148,7 +122,7 @@ std::optional<SyncSplit> gather_sync_split(Trainer& trainer, const StepClock& cl
   std::vector<std::vector<double>> waits(static_cast<size_t>(world));
   for (int64_t r = 0; r < world; ++r)
     waits[static_cast<size_t>(r)].assign(flat.begin() + r * steps, flat.begin() + (r + 1) * steps);
-  return split_sync_waits(waits);
+  return bench::split_sync_waits(waits);
 }
 
 }  // namespace
@@ -168,7 +142,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "optimizer steps per configuration")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "CPU threads per process")->check(CLI::PositiveNumber);
   app.add_option("--num-workers", num_workers,
-                 "loader threads assembling the training batches (0: on the training loop's thread)")
+                 "loader threads assembling the batches, training and validation (0: on the calling thread)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--data", data, "MNIST-format IDX directory");
   app.add_option("--strategy", strategy, "auto | ddp (launch under mpirun)");
@@ -228,7 +202,8 @@ int main(int argc, char** argv) {
                          .profiler = profiler, .profiler_dir = profiler_dir, .profile_steps = profile_steps});
         reset_peak_memory_stats(trainer.strategy().root_device());
         trainer.fit(*model, dm);
-        const std::optional<SyncSplit> sync = gather_sync_split(trainer, *clock);
+        const std::optional<bench::SyncSplit> sync = gather_sync_split(trainer, *clock);
+        const int loader_workers = dm.train_dataloader()->options().num_workers;  // what the loaders were given
         const double peak_tensor_mb = memory_stats(model->device()).peak_allocated / 1e6;
         // Evaluation throughput: a full pass over the validation split (5,000 images) by a second Trainer.
         Trainer evaluator({.accelerator = accelerator, .devices = devices, .strategy = strategy,
@@ -262,7 +237,7 @@ int main(int argc, char** argv) {
           std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f,\"benchmark\":\"%s\","
                       "\"small_gemm\":\"%s\",\"tf32\":\"%s\",\"num_workers\":%d",
                       static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str(),
-                      small_gemm.c_str(), tf32.c_str(), num_workers);
+                      small_gemm.c_str(), tf32.c_str(), loader_workers);
           if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
           // DDP over several ranks: the steady-state wait for the gradient collectives, split into the
           // collective's own time and the ranks' skew (see split_sync_waits).

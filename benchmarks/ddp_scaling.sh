@@ -8,7 +8,8 @@
 # Defaults: build/benchmarks/bench_train, N = 2, K = 5, S = 1000, B = 256 (the MLP recipe, CPU ranks).
 # MPIRUN names the launcher (default mpirun; e.g. MPIRUN=orterun where only that name is installed).
 # --ceiling also runs bench_lockstep (beside bench_train, or --lockstep PATH) after each pair: one process and N
-# ranks repeating fixed CPU work as long as that pair's one-process step, with a one-integer all-reduce per step.
+# ranks repeating fixed CPU work as long as that pair's one-process step (calibrated once, in the one-process run,
+# and the same work given to the N ranks), with a one-integer all-reduce per step.
 # Its ratio ("ceiling_ratio") is the best any synchronous N-rank step of that length reaches on this machine; the
 # summary adds its median and "ratio_vs_ceiling" (median ratio / median ceiling ratio): the part of the shortfall
 # that is the machine's (uneven or varying core speed) is the ceiling's, the rest is the training step's.
@@ -37,6 +38,7 @@ done
 [ -x "$bench" ] || { echo "ddp_scaling.sh: no bench_train at $bench (build first, or pass --bench)" >&2; exit 2; }
 lockstep="${lockstep:-$(dirname "$bench")/bench_lockstep}"
 if ((ceiling)); then
+  ((steps >= 20)) || { echo "ddp_scaling.sh: --ceiling needs --steps of at least 20, got $steps" >&2; exit 2; }
   [ -x "$lockstep" ] ||
     { echo "ddp_scaling.sh: --ceiling needs bench_lockstep, not found at $lockstep (pass --lockstep)" >&2; exit 2; }
 fi
@@ -58,7 +60,8 @@ for ((i = 1; i <= pairs; ++i)); do
     us="$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["us_per_step"])' "$one")"
     lone="$("$lockstep" --step-us "$us" --steps "$steps" | grep '^{')" ||
       { echo "ddp_scaling.sh: the one-process bench_lockstep run failed" >&2; exit 1; }
-    lmany="$("$mpirun" -np "$np" "${bind[@]}" "$lockstep" --step-us "$us" --steps "$steps" | grep '^{')" ||
+    iters="$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["iters"])' "$lone")"
+    lmany="$("$mpirun" -np "$np" "${bind[@]}" "$lockstep" --iters "$iters" --steps "$steps" | grep '^{')" ||
       { echo "ddp_scaling.sh: the $np-rank bench_lockstep run failed" >&2; exit 1; }
     lines+=("$lone" "$lmany")
   fi
@@ -81,10 +84,12 @@ for i in range(0, len(runs), per_pair):
             row[k] = many[k]
     if ceiling:
         lone, lmany = runs[i + 2], runs[i + 3]
+        if lone["iters"] != lmany["iters"]:
+            sys.exit(f"ddp_scaling.sh: the lockstep halves did different work: {lone['iters']} and {lmany['iters']}")
         c = np_ * lone["us_per_step"] / lmany["us_per_step"]
         ceilings.append(c)
-        row.update({"lockstep_one_us_per_step": lone["us_per_step"], "lockstep_ranks_us_per_step": lmany["us_per_step"],
-                    "ceiling_ratio": round(c, 3)})
+        row.update({"lockstep_iters": lone["iters"], "lockstep_one_us_per_step": lone["us_per_step"],
+                    "lockstep_ranks_us_per_step": lmany["us_per_step"], "ceiling_ratio": round(c, 3)})
     print(json.dumps(row))
 summary = {"bench": "ddp_scaling", "np": np_, "batch_size": runs[0]["batch_size"], "pairs": len(ratios),
            "median_ratio": round(statistics.median(ratios), 3), "min_ratio": round(min(ratios), 3),

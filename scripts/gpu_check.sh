@@ -62,7 +62,7 @@ step() {
   return 0
 }
 
-note "gpu_check $(date -u +%FT%TZ), budget ${budget}s"
+note "gpu_check $(date -u +%FT%TZ), budget ${budget}s, parts:${parts% }"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | tee -a "$summary"
 
 # 1. What has never run on a GPU, and the tests that once assumed there was none.
@@ -172,7 +172,10 @@ fi
 
 # 7. The CPU DDP ratio (one process against 2 ranks, MLP batch 256) with the machine's lockstep ceiling beside it,
 # on a host with cores to spare; CUDA hidden so that the runs are CPU-only.
-if want 7; then
+# All or nothing (ddp_scaling.sh prints at its end): skipped unless ~200 s are left.
+if want 7 && [ "$(left)" -lt 200 ]; then
+  note "ddp_scaling_cpu_np2 skipped ($(left)s left of the budget, it needs ~200s: run GPU_CHECK_PARTS=7 alone)"
+elif want 7; then
   step ddp_scaling_cpu_np2 200 env CUDA_VISIBLE_DEVICES= MPIRUN=orterun bash "$root/benchmarks/ddp_scaling.sh" \
     --bench "$(command -v bench_train)" --ceiling --pairs 6
   grep -h '^{' "$logs/ddp_scaling_cpu_np2.log" | tail -1 | sed 's/^/    /' | tee -a "$summary"

@@ -11,17 +11,13 @@ set -euo pipefail
 exe="$1"
 mpiexec="$2"
 scaling="$3"
-data="${VOLT_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
-if [ ! -f "$data/train-images-idx3-ubyte.gz" ] && [ ! -f "$data/train-images-idx3-ubyte" ]; then
-  echo "SKIP: no Fashion-MNIST under $data (Debian package dataset-fashion-mnist)"
-  exit 77
-fi
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/bench_check_lib.sh"
+data="$(mnist_dir_or_skip)"
 args=(--data "$data" --batch-size 16 --steps 60)
-one="$("$exe" "${args[@]}" 2>/dev/null)"
+one="$(run "$exe" "${args[@]}")"
 grep -q '"world_size":1' <<<"$one" || fail "one process: no world_size 1 in: $one"
 if grep -q 'grad_sync\|rank_skew' <<<"$one"; then fail "one process printed sync fields: $one"; fi
-two="$("$mpiexec" -np 2 --oversubscribe "$exe" "${args[@]}" --strategy ddp 2>/dev/null)"
+two="$(run "$mpiexec" -np 2 --oversubscribe "$exe" "${args[@]}" --strategy ddp)"
 python3 - "$two" <<'PY'
 import json, math, sys
 lines = [l for l in sys.argv[1].splitlines() if l.startswith("{")]
@@ -41,7 +37,7 @@ if abs(wait - (coll + skew / 2)) > 0.15:
     sys.exit(f"FAIL: two ranks: wait {wait} != collective {coll} + skew {skew} / 2")
 print(f"ok: wait {wait} us = collective {coll} us + skew {skew} us / 2")
 PY
-out="$(bash "$scaling" --bench "$exe" --pairs 1 --steps 40 --batch-size 16 -- --data "$data" 2>/dev/null)"
+out="$(run env MPIRUN="$mpiexec" bash "$scaling" --bench "$exe" --pairs 1 --steps 40 --batch-size 16 -- --data "$data")"
 python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in sys.argv[1].splitlines() if l.startswith("{")]
