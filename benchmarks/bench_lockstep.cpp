@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/sync_split.h"
+#include "benchmarks/steady_state.h"
 
 namespace {
 
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     MPI_Bcast(&iters, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
   }
 
-  const int64_t warmup = std::min(std::max<int64_t>(10, steps / 10), steps / 2);
+  const int64_t warmup = volt::bench::warmup_steps(steps);
   std::vector<double> busy, wait;  // this rank's steady-state steps
   busy.reserve(static_cast<size_t>(steps));
   wait.reserve(static_cast<size_t>(steps));
@@ -143,7 +143,5 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   MPI_Finalize();
-  volatile float sink = x;  // the work's result is used, so it cannot be optimised away
-  (void)sink;
   return 0;
 }

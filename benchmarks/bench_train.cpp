@@ -37,7 +37,7 @@
 #include <volt/kernels/threads.h>
 #include <volt/trainer/ddp_strategy.h>
 #include <volt/trainer/trainer.h>
-#include "benchmarks/sync_split.h"
+#include "benchmarks/steady_state.h"
 
 using namespace volt;
 
@@ -88,10 +88,7 @@ struct StepClock : Callback {
     return out;
   }
   // Steps left out as warm-up: a tenth of the run, at least 10, at most half.
-  int64_t warmup() const {
-    const auto n = static_cast<int64_t>(ends.size());
-    return std::min(std::max<int64_t>(10, n / 10), n / 2);
-  }
+  int64_t warmup() const { return bench::warmup_steps(static_cast<int64_t>(ends.size())); }
   // Samples per second after the warm-up: the batches that ended after step w over the time since it ended (0
   // when too few steps ran to tell).
   double steady_samples_per_second() const {

@@ -1,13 +1,18 @@
 #pragma once
-// Where a multi-rank step waits, from every rank's per-step waits at the step's collective (waits[rank][step],
-// µs): the mean wait per rank and step; the collective's exposed time, read as the wait of each step's last rank
-// to arrive (the smallest wait); and the ranks' skew, the spread between the first and the last rank to arrive.
-// Header-only and free of Volt, for bench_train (the gradient all-reduce) and bench_lockstep (its one-integer
-// all-reduce).
+// Steady-state figures shared by bench_train and bench_lockstep (header-only and free of Volt, since
+// bench_lockstep links MPI alone): how many leading steps are warm-up, and where a multi-rank step waits.
+//
+// The wait split, from every rank's per-step waits at the step's collective (waits[rank][step], µs): the mean
+// wait per rank and step; the collective's exposed time, read as the wait of each step's last rank to arrive (the
+// smallest wait); and the ranks' skew, the spread between the first and the last rank to arrive.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace volt::bench {
+
+// Steps of a run of n left out as warm-up: a tenth, at least 10, at most half.
+inline int64_t warmup_steps(int64_t n) { return std::min(std::max<int64_t>(10, n / 10), n / 2); }
 
 struct SyncSplit {
   double wait_us = 0, collective_us = 0, skew_us = 0;
