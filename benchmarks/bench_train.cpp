@@ -35,7 +35,7 @@
 #include "examples/example_common.h"
 #include "examples/mnist_models.h"
 #include <volt/kernels/threads.h>
-#include <volt/trainer/ddp_strategy.h>
+#include <volt/trainer/strategies/ddp.h>
 #include <volt/trainer/trainer.h>
 #include "benchmarks/steady_state.h"
 

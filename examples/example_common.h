@@ -21,9 +21,9 @@
 #include <volt/data/data_module.h>
 #include <volt/nn/serialization.h>
 #include <volt/runtime/allocator.h>
-#include <volt/trainer/checkpoint_files.h>
-#include <volt/trainer/tensorboard_logger.h>
-#include <volt/trainer/throughput_monitor.h>
+#include <volt/trainer/checkpoint/files.h>
+#include <volt/trainer/loggers/tensorboard_logger.h>
+#include <volt/trainer/callbacks/throughput_monitor.h>
 #include "examples/trainer_flags.h"
 #include <volt/trainer/trainer.h>
 

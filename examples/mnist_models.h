@@ -33,7 +33,7 @@ struct MnistMlp : TrainModule {
   // The same device work for every batch, no host reads, a logged tensor: capturable (TrainerOptions::cuda_graphs).
   bool static_training_step() const override { return true; }
   // Predictions per step, metrics updated on the whole batch in *_step_end: right under dp/ddp2 too, where the
-  // steps run concurrently on replicas (trainer/dp_strategy.h).
+  // steps run concurrently on replicas (trainer/strategies/dp.h).
   StepOutput validation_step_outputs(const Batch& b, int64_t) override {
     return {{"pred", argmax(softmax(forward(b.input), 1), 1)}, {"y", b.target}};
   }

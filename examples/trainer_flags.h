@@ -32,8 +32,8 @@
 
 #include <volt/runtime/error.h>
 #include <volt/runtime/log.h>
-#include <volt/trainer/profiler.h>
-#include <volt/trainer/strategy.h>
+#include <volt/trainer/profilers/profiler.h>
+#include <volt/trainer/strategies/strategy.h>
 #include <volt/trainer/trainer_options.h>
 
 namespace volt::cli {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include <volt/runtime/error.h>
-#include <volt/trainer/sharded_checkpoint.h>
+#include <volt/trainer/checkpoint/sharded.h>
 
 namespace {
 

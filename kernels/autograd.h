@@ -105,7 +105,7 @@ class PreNodeHookGuard {
 /// engine runs the latest created first, so the order gradients are summed in follows these numbers.
 /// reserve_sequence_numbers(count) takes `count` numbers from the process-wide counter (every node created
 /// afterwards gets a larger one); while a SequenceRangeScope lives, nodes created on its thread take consecutive
-/// numbers from `first` instead. Data-parallel replicas (trainer/dp_strategy.h) each number their graph from
+/// numbers from `first` instead. Data-parallel replicas (trainer/strategies/dp.h) each number their graph from
 /// their own reserved range, so one backward through all of them sums in the same order however the replica
 /// threads interleaved, and training repeats bit for bit.
 uint64_t reserve_sequence_numbers(uint64_t count);

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Which data-parallel replica this thread runs. Under the `dp` and `ddp2` strategies (trainer/dp_strategy.h)
+/// Which data-parallel replica this thread runs. Under the `dp` and `ddp2` strategies (trainer/strategies/dp.h)
 /// one module is shared by several replicas, each running the step on its slice of the batch on its own thread.
 /// Layers with state that forward changes read replica_index() and change it on replica 0 only, as upstream's
 /// DataParallel keeps the state changes of the replica on the first device and loses the others (BatchNorm's

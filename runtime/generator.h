@@ -42,7 +42,7 @@ Generator& default_generator();
 void manual_seed(uint64_t seed);
 
 /// RAII: makes default_generator() return `gen` on this thread for the scope's lifetime (data-parallel replicas
-/// draw their dropout masks from their own deterministic streams this way; trainer/dp_strategy.h). nullptr
+/// draw their dropout masks from their own deterministic streams this way; trainer/strategies/dp.h). nullptr
 /// restores the global generator for the scope. Scopes nest.
 class ThreadGeneratorScope {
  public:

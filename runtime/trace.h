@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// Named ranges on the timeline, for Nsight and for Volt's own profilers (trainer/profiler.h).
+/// Named ranges on the timeline, for Nsight and for Volt's own profilers (trainer/profilers/profiler.h).
 ///
 /// A trace::Range marks a stretch of host time: a trainer hook or loop stage, a module's forward (by its dotted
 /// name) or backward, an op's forward, an autograd node's backward, a backend kernel launch, an optimizer step, a

@@ -27,7 +27,7 @@ enum class SchedulerInterval {
 /// How Trainer::save_checkpoint lays out the optimizer state of a sharded strategy (TrainerOptions::checkpoint_layout).
 enum class CheckpointLayout {
   full,     ///< gathered into the layout DDP writes; rank 0 writes one `<stem>.safetensors`
-  sharded,  ///< each rank writes its own shards under `<stem>.shards/` (trainer/sharded_checkpoint.h)
+  sharded,  ///< each rank writes its own shards under `<stem>.shards/` (trainer/checkpoint/sharded.h)
 };
 
 /// What the Trainer is running (Trainer::stage()).

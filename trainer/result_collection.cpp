@@ -10,7 +10,7 @@
 #include <volt/kernels/ops.h>
 #include <volt/nn/metrics.h>
 #include <volt/runtime/log.h>
-#include <volt/trainer/strategy.h>
+#include <volt/trainer/strategies/strategy.h>
 
 namespace volt {
 

@@ -2,7 +2,7 @@
 
 #include <volt/kernels/ops.h>
 #include <volt/nn/metrics.h>
-#include <volt/trainer/data_parallel.h>
+#include <volt/trainer/strategies/data_parallel.h>
 #include <volt/trainer/result_collection.h>
 #include <volt/trainer/trainer.h>
 
@@ -48,7 +48,7 @@ static ResultCollection& active(ResultCollection* rc, const char* hook, const st
 }
 
 // On a dp replica's thread log() is recorded for that replica and merged on the calling thread afterwards
-// (trainer/data_parallel.h): the result collection is not shared between threads.
+// (trainer/strategies/data_parallel.h): the result collection is not shared between threads.
 static bool record_on_replica(const std::string& name, const Tensor& value, metrics::Metric* metric,
                               const LogOptions& options) {
   detail::ReplicaLogs* logs = detail::replica_logs();

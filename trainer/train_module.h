@@ -24,7 +24,7 @@
 /// `*_step_end` then runs once on the calling thread with the gathered outputs: 0-d tensors (the per-replica
 /// losses) stacked to (replicas,), the others concatenated along dim 0. Update metric objects and call
 /// collectives (all_gather) in `*_step_end`, not in the steps; log() from a step is recorded per replica and
-/// merged (trainer/dp_strategy.h).
+/// merged (trainer/strategies/dp.h).
 ///
 /// Logging (docs/trainer_contract.md "Logging"): log(name, value, options) records a scalar in the Trainer's result
 /// collection for the current stage. Defaults depend on the hook: training-step hooks log on_step, epoch-level
@@ -47,7 +47,7 @@
 #include <volt/runtime/trace.h>
 #include <volt/trainer/enums.h>
 #include <volt/trainer/manual_optimizer.h>
-#include <volt/trainer/strategy.h>
+#include <volt/trainer/strategies/strategy.h>
 
 namespace volt {
 
@@ -117,7 +117,7 @@ class TrainModule : public nn::Module {
   virtual Tensor predict_step(const Batch& batch, int64_t batch_idx);
   virtual Optimizers configure_optimizers();
   /// Data-parallel replicas (strategy "dp"/"ddp2" over several GPUs, or TrainerOptions::dp_replicas on virtual
-  /// CPU devices; trainer/dp_strategy.h): a NEW module of the same architecture as this one, in its constructed
+  /// CPU devices; trainer/strategies/dp.h): a NEW module of the same architecture as this one, in its constructed
   /// state (for example `return std::make_unique<MyNet>(hidden);`), or nullptr (the default) when this module
   /// cannot be replicated. The strategy calls it once per extra device at setup, checks that the replica has
   /// this module's parameter and buffer names, shapes and dtypes (after applying the precision's parameter
@@ -133,7 +133,7 @@ class TrainModule : public nn::Module {
   /// Their host code then runs once, at the capture. Default false.
   virtual bool static_training_step() const { return false; }
   /// strategy="fsdp": dotted names of submodules to wrap as units, added to TrainerOptions::fsdp_wrap
-  /// (trainer/fsdp_wrap.h). Default: none.
+  /// (trainer/strategies/fsdp_wrap.h). Default: none.
   virtual std::vector<std::string> fsdp_wrap_modules() const { return {}; }
   /// Steps that return named outputs for the `*_step_end` hooks (see the file comment). Override these instead
   /// of the single-output steps when a step_end hook needs more than the loss (e.g. {"loss", "y_hat"}).

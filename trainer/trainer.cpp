@@ -1,11 +1,11 @@
 // Trainer: construction, fit/validate/test/predict entry points and the epoch loop. The per-batch training
 // step and the evaluation loop live in training_loop.cpp; checkpoints in checkpoint.cpp.
 #include <volt/trainer/trainer.h>
-#include <volt/trainer/dp_strategy.h>
-#include <volt/trainer/fsdp_strategy.h>
+#include <volt/trainer/strategies/dp.h>
+#include <volt/trainer/strategies/fsdp.h>
 
 #include <volt/runtime/trace.h>
-#include <volt/trainer/callback_calls.h>
+#include <volt/trainer/connectors/callback_calls.h>
 
 #include <fmt/format.h>
 
@@ -22,12 +22,12 @@
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/log.h>
-#include <volt/trainer/checkpoint_files.h>
-#include <volt/trainer/device_parser.h>
-#include <volt/trainer/early_stopping.h>
+#include <volt/trainer/checkpoint/files.h>
+#include <volt/trainer/strategies/device_parser.h>
+#include <volt/trainer/callbacks/early_stopping.h>
 #include <volt/trainer/interrupt_guard.h>
-#include <volt/trainer/model_checkpoint.h>
-#include <volt/trainer/node_layout.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
+#include <volt/trainer/strategies/node_layout.h>
 #include <volt/trainer/progress_bar.h>
 #include <volt/trainer/model_summary.h>
 

@@ -22,7 +22,7 @@
 /// validate/test run on their own (a test after fit), global_step, as upstream. Step rows are written when
 /// global_step % log_every_n_steps == 0 after a stepping batch.
 ///
-/// Checkpoints (trainer/checkpoint.h): `<stem>.safetensors` (module state + `"optimizer.<i>.<key>"`) and
+/// Checkpoints (trainer/checkpoint/record.h): `<stem>.safetensors` (module state + `"optimizer.<i>.<key>"`) and
 /// `<stem>.json` (trainer state, with the size and CRC-32 of the safetensors file), written atomically in that
 /// order; fit(..., ckpt_path) verifies and restores both so that training continues exactly where it stopped,
 /// mid-epoch included. ckpt_path may be a stem (or either file), "last" (the newest complete checkpoint in
@@ -36,7 +36,7 @@
 /// returns from fit with interrupted() true. A second signal kills the process at once. The previous handlers are
 /// restored after.
 ///
-/// Loggers (trainer/logger.h): TrainerOptions::loggers, or one CSVLogger under default_root_dir when that list is
+/// Loggers (trainer/loggers/logger.h): TrainerOptions::loggers, or one CSVLogger under default_root_dir when that list is
 /// empty and TrainerOptions::logger is true. Rank 0 logs; every fit/validate/test/predict finalizes them (failed
 /// when an exception leaves it).
 #include <chrono>
@@ -54,14 +54,14 @@
 #include <volt/data/data_module.h>
 #include <volt/runtime/autocast.h>
 #include <volt/trainer/callback.h>
-#include <volt/trainer/grad_scaler.h>
-#include <volt/trainer/precision.h>
-#include <volt/trainer/profiler.h>
-#include <volt/trainer/csv_logger.h>
-#include <volt/trainer/logger.h>
+#include <volt/trainer/precision/grad_scaler.h>
+#include <volt/trainer/precision/precision.h>
+#include <volt/trainer/profilers/profiler.h>
+#include <volt/trainer/loggers/csv_logger.h>
+#include <volt/trainer/loggers/logger.h>
 #include <volt/trainer/result_collection.h>
 #include <volt/trainer/step_graph.h>
-#include <volt/trainer/strategy.h>
+#include <volt/trainer/strategies/strategy.h>
 #include <volt/trainer/train_module.h>
 #include <volt/trainer/trainer_options.h>
 
@@ -107,7 +107,7 @@ class Trainer {
   Strategy& strategy() { return *strategy_; }
   /// Where this process is in the job (upstream's properties of the same names): world_size processes over
   /// num_nodes machines; node_rank = global_rank / devices per node; local_rank is the launcher's rank of this
-  /// process on its host (= global_rank % devices when ranks are placed node by node; trainer/node_layout.h).
+  /// process on its host (= global_rank % devices when ranks are placed node by node; trainer/strategies/node_layout.h).
   int num_nodes() const { return strategy_->num_nodes(); }
   int node_rank() const { return strategy_->node_rank(); }
   int local_rank() const { return strategy_->local_rank(); }
@@ -305,7 +305,7 @@ class Trainer {
   void enter_forward(std::optional<AutocastGuard>& guard) const;
   /// "-true" modes: the batch's floating tensors in the parameters' dtype; the batch unchanged otherwise.
   Batch convert_input(Batch batch) const;
-  // ---- profiling (trainer/profiler.h, runtime/trace.h) ----
+  // ---- profiling (trainer/profilers/profiler.h, runtime/trace.h) ----
   /// Starts the profiler for a stage (fit, validate, test, predict); a no-op without one.
   void profile_start(const char* stage);
   /// At the end of a stage: stops the profiler, prints (rank 0) and writes the reports into the directory agreed

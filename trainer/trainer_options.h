@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <volt/trainer/enums.h>
-#include <volt/trainer/precision.h>
+#include <volt/trainer/precision/precision.h>
 
 namespace volt {
 
@@ -53,7 +53,7 @@ struct TrainerOptions {
   std::string devices = "auto";       ///< "auto", "1", "2", "-1", "1,3", ...
   bool auto_select_gpus = false;      ///< with devices="k" on GPUs: pick k GPUs not busy with other processes
   std::string strategy = "auto";      ///< "auto", "single_device", "ddp", "ddp_spawn", "zero1", "zero2", "fsdp", "dp", "ddp2" (make_strategy)
-  /// strategy="fsdp": how the model is cut into units (trainer/fsdp_wrap.h). A submodule whose trainable
+  /// strategy="fsdp": how the model is cut into units (trainer/strategies/fsdp_wrap.h). A submodule whose trainable
   /// parameters not yet in a unit number at least fsdp_min_num_params becomes a unit (0: no auto-wrap), and so
   /// does every module named in fsdp_wrap ("encoder", "decoder.l1"; a name matching no module is an error).
   /// The root unit holds the rest. Setting either under another strategy is an error.
@@ -61,14 +61,14 @@ struct TrainerOptions {
   std::vector<std::string> fsdp_wrap;
   /// strategy="dp"/"ddp2" on virtual CPU devices: run each extra device's step on a module replica
   /// (TrainModule::make_replica) instead of sharing the one module, as dp always does over several GPUs
-  /// (trainer/dp_strategy.h). Setting it under another strategy is an error.
+  /// (trainer/strategies/dp.h). Setting it under another strategy is an error.
   bool dp_replicas = false;
   /// Machines in a DDP job (>= 1). Under a launcher the world size must be num_nodes x devices (with
   /// devices="auto": the launcher's processes split evenly over the nodes); node_rank = global_rank / devices.
   /// See docs/trainer_contract.md "Distributed runs".
   int num_nodes = 1;
   /// "32-true" (default), "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", or a legacy spelling
-  /// (32, 16, "bf16", 64): see trainer/precision.h.
+  /// (32, 16, "bf16", 64): see trainer/precision/precision.h.
   std::string precision = "32-true";
   GradScalerOptions grad_scaler;  ///< "16-mixed" only: the loss scaler's initial scale, growth and backoff
 
@@ -108,11 +108,11 @@ struct TrainerOptions {
   bool enable_model_summary = true;
   bool enable_checkpointing = true;  ///< adds a default ModelCheckpoint (last epoch) when none is given
   /// full: a sharded strategy (zero1/zero2) gathers its optimizer state and rank 0 writes the layout DDP writes.
-  /// sharded: each rank writes its own shards, no gather (trainer/sharded_checkpoint.h); under strategies that
+  /// sharded: each rank writes its own shards, no gather (trainer/checkpoint/sharded.h); under strategies that
   /// hold no shards (single_device, ddp) rank 0 already holds everything and the full layout is written.
   CheckpointLayout checkpoint_layout = CheckpointLayout::full;
   std::string default_root_dir = ".";
-  /// Where logged metrics go (trainer/logger.h: CSVLogger, TensorBoardLogger or your own). Empty with
+  /// Where logged metrics go (trainer/loggers/logger.h: CSVLogger, TensorBoardLogger or your own). Empty with
   /// logger = true: one CSVLogger under `<default_root_dir>/lightning_logs/version_N`. logger = false: no logging
   /// (and then `loggers` must be empty).
   bool logger = true;
@@ -122,7 +122,7 @@ struct TrainerOptions {
   /// Non-empty: logging::set_level(parse_level(log_level)) at construction ("trace", "debug", "info", "warn",
   /// "error" or "off"; runtime/log.h), a process-wide setting. "" keeps the level in effect (VOLT_LOG_LEVEL or info).
   std::string log_level;
-  /// Built-in profiler (trainer/profiler.h): "" (none), "simple" (time per hook and loop stage), "ops" (per-op,
+  /// Built-in profiler (trainer/profilers/profiler.h): "" (none), "simple" (time per hook and loop stage), "ops" (per-op,
   /// per-module and per-kernel times, CSV and Chrome trace) or "advanced" (both). Reports are printed on rank 0
   /// and written to profiler_dir, else `<log_dir>/profiler`.
   std::string profiler;

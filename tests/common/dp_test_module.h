@@ -15,7 +15,7 @@
 #include <volt/data/data.h>
 #include <volt/kernels/ops.h>
 #include <volt/nn/nn.h>
-#include <volt/trainer/dp_strategy.h>
+#include <volt/trainer/strategies/dp.h>
 #include <volt/trainer/trainer.h>
 
 #include "common/strategy_test_util.h"

@@ -1,4 +1,4 @@
-// ddp2 (trainer/dp_strategy.h) on N ranks (mpirun -np 2 / 3, and alone as one rank): every process drives 2
+// ddp2 (trainer/strategies/dp.h) on N ranks (mpirun -np 2 / 3, and alone as one rank): every process drives 2
 // virtual CPU devices (dp inside the process) and the processes reduce gradients as ddp does. Every rank
 // asserts:
 //  - parity: ddp2 reaches the parameters of single_device training on the same global batch (every rank trains
@@ -13,7 +13,7 @@
 #include "common/dp_test_module.h"
 #include <volt/distributed/process_group.h>
 #include <volt/nn/replica.h>
-#include <volt/trainer/dp_strategy.h>
+#include <volt/trainer/strategies/dp.h>
 
 using namespace volt;
 

@@ -13,7 +13,7 @@
 #include <volt/distributed/process_group.h>
 #include <volt/kernels/ops.h>
 #include <volt/nn/nn.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/trainer.h>
 
 using namespace volt;

@@ -8,7 +8,7 @@
 #include "common/ddp_test_util.h"
 #include <volt/data/data.h>
 #include <volt/nn/nn.h>
-#include <volt/trainer/tensorboard_logger.h>
+#include <volt/trainer/loggers/tensorboard_logger.h>
 #include <volt/trainer/trainer.h>
 
 using namespace volt;

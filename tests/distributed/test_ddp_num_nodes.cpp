@@ -13,7 +13,7 @@
 #include <volt/data/data.h>
 #include <volt/distributed/process_group.h>
 #include <volt/kernels/ops.h>
-#include <volt/trainer/ddp_strategy.h>
+#include <volt/trainer/strategies/ddp.h>
 #include <volt/trainer/trainer.h>
 
 using namespace volt;

@@ -21,9 +21,9 @@
 #include <volt/nn/metrics.h>
 #include <volt/nn/nn.h>
 #include "common/ddp_test_util.h"
-#include <volt/trainer/ddp_strategy.h>
-#include <volt/trainer/early_stopping.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/strategies/ddp.h>
+#include <volt/trainer/callbacks/early_stopping.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/trainer.h>
 
 using namespace volt;

@@ -15,7 +15,7 @@
 #include <volt/distributed/process_group.h>
 #include <volt/nn/serialization.h>
 #include <volt/runtime/allocator.h>
-#include <volt/trainer/fsdp_strategy.h>
+#include <volt/trainer/strategies/fsdp.h>
 
 #include "common/gradcheck.h"
 #include "distributed/fsdp_test_module.h"

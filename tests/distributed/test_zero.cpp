@@ -20,8 +20,8 @@
 #include <volt/distributed/sharded_reducer.h>
 #include <volt/nn/serialization.h>
 #include <volt/runtime/allocator.h>
-#include <volt/trainer/device_parser.h>
-#include <volt/trainer/zero_strategy.h>
+#include <volt/trainer/strategies/device_parser.h>
+#include <volt/trainer/strategies/zero.h>
 
 #include "distributed/zero_test_module.h"
 

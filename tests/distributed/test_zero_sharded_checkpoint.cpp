@@ -18,8 +18,8 @@
 
 #include <volt/distributed/process_group.h>
 #include <volt/nn/serialization.h>
-#include <volt/trainer/model_checkpoint.h>
-#include <volt/trainer/sharded_checkpoint.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
+#include <volt/trainer/checkpoint/sharded.h>
 
 #include "distributed/zero_test_module.h"
 

@@ -20,7 +20,7 @@
 
 #include <volt/distributed/process_group.h>
 #include <volt/nn/serialization.h>
-#include <volt/trainer/sharded_checkpoint.h>
+#include <volt/trainer/checkpoint/sharded.h>
 
 #include "distributed/fsdp_test_module.h"
 #include "distributed/zero_test_module.h"

@@ -13,8 +13,8 @@
 #include <volt/data/npz.h>
 #include <volt/nn/layers/linear.h>
 #include <volt/nn/serialization.h>
-#include <volt/trainer/early_stopping.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/callbacks/early_stopping.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include <volt/nn/serialization.h>
-#include <volt/trainer/checkpoint_locate.h>
+#include <volt/trainer/checkpoint/locate.h>
 
 using namespace volt;
 namespace fs = std::filesystem;

@@ -3,8 +3,8 @@
 #include <limits>
 
 #include <volt/nn/serialization.h>
-#include <volt/trainer/early_stopping.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/callbacks/early_stopping.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include <volt/nn/serialization.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

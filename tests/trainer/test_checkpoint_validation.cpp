@@ -5,10 +5,10 @@
 #include <sys/wait.h>
 
 #include <volt/nn/serialization.h>
-#include <volt/trainer/checkpoint.h>
-#include <volt/trainer/checkpoint_files.h>
-#include <volt/trainer/model_checkpoint.h>
-#include <volt/trainer/throughput_monitor.h>
+#include <volt/trainer/checkpoint/record.h>
+#include <volt/trainer/checkpoint/files.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
+#include <volt/trainer/callbacks/throughput_monitor.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -2,8 +2,8 @@
 // estimated_stepping_batches; evaluation samplers' epochs; the logger version on the progress bar.
 #include <gtest/gtest.h>
 
-#include <volt/trainer/early_stopping.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/callbacks/early_stopping.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/progress_bar.h>
 #include <volt/runtime/cuda_api.h>
 #include "trainer/trainer_test_util.h"

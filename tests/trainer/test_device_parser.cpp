@@ -4,7 +4,7 @@
 #include <dlfcn.h>
 
 #include <volt/runtime/cuda_api.h>
-#include <volt/trainer/device_parser.h>
+#include <volt/trainer/strategies/device_parser.h>
 
 using namespace volt;
 
@@ -105,7 +105,7 @@ TEST(DeviceParser, TrainerAutoSelectGpusFlag) {
 }
 
 TEST(DeviceParser, AutoIsRememberedForTheNodeLayout) {
-  // devices="auto" lets a launcher's world size decide the processes per node (trainer/node_layout.h); an
+  // devices="auto" lets a launcher's world size decide the processes per node (trainer/strategies/node_layout.h); an
   // explicit count or list must match it.
   EXPECT_TRUE(parse_devices("cpu", "auto", 0).devices_auto);
   EXPECT_TRUE(parse_devices("cpu", " auto ", 0).devices_auto);

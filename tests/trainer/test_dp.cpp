@@ -1,4 +1,4 @@
-// The dp strategy (trainer/dp_strategy.h) in one process with N virtual CPU devices, and the *_step_end hooks:
+// The dp strategy (trainer/strategies/dp.h) in one process with N virtual CPU devices, and the *_step_end hooks:
 //  - batch splitting (torch.chunk sizes, every field, fewer replicas than devices) and output gathering;
 //  - parity: dp on 2 and 3 devices reaches single_device's parameters on the same batches (f64 Adam: plain, with
 //    accumulation, with clipping by norm; 200 steps as a thread sanity run);
@@ -26,9 +26,9 @@
 #include <volt/nn/metrics.h>
 #include <volt/nn/replica.h>
 #include <volt/runtime/cuda_api.h>
-#include <volt/trainer/data_parallel.h>
-#include <volt/trainer/device_parser.h>
-#include <volt/trainer/dp_strategy.h>
+#include <volt/trainer/strategies/data_parallel.h>
+#include <volt/trainer/strategies/device_parser.h>
+#include <volt/trainer/strategies/dp.h>
 
 using namespace volt;
 using test::max_abs_diff;

@@ -1,5 +1,5 @@
 // dp with a module replica per device (TrainModule::make_replica; TrainerOptions::dp_replicas on virtual CPU
-// devices runs the code path that several GPUs take, trainer/dp_strategy.h):
+// devices runs the code path that several GPUs take, trainer/strategies/dp.h):
 //  - parity: replicas on 2 and 3 devices reach single_device's parameters (f64 Adam: plain, with accumulation,
 //    with clipping by norm), and the shared-module dp's with dropout; runs repeat bit for bit;
 //  - the replicas hold their own storage and start every step with the root's current values; they follow the
@@ -13,7 +13,7 @@
 #include "common/dp_test_module.h"
 #include "common/gradcheck.h"
 #include <volt/nn/metrics.h>
-#include <volt/trainer/dp_strategy.h>
+#include <volt/trainer/strategies/dp.h>
 
 using namespace volt;
 using test::max_abs_diff;

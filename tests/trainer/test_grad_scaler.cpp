@@ -1,7 +1,7 @@
 // GradScaler: scaling, unscaling, skipped steps on inf/NaN, backoff and growth.
 #include <limits>
 
-#include <volt/trainer/grad_scaler.h>
+#include <volt/trainer/precision/grad_scaler.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "examples/example_common.h"
-#include <volt/trainer/tensorboard_logger.h>
+#include <volt/trainer/loggers/tensorboard_logger.h>
 #include "trainer/tfevents_reader.h"
 #include "trainer/trainer_test_util.h"
 

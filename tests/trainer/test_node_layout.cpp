@@ -1,9 +1,9 @@
-// Two upstream Trainer flags: `num_nodes` (trainer/node_layout.h: the num_nodes x devices arithmetic, its
+// Two upstream Trainer flags: `num_nodes` (trainer/strategies/node_layout.h: the num_nodes x devices arithmetic, its
 // errors, the Trainer's accessors on one process) and `benchmark` (the process-wide cuDNN switch the Trainer
 // sets at construction). The multi-rank side of num_nodes is tests/distributed/test_ddp_num_nodes.cpp.
 #include <volt/distributed/process_group.h>
 #include <volt/kernels/cudnn_benchmark.h>
-#include <volt/trainer/node_layout.h>
+#include <volt/trainer/strategies/node_layout.h>
 
 #include "trainer/trainer_test_util.h"
 

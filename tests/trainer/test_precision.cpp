@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include <volt/nn/serialization.h>
-#include <volt/trainer/checkpoint.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/checkpoint/record.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/model_summary.h>
 #include "trainer/trainer_test_util.h"
 

@@ -1,4 +1,4 @@
-// The Trainer's profilers (trainer/profiler.h), the trace recorder they sit on (runtime/trace.h), memory reports
+// The Trainer's profilers (trainer/profilers/profiler.h), the trace recorder they sit on (runtime/trace.h), memory reports
 // and the ThroughputMonitor's FLOP/MFU metrics.
 #include <chrono>
 #include <condition_variable>
@@ -11,7 +11,7 @@
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/autocast.h>
 #include <volt/trainer/manual_optimizer.h>
-#include <volt/trainer/throughput_monitor.h>
+#include <volt/trainer/callbacks/throughput_monitor.h>
 #include "trainer_test_util.h"
 
 using namespace volt;

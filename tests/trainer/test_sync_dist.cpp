@@ -1,7 +1,7 @@
 // sync_dist design: numerators and denominators reduced separately (global weighted mean with uneven batch
 // counts), and one Strategy::reduce_values call per op for all of a step's values. A fake two-rank strategy
 // stands in for DDP: it adds the vectors "the other rank" contributed.
-#include <volt/trainer/device_parser.h>
+#include <volt/trainer/strategies/device_parser.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

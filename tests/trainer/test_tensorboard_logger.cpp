@@ -5,8 +5,8 @@
 #include <chrono>
 #include <regex>
 
-#include <volt/trainer/tensorboard_logger.h>
-#include <volt/trainer/tfevents.h>
+#include <volt/trainer/loggers/tensorboard_logger.h>
+#include <volt/trainer/loggers/tfevents.h>
 #include "trainer/tfevents_reader.h"
 #include "trainer/trainer_test_util.h"
 

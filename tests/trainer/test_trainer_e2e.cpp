@@ -2,8 +2,8 @@
 // EarlyStopping and ModelCheckpoint together; also the per-batch overhead of the loop.
 #include <chrono>
 
-#include <volt/trainer/early_stopping.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/callbacks/early_stopping.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

@@ -1,6 +1,6 @@
 #pragma once
 // A reader for TensorBoard event files, written for the tests from the format description (independently of
-// trainer/tfevents.cpp, which writes them): TFRecord framing with both masked CRC-32C checks, and the protobuf
+// trainer/loggers/tfevents.cpp, which writes them): TFRecord framing with both masked CRC-32C checks, and the protobuf
 // fields of Event, Summary.Value and the hparams plugin's session_start_info.
 #include <bit>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include <volt/trainer/tfevents.h>
+#include <volt/trainer/loggers/tfevents.h>
 
 namespace volt::test {
 

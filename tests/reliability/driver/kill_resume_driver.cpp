@@ -18,7 +18,7 @@
 #include <volt/nn/nn.h>
 #include <volt/nn/serialization.h>
 #include <volt/runtime/atomic_file.h>
-#include <volt/trainer/model_checkpoint.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/trainer.h>
 
 using namespace volt;

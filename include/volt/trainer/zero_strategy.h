@@ -1,0 +1,5 @@
+#pragma once
+/// @file
+/// Deprecated path, kept until Volt 0.3: trainer/ became a package and this header moved to
+/// <volt/trainer/strategies/zero.h>. Include the new path.
+#include <volt/trainer/strategies/zero.h>

@@ -1,0 +1,268 @@
+#include <volt/trainer/callbacks/model_checkpoint.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include <volt/trainer/checkpoint/files.h>
+#include <volt/trainer/checkpoint/sharded.h>
+#include <volt/trainer/trainer.h>
+
+namespace volt {
+
+namespace fs = std::filesystem;
+
+ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : opt_(std::move(options)) {
+  VOLT_CHECK(opt_.mode == "min" || opt_.mode == "max", "ModelCheckpoint: mode=\"", opt_.mode,
+             "\"; expected \"min\" or \"max\"");
+  VOLT_CHECK(opt_.save_top_k >= -1, "ModelCheckpoint: save_top_k=", opt_.save_top_k, "; expected -1, 0 or more");
+  VOLT_CHECK(opt_.every_n_epochs >= -1, "ModelCheckpoint: every_n_epochs=", opt_.every_n_epochs,
+             "; expected -1 (auto), 0 (never) or >= 1");
+  VOLT_CHECK(opt_.every_n_train_steps >= 0, "ModelCheckpoint: every_n_train_steps=", opt_.every_n_train_steps,
+             "; expected 0 (off) or >= 1");
+  VOLT_CHECK(opt_.train_time_interval >= 0 && std::isfinite(opt_.train_time_interval),
+             "ModelCheckpoint: train_time_interval=", opt_.train_time_interval, "; expected 0 (off) or seconds > 0");
+  const bool step_or_time = opt_.every_n_train_steps > 0 || opt_.train_time_interval > 0;
+  every_n_epochs_ = opt_.every_n_epochs == -1 ? (step_or_time ? 0 : 1) : opt_.every_n_epochs;
+  VOLT_CHECK(!opt_.filename.empty(), "ModelCheckpoint: filename template is empty");
+  best_score_ = std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string ModelCheckpoint::state_key() const {
+  // Keys of checkpoints written before the step/time triggers existed stay the same.
+  std::string key = "ModelCheckpoint{monitor=" + opt_.monitor + ",mode=" + opt_.mode +
+                    ",every_n_epochs=" + std::to_string(every_n_epochs_);
+  if (opt_.every_n_train_steps > 0) key += ",every_n_train_steps=" + std::to_string(opt_.every_n_train_steps);
+  if (opt_.train_time_interval > 0) {
+    std::ostringstream t;
+    t << opt_.train_time_interval;
+    key += ",train_time_interval=" + t.str();
+  }
+  return key + "}";
+}
+
+std::string ModelCheckpoint::format_name(const std::string& tmpl, int64_t epoch, int64_t step,
+                                         const std::map<std::string, double>& metrics) {
+  std::string out;
+  size_t i = 0;
+  while (i < tmpl.size()) {
+    if (tmpl[i] != '{') {
+      out += tmpl[i++];
+      continue;
+    }
+    size_t close = tmpl.find('}', i);
+    VOLT_CHECK(close != std::string::npos, "ModelCheckpoint: filename template \"", tmpl, "\" has an unclosed '{'");
+    std::string field = tmpl.substr(i + 1, close - i - 1);
+    std::string spec;
+    size_t colon = field.find(':');
+    if (colon != std::string::npos) {
+      spec = field.substr(colon + 1);
+      field = field.substr(0, colon);
+    }
+    if (field == "epoch") {
+      out += std::to_string(epoch);
+    } else if (field == "step") {
+      out += std::to_string(step);
+    } else {
+      auto it = metrics.find(field);
+      VOLT_CHECK(it != metrics.end(), "ModelCheckpoint: filename template uses {", field,
+                 "} but no metric of that name was logged");
+      char buf[64];
+      std::string fmt(1, '%');
+      fmt.append(spec.empty() ? std::string(".4f") : spec);
+      std::snprintf(buf, sizeof(buf), fmt.c_str(), it->second);
+      out += buf;
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+bool ModelCheckpoint::epoch_due(const Trainer& trainer) const {
+  return every_n_epochs_ > 0 && (trainer.current_epoch() + 1) % every_n_epochs_ == 0;
+}
+
+void ModelCheckpoint::on_fit_start(Trainer&, TrainModule&) {
+  last_time_save_ = std::chrono::steady_clock::now();
+  step_save_at_epoch_end_ = false;
+}
+
+void ModelCheckpoint::on_validation_end(Trainer& trainer, TrainModule&) {
+  if (epoch_due(trainer)) save(trainer);
+}
+
+void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
+  const bool deferred = step_save_at_epoch_end_;
+  step_save_at_epoch_end_ = false;
+  if (deferred || (!trainer.has_validation() && epoch_due(trainer))) save(trainer);
+}
+
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const Batch&,
+                                         int64_t batch_idx) {
+  // Only after an optimizer step: checkpoints do not hold gradients accumulated towards the next one.
+  if ((batch_idx + 1) % trainer.options().accumulate_grad_batches != 0 && !trainer.is_last_batch()) return;
+  const int64_t step = trainer.global_step();
+  bool due = opt_.every_n_train_steps > 0 && step > 0 && step % opt_.every_n_train_steps == 0 &&
+             step != last_saved_step_;
+  if (opt_.train_time_interval > 0) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_time_save_).count();
+    // Clocks differ per rank: any rank past the interval decides for all.
+    due = trainer.strategy().reduce_decision(el >= opt_.train_time_interval, /*all=*/false) || due;
+  }
+  if (!due) return;
+  // On the epoch's last batch the epoch-end work (epoch schedulers, validation) has not run yet; a checkpoint
+  // here would resume past it. Save at the epoch end instead.
+  if (trainer.is_last_batch()) step_save_at_epoch_end_ = true;
+  else save(trainer);
+}
+
+void ModelCheckpoint::on_interrupt(Trainer& trainer, TrainModule&) {
+  trainer.save_checkpoint((fs::path(resolve_dir(trainer)) / "interrupted").string());
+}
+
+const std::string& ModelCheckpoint::resolve_dir(Trainer& trainer) {
+  if (!dir_.empty()) return dir_;
+  dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
+  dir_ = trainer.strategy().broadcast_string(dir_, 0);
+  if (trainer.strategy().is_global_zero()) cleanup_stale_checkpoint_files(dir_);  // leftovers of a killed run
+  // Resumed into a different directory (a new logger version): the restored top-k set describes files
+  // elsewhere that this run must not delete or rank against; only best_model_path is kept.
+  if (!loaded_dir_.empty() && loaded_dir_ != dir_) {
+    best_k_.clear();
+    latest_path_.clear();
+    last_path_.clear();
+  }
+  return dir_;
+}
+
+void ModelCheckpoint::remove_checkpoint(Trainer& trainer, const std::string& stem) {
+  if (!trainer.strategy().is_global_zero() || stem.empty()) return;
+  std::error_code ec;
+  fs::remove(stem + ".json", ec);  // the record first: a half-deleted checkpoint is never "valid"
+  fs::remove(stem + ".safetensors", ec);
+  remove_shards_dir(stem);  // a sharded checkpoint's rank files (checkpoint_layout = sharded)
+}
+
+std::string ModelCheckpoint::worst_key() const {
+  std::string worst;
+  double w = 0;
+  for (auto& [k, v] : best_k_)
+    if (worst.empty() || better(w, v) || std::isnan(v)) { worst = k; w = v; }
+  return worst;
+}
+
+void ModelCheckpoint::save(Trainer& trainer) {
+  if (trainer.sanity_checking() || (opt_.save_top_k == 0 && !opt_.save_last)) return;
+  if (trainer.global_step() == last_saved_step_) return;  // already saved at this step
+  resolve_dir(trainer);
+  MetricMap metrics = trainer.callback_metrics();
+  last_saved_step_ = trainer.global_step();
+  last_time_save_ = std::chrono::steady_clock::now();
+  std::string name, name_error;
+  try {
+    name = format_name(opt_.filename, trainer.current_epoch(), trainer.global_step(), metrics);
+  } catch (const Error& e) {
+    name_error = e.what();
+  }
+  // A template naming a metric that one rank lacks (logged with rank_zero_only) fails on every rank together,
+  // instead of leaving the others waiting in the collectives below.
+  if (trainer.strategy().reduce_decision(!name_error.empty(), /*all=*/false)) {
+    if (!name_error.empty()) VOLT_FAIL(name_error);
+    VOLT_FAIL("ModelCheckpoint: the filename template \"", opt_.filename, "\" could not be filled on another rank "
+              "(a metric it names was not logged there)");
+  }
+  std::string stem = (fs::path(dir_) / name).string();
+
+  if (opt_.save_top_k != 0) {
+    if (opt_.monitor.empty()) {
+      if (best_k_.count(stem) == 0 && fs::exists(stem + ".json")) {
+        for (int v = 1;; ++v) {
+          std::string s = stem + "-v" + std::to_string(v);
+          if (!fs::exists(s + ".json")) { stem = s; break; }
+        }
+      }
+      stem = trainer.strategy().broadcast_string(stem, 0);  // rank 0's view of the directory decides
+      // Bookkeeping first, so the checkpoint's own callback state already lists it; the displaced file is
+      // deleted only after the new one is complete.
+      std::string displaced;
+      if (opt_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != stem) {
+        displaced = latest_path_;
+        best_k_.erase(latest_path_);
+      }
+      best_k_[stem] = std::numeric_limits<double>::quiet_NaN();
+      latest_path_ = best_path_ = stem;
+      trainer.save_checkpoint(stem);
+      remove_checkpoint(trainer, displaced);
+    } else {
+      auto it = metrics.find(opt_.monitor);
+      std::optional<double> agreed = trainer.strategy().agreed_value(
+          it != metrics.end() ? std::optional<double>(it->second) : std::nullopt);
+      if (!agreed) {
+        std::ostringstream avail;
+        for (auto& [k, v] : metrics) avail << " " << k;
+        VOLT_FAIL("ModelCheckpoint: the monitored metric \"", opt_.monitor,
+                  "\" was not logged; available metrics:", avail.str());
+      }
+      double v = *agreed;
+      if (std::isnan(v)) v = opt_.mode == "min" ? std::numeric_limits<double>::infinity()
+                                                : -std::numeric_limits<double>::infinity();
+      bool keep = opt_.save_top_k == -1 || static_cast<int64_t>(best_k_.size()) < opt_.save_top_k;
+      std::string worst;
+      if (!keep) {
+        worst = worst_key();
+        keep = better(v, best_k_.at(worst));
+      }
+      if (keep) {
+        if (best_k_.count(stem) == 0 && fs::exists(stem + ".json")) {
+          for (int n = 1;; ++n) {
+            std::string s = stem + "-v" + std::to_string(n);
+            if (!fs::exists(s + ".json")) { stem = s; break; }
+          }
+        }
+        stem = trainer.strategy().broadcast_string(stem, 0);
+        std::string displaced;
+        if (!worst.empty() && worst != stem) {
+          displaced = worst;
+          best_k_.erase(worst);
+        }
+        best_k_[stem] = v;
+        best_path_.clear();
+        for (auto& [k, s] : best_k_)
+          if (best_path_.empty() || better(s, best_score_)) { best_path_ = k; best_score_ = s; }
+        trainer.save_checkpoint(stem);
+        remove_checkpoint(trainer, displaced);
+      }
+    }
+  }
+  if (opt_.save_last) {
+    last_path_ = (fs::path(dir_) / "last").string();
+    trainer.save_checkpoint(last_path_);
+  }
+}
+
+nlohmann::json ModelCheckpoint::state_dict() const {
+  nlohmann::json bk = nlohmann::json::object();
+  for (auto& [k, v] : best_k_) bk[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  return {{"dirpath", dir_}, {"best_model_path", best_path_},
+          {"best_model_score", std::isfinite(best_score_) ? nlohmann::json(best_score_) : nlohmann::json(nullptr)},
+          {"best_k_models", bk}, {"last_model_path", last_path_}, {"latest_path", latest_path_}};
+}
+
+void ModelCheckpoint::load_state_dict(const nlohmann::json& s) {
+  loaded_dir_ = s.value("dirpath", std::string());
+  dir_.clear();
+  best_path_ = s.value("best_model_path", std::string());
+  last_path_ = s.value("last_model_path", std::string());
+  latest_path_ = s.value("latest_path", std::string());
+  best_score_ = s.contains("best_model_score") && s.at("best_model_score").is_number()
+                    ? s.at("best_model_score").get<double>()
+                    : std::numeric_limits<double>::quiet_NaN();
+  best_k_.clear();
+  if (s.contains("best_k_models"))
+    for (auto& [k, v] : s.at("best_k_models").items())
+      best_k_[k] = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace volt
