@@ -25,6 +25,7 @@
 #include <volt/trainer/loggers/tensorboard_logger.h>
 #include <volt/trainer/callbacks/throughput_monitor.h>
 #include "examples/trainer_flags.h"
+#include <volt/trainer/strategies/registry.h>
 #include <volt/trainer/trainer.h>
 
 namespace volt::examples {

@@ -33,7 +33,7 @@
 #include <volt/runtime/error.h>
 #include <volt/runtime/log.h>
 #include <volt/trainer/profilers/profiler.h>
-#include <volt/trainer/strategies/strategy.h>
+#include <volt/trainer/strategies/registry.h>
 #include <volt/trainer/trainer_options.h>
 
 namespace volt::cli {

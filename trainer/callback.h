@@ -14,11 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include <volt/kernels/tensor.h>
-#include <volt/trainer/train_module.h>
+#include <volt/data/batch.h>
+#include <volt/nn/optim.h>
 
 namespace volt {
 
 class Trainer;
+class TrainModule;
+using Batch = data::Batch;
 
 class Callback {
  public:
@@ -26,6 +29,11 @@ class Callback {
   /// Key under which state_dict() is stored in checkpoints (unique per callback instance).
   virtual std::string state_key() const { return "Callback"; }
   virtual bool is_monitoring() const { return false; }
+  /// False for callbacks that sit out a fast_dev_run (it saves nothing and never stops early): checkpointing
+  /// and early stopping.
+  virtual bool runs_in_fast_dev_run() const { return true; }
+  /// True for a callback that writes checkpoints: the Trainer then adds no default ModelCheckpoint.
+  virtual bool saves_checkpoints() const { return false; }
 
   virtual void on_fit_start(Trainer& trainer, TrainModule& module) {}
   virtual void on_fit_end(Trainer& trainer, TrainModule& module) {}

@@ -10,7 +10,7 @@
 #include <volt/kernels/ops.h>
 #include <volt/nn/metrics.h>
 #include <volt/runtime/log.h>
-#include <volt/trainer/strategies/strategy.h>
+#include <volt/trainer/collectives.h>
 
 namespace volt {
 
@@ -204,7 +204,7 @@ void ResultCollection::begin_step() {
   for (auto& e : entries_) e->has_step = false;
 }
 
-void ResultCollection::end_step(Strategy& strategy) {
+void ResultCollection::end_step(Collectives& strategy) {
   if (strategy.world_size() == 1) return;
   // One collective per op for all of this step's sync_dist values (Mean = Sum / world).
   std::vector<double> sums, mins, maxs;
@@ -236,7 +236,7 @@ static std::string synced_signature(const std::vector<std::string>& parts) {
   return sig;
 }
 
-void ResultCollection::compute_epoch(Strategy& strategy) {
+void ResultCollection::compute_epoch(Collectives& strategy) {
   bool distributed = strategy.world_size() > 1;
   if (distributed) {
     std::vector<std::string> parts;

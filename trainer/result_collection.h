@@ -6,7 +6,7 @@
 /// Epoch accumulation keeps a numerator and a denominator per name: for "mean" Σ(value·batch) and Σ(batch),
 /// both in f64 (on the value's device, so nothing syncs with the host while the epoch runs). sync_dist epoch
 /// values are reduced once, at epoch end: all numerators and denominators of the collection go through ONE
-/// Strategy::reduce_values(Sum) call (plus one per min/max if used), so the result is the global weighted
+/// Collectives::reduce_values(Sum) call (plus one per min/max if used), so the result is the global weighted
 /// mean even with uneven batch counts per rank. Step values with sync_dist are reduced in end_step(), again
 /// one call per op for all of the step's values.
 #include <cstdint>
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include <volt/kernels/tensor.h>
-#include <volt/trainer/train_module.h>
+#include <volt/trainer/log_options.h>
 
 namespace volt {
 
-class Strategy;
+class Collectives;
 
 enum class ReduceFx { Mean, Sum, Min, Max };
 ReduceFx parse_reduce_fx(const std::string& s);
@@ -51,10 +51,10 @@ class ResultCollection {
 
   /// Batch boundaries. end_step reduces this step's sync_dist values across ranks.
   void begin_step();
-  void end_step(Strategy& strategy);
+  void end_step(Collectives& strategy);
   /// Epoch end: computes every on_epoch value (sync_dist ones reduced across ranks), then computes and
   /// resets logged metric objects. (collective when any value is sync_dist or a metric is synced)
-  void compute_epoch(Strategy& strategy);
+  void compute_epoch(Collectives& strategy);
   /// Forgets everything (start of an epoch / evaluation run).
   void reset();
 

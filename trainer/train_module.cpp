@@ -2,7 +2,7 @@
 
 #include <volt/kernels/ops.h>
 #include <volt/nn/metrics.h>
-#include <volt/trainer/strategies/data_parallel.h>
+#include <volt/trainer/replica_logs.h>
 #include <volt/trainer/result_collection.h>
 #include <volt/trainer/trainer.h>
 
@@ -87,29 +87,29 @@ int64_t TrainModule::global_step() const { return trainer_ ? trainer_->global_st
 // ---- all_gather --------------------------------------------------------------------------------------------
 
 // The strategy to gather through, or nullptr when the input comes back unchanged (no trainer, one process).
-static Strategy* gather_strategy(Trainer* trainer) {
+static Collectives* gather_strategy(Trainer* trainer) {
   VOLT_CHECK(detail::replica_logs() == nullptr, "all_gather: called inside a step that runs in dp replicas (strategy ",
              "dp/ddp2 run the steps on several threads); gather in training_step_end / validation_step_end / ",
              "test_step_end, which run once per batch on the gathered outputs");
   if (!trainer || trainer->strategy().world_size() == 1) return nullptr;
-  return &trainer->strategy();
+  return &trainer->collectives();
 }
 
 Tensor TrainModule::all_gather(const Tensor& t, bool sync_grads) const {
   VOLT_CHECK(t.defined(), type_name(), "::all_gather: the tensor is undefined; every rank must pass a tensor");
-  Strategy* s = gather_strategy(trainer_);
+  Collectives* s = gather_strategy(trainer_);
   return s ? s->all_gather(t, sync_grads) : t;
 }
 
 Tensor TrainModule::all_gather(double value) const {
-  Strategy* s = gather_strategy(trainer_);
+  Collectives* s = gather_strategy(trainer_);
   Tensor v = scalar_tensor(value, DType::f64, device_);
   return s ? s->all_gather(v.reshape({1})).reshape({s->world_size()}) : v;
 }
 
 // Every rank must bring the same structure: agree on a description of it before gathering, so a mismatch is
 // an error on every rank instead of a silent pairing of unrelated tensors (or a hang).
-static void check_same_structure(Strategy& s, const std::string& what, const std::string& mine) {
+static void check_same_structure(Collectives& s, const std::string& what, const std::string& mine) {
   std::string ref = s.broadcast_string(mine, 0);
   bool differs = s.reduce_decision(ref != mine, /*all=*/false);
   VOLT_CHECK(!differs, what, ": ranks passed different containers (rank 0: [", ref, "], rank ", s.global_rank(),
@@ -117,7 +117,7 @@ static void check_same_structure(Strategy& s, const std::string& what, const std
 }
 
 std::vector<Tensor> TrainModule::all_gather(const std::vector<Tensor>& tensors) const {
-  Strategy* s = gather_strategy(trainer_);
+  Collectives* s = gather_strategy(trainer_);
   if (!s) return tensors;
   check_same_structure(*s, type_name() + "::all_gather(vector)", std::to_string(tensors.size()) + " tensors");
   std::vector<Tensor> out;
@@ -127,7 +127,7 @@ std::vector<Tensor> TrainModule::all_gather(const std::vector<Tensor>& tensors) 
 }
 
 std::map<std::string, Tensor> TrainModule::all_gather(const std::map<std::string, Tensor>& tensors) const {
-  Strategy* s = gather_strategy(trainer_);
+  Collectives* s = gather_strategy(trainer_);
   if (!s) return tensors;
   std::string keys;
   for (auto& [k, v] : tensors) keys += (keys.empty() ? "\"" : ", \"") + k + "\"";
@@ -139,7 +139,7 @@ std::map<std::string, Tensor> TrainModule::all_gather(const std::map<std::string
 
 std::vector<Tensor> TrainModule::all_gather_uneven(const Tensor& t) const {
   VOLT_CHECK(t.defined(), type_name(), "::all_gather_uneven: the tensor is undefined; every rank must pass one");
-  Strategy* s = gather_strategy(trainer_);
+  Collectives* s = gather_strategy(trainer_);
   return s ? s->all_gather_uneven(t) : std::vector<Tensor>{t};
 }
 

@@ -47,7 +47,9 @@
 #include <volt/runtime/trace.h>
 #include <volt/trainer/enums.h>
 #include <volt/trainer/manual_optimizer.h>
-#include <volt/trainer/strategies/strategy.h>
+#include <volt/trainer/collectives.h>
+#include <volt/trainer/log_options.h>
+#include <volt/trainer/step_output.h>
 
 namespace volt {
 
@@ -63,16 +65,6 @@ namespace detail {
 class ModuleReplicas;
 }
 
-struct LogOptions {
-  std::optional<bool> on_step;   ///< default: per hook (see above)
-  std::optional<bool> on_epoch;  ///< default: per hook
-  bool prog_bar = false;
-  bool logger = true;
-  std::string reduce_fx = "mean";  ///< epoch reduction: "mean" (batch-size weighted), "sum", "min", "max"
-  bool sync_dist = false;          ///< reduce across ranks (one collective per step for all such values)
-  bool rank_zero_only = false;     ///< value only logged on rank 0; monitoring callbacks get it broadcast
-  std::optional<int64_t> batch_size;  ///< default: the current batch's first dimension
-};
 
 /// An LR scheduler and when the Trainer steps it: every `frequency` epochs (SchedulerInterval::epoch) or
 /// optimizer steps (SchedulerInterval::step).

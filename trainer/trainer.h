@@ -105,6 +105,9 @@ class Trainer {
   // ---- state ---------------------------------------------------------------------------------------------
   const TrainerOptions& options() const { return opt_; }
   Strategy& strategy() { return *strategy_; }
+  /// The ranks this run spans and their collectives (the strategy's communication half): what callbacks and
+  /// modules need to agree on a value, reduce or gather. One process: every call is the identity.
+  Collectives& collectives() { return *strategy_; }
   /// Where this process is in the job (upstream's properties of the same names): world_size processes over
   /// num_nodes machines; node_rank = global_rank / devices per node; local_rank is the launcher's rank of this
   /// process on its host (= global_rank % devices when ranks are placed node by node; trainer/strategies/node_layout.h).
@@ -197,7 +200,24 @@ class Trainer {
   void detach(RunStatus status = RunStatus::success);  ///< finalizes the loggers with `status`
   void run_fit(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val,
                const std::string& ckpt_path);
+  // The fit loop (loops/fit_loop.cpp): run_fit = reset, checks, restore, start (sanity check), epochs, finish.
+  void reset_fit_state();
+  void check_training_batches(const data::DataLoader& train);
+  void start_fit(data::DataLoader* val);
+  void run_epochs(std::shared_ptr<data::DataLoader> train, std::shared_ptr<data::DataLoader> val);
+  void finish_fit();
+  // The training epoch (loops/training_epoch_loop.cpp).
+  struct EpochProgress {
+    bool interrupted = false;     ///< left mid-epoch for an interrupt: no epoch-end work
+    bool completed = true;        ///< false when a stop ended the epoch before its last batch
+    bool validated_last = false;  ///< the last batch run was followed by a validation run
+  };
   void train_epoch(data::DataLoader& train, data::DataLoader* val);
+  int64_t start_train_epoch(data::DataLoader& train, data::DataLoader* val);  ///< returns the first batch index
+  EpochProgress run_training_batches(data::DataLoader& train, data::DataLoader* val, int64_t start);
+  void begin_training_batch(int64_t idx, int64_t start);  ///< profiling window, accumulation-window start
+  void update_progress_bar(int64_t idx);
+  void end_train_epoch(data::DataLoader* val, const EpochProgress& progress);
   void training_batch(const Batch& batch, int64_t batch_idx);
   /// on_nonfinite_loss: true when this batch's backward and step must be skipped (decision agreed by all ranks).
   bool skip_nonfinite_loss(const Tensor& loss);
@@ -321,8 +341,9 @@ class Trainer {
   std::pair<uint64_t, uint64_t> window_rng_{0, 0};  ///< default generator (seed, offset) at that batch
   std::vector<nn::BatchNormBase*> synced_bns_;    ///< sync_batchnorm: the layers given the strategy's all-reduce
   void release_sync_batchnorm() noexcept;
-  void configure_fsdp();  ///< hands the FSDP wrap options to the strategy; an error under another strategy
-  void configure_dp();    ///< hands dp_replicas and the parameter dtype to dp/ddp2; an error under another strategy
+  void apply_batch_limits();  ///< fast_dev_run / overfit_batches -> the limits, loggers and checkpointing they imply
+  void setup_strategy();      ///< connectors/accelerator_connector.cpp: devices and strategy -> strategy_
+  void setup_callbacks();     ///< connectors/callback_connector.cpp: the run's callbacks_
   void apply_benchmark_option();  ///< TrainerOptions::benchmark (and deterministic) -> set_cudnn_benchmark
   data::DataModule* fit_dm_ = nullptr;            ///< fit(module, dm): for reload_dataloaders_every_n_epochs
   std::shared_ptr<data::DataLoader> fit_train_;   ///< during fit: the training loader (estimated_stepping_batches)

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include <volt/runtime/error.h>
@@ -51,6 +52,37 @@ double parse_max_time(const std::string& s) {
   VOLT_CHECK(parts.size() == 4, "Trainer: max_time=\"", s, "\" has ", parts.size(),
              " fields; expected \"DD:HH:MM:SS\"");
   return ((parts[0] * 24 + parts[1]) * 60 + parts[2]) * 60.0 + parts[3];
+}
+
+void TrainerOptions::validate() const {
+  VOLT_CHECK(accumulate_grad_batches >= 1, "Trainer: accumulate_grad_batches=", accumulate_grad_batches,
+             " must be >= 1");
+  VOLT_CHECK(check_val_every_n_epoch >= 1, "Trainer: check_val_every_n_epoch=", check_val_every_n_epoch,
+             " must be >= 1");
+  VOLT_CHECK(log_every_n_steps >= 1, "Trainer: log_every_n_steps=", log_every_n_steps, " must be >= 1");
+  VOLT_CHECK(gradient_clip_val >= 0, "Trainer: gradient_clip_val=", gradient_clip_val, " must be >= 0");
+  VOLT_CHECK(gradient_clip_algorithm == GradClipAlgorithm::norm ||
+                 gradient_clip_algorithm == GradClipAlgorithm::value,
+             "Trainer: gradient_clip_algorithm=", static_cast<int>(gradient_clip_algorithm),
+             " is not a GradClipAlgorithm value");
+  VOLT_CHECK(checkpoint_layout == CheckpointLayout::full || checkpoint_layout == CheckpointLayout::sharded,
+             "Trainer: checkpoint_layout=", static_cast<int>(checkpoint_layout), " is not a CheckpointLayout value");
+  VOLT_CHECK(max_epochs >= -1, "Trainer: max_epochs=", max_epochs, "; expected -1 (default) or >= 0");
+  VOLT_CHECK(max_steps >= -1, "Trainer: max_steps=", max_steps, "; expected -1 (no limit) or >= 0");
+  VOLT_CHECK(val_check_interval.is_fraction ? val_check_interval.fraction > 0
+                                                 : val_check_interval.count > 0,
+             "Trainer: val_check_interval must be a fraction in (0, 1] or a batch count >= 1");
+  if (val_check_interval.is_fraction)
+    VOLT_CHECK(val_check_interval.fraction <= 1.0, "Trainer: val_check_interval=",
+               val_check_interval.fraction, " as a fraction must be in (0, 1]");
+  VOLT_CHECK(fast_dev_run >= 0, "Trainer: fast_dev_run=", fast_dev_run,
+             " must be >= 0 (0 = off, n = run n batches of each loop)");
+  VOLT_CHECK(reload_dataloaders_every_n_epochs >= 0, "Trainer: reload_dataloaders_every_n_epochs=",
+             reload_dataloaders_every_n_epochs, " must be >= 0 (0 = load once)");
+  const BatchAmount& ob = overfit_batches;
+  VOLT_CHECK(ob.is_fraction ? ob.fraction >= 0 && ob.fraction <= 1 : ob.count >= 0, "Trainer: overfit_batches=",
+             ob.is_fraction ? std::to_string(ob.fraction) : std::to_string(ob.count),
+             "; expected a batch count >= 0 or a fraction in [0, 1] (0 = off)");
 }
 
 }  // namespace volt

@@ -52,7 +52,9 @@ struct TrainerOptions {
   std::string accelerator = "auto";   ///< "cpu", "gpu" ("cuda"), "auto"
   std::string devices = "auto";       ///< "auto", "1", "2", "-1", "1,3", ...
   bool auto_select_gpus = false;      ///< with devices="k" on GPUs: pick k GPUs not busy with other processes
-  std::string strategy = "auto";      ///< "auto", "single_device", "ddp", "ddp_spawn", "zero1", "zero2", "fsdp", "dp", "ddp2" (make_strategy)
+  /// "auto", "single_device", "ddp", "ddp_spawn", "zero1", "zero2", "fsdp", "dp", "ddp2", or a name a program
+  /// registered (trainer/strategies/registry.h).
+  std::string strategy = "auto";
   /// strategy="fsdp": how the model is cut into units (trainer/strategies/fsdp_wrap.h). A submodule whose trainable
   /// parameters not yet in a unit number at least fsdp_min_num_params becomes a unit (0: no auto-wrap), and so
   /// does every module named in fsdp_wrap ("encoder", "decoder.l1"; a name matching no module is an error).
@@ -150,6 +152,11 @@ struct TrainerOptions {
   /// all processes' batches together (nn::BatchNormBase::set_sync), as one batch of the global size; the running
   /// estimates are then the same on every process. No effect with one process.
   bool sync_batchnorm = false;
+
+  /// The range checks the Trainer makes before it uses these options: a volt::Error naming the first option out
+  /// of range and what it accepts (counts >= 1 where a zero means nothing, fractions in (0, 1], known enum
+  /// values). Options that need the machine (devices, strategy, precision) are checked where they are resolved.
+  void validate() const;
 };
 
 /// Parses max_time: "DD:HH:MM:SS" or a number of seconds. Returns seconds (< 0 for "no limit").

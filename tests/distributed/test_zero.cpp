@@ -21,6 +21,7 @@
 #include <volt/nn/serialization.h>
 #include <volt/runtime/allocator.h>
 #include <volt/trainer/strategies/device_parser.h>
+#include <volt/trainer/strategies/registry.h>
 #include <volt/trainer/strategies/zero.h>
 
 #include "distributed/zero_test_module.h"

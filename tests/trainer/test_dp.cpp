@@ -29,6 +29,7 @@
 #include <volt/trainer/strategies/data_parallel.h>
 #include <volt/trainer/strategies/device_parser.h>
 #include <volt/trainer/strategies/dp.h>
+#include <volt/trainer/strategies/registry.h>
 
 using namespace volt;
 using test::max_abs_diff;

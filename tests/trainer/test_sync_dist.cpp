@@ -2,6 +2,7 @@
 // counts), and one Strategy::reduce_values call per op for all of a step's values. A fake two-rank strategy
 // stands in for DDP: it adds the vectors "the other rank" contributed.
 #include <volt/trainer/strategies/device_parser.h>
+#include <volt/trainer/strategies/registry.h>
 #include "trainer/trainer_test_util.h"
 
 using namespace volt;

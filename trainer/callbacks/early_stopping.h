@@ -37,6 +37,7 @@ class EarlyStopping : public Callback {
  public:
   explicit EarlyStopping(EarlyStoppingOptions options);
   std::string state_key() const override;
+  bool runs_in_fast_dev_run() const override { return false; }
   bool is_monitoring() const override { return true; }
   void on_validation_end(Trainer& trainer, TrainModule& module) override;
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;

@@ -43,6 +43,8 @@ class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(ModelCheckpointOptions options = {});
   std::string state_key() const override;
+  bool runs_in_fast_dev_run() const override { return false; }
+  bool saves_checkpoints() const override { return true; }
   bool is_monitoring() const override { return true; }
   void on_validation_end(Trainer& trainer, TrainModule& module) override;
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;

@@ -12,7 +12,7 @@
 ///                         (standalone: no Trainer needed; fuzz targets call it directly);
 ///   parse_optimizer_key   "optimizer.<i>.<key>" -> i (and <key>).
 /// @endcode
-/// Trainer::resume_from (checkpoint.cpp) then checks the record against the running Trainer (optimizer and
+/// Trainer::resume_from (trainer/connectors/checkpoint_connector.cpp) then checks the record against the running Trainer (optimizer and
 /// scheduler counts and types, max_epochs / max_steps, the loader's batch count).
 #include <cstdint>
 #include <map>

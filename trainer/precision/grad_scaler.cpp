@@ -14,7 +14,7 @@ GradScaler::GradScaler(GradScalerOptions options) : opt_(options), scale_(option
   VOLT_CHECK(opt_.growth_interval >= 1, "GradScaler: growth_interval=", opt_.growth_interval, " must be >= 1");
 }
 
-bool GradScaler::unscale_(optim::Optimizer& opt, Strategy& strategy) {
+bool GradScaler::unscale_(optim::Optimizer& opt, Collectives& strategy) {
   if (unscaled_[&opt]) return found_inf_;
   unscaled_[&opt] = true;
   NoGradGuard ng;
@@ -30,7 +30,7 @@ bool GradScaler::unscale_(optim::Optimizer& opt, Strategy& strategy) {
   return found_inf_;
 }
 
-bool GradScaler::step(optim::Optimizer& opt, Strategy& strategy) {
+bool GradScaler::step(optim::Optimizer& opt, Collectives& strategy) {
   if (!unscale_(opt, strategy)) {
     opt.step();
     return true;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <volt/trainer/strategies/strategy.h>
+#include <volt/trainer/replica_logs.h>
 #include <volt/trainer/train_module.h>
 
 namespace volt::detail {
@@ -27,22 +28,6 @@ std::vector<data::Batch> split_batch(const data::Batch& batch, int n);
 /// every replica's graph. A key undefined in every replica stays undefined. Mismatched keys, a key defined in
 /// some replicas only, or 0-d and n-d tensors under one key are errors naming the key.
 StepOutput gather_step_outputs(const std::vector<StepOutput>& outputs);
-
-/// What log() recorded on one replica's thread.
-struct ReplicaLogRecord {
-  std::string name;
-  Tensor value;                        ///< one element (undefined for a metric object)
-  metrics::Metric* metric = nullptr;   ///< a metric object logged by reference
-  LogOptions options;
-  int64_t batch_size = 1;  ///< options.batch_size, else the replica's slice size
-};
-struct ReplicaLogs {
-  int64_t slice_size = 0;
-  std::vector<ReplicaLogRecord> records;
-};
-
-/// The log sink of this thread while it runs a replica (nullptr otherwise): TrainModule::log records there.
-ReplicaLogs* replica_logs();
 
 /// Logs the replicas' records through `module.log` on the calling thread (inside the step's LogScope). Per name,
 /// in order of first appearance: reduce_fx "mean" -> the mean weighted by each replica's batch size, "sum" ->

@@ -10,7 +10,6 @@
 #include <volt/kernels/ops.h>
 #include <volt/nn/metrics.h>
 #include <volt/runtime/cuda_api.h>
-#include <volt/trainer/train_module.h>
 
 namespace volt {
 
@@ -83,7 +82,7 @@ DDPStrategy::DDPStrategy(const DeviceSelection& devices, bool find_unused_parame
 
 DDPStrategy::~DDPStrategy() = default;
 
-void DDPStrategy::setup(TrainModule& module) {
+void DDPStrategy::setup(nn::Module& module) {
   module.to(device_);
   std::vector<Tensor> state;
   for (auto& [name, p] : module.named_parameters()) state.push_back(p);
@@ -107,7 +106,7 @@ void DDPStrategy::finish_gradient_sync() {
   if (reducer_ && reducer_->sync()) reducer_->finalize();
 }
 
-void DDPStrategy::teardown(TrainModule&) { reducer_.reset(); }
+void DDPStrategy::teardown(nn::Module&) { reducer_.reset(); }
 
 void DDPStrategy::process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) {
   const int64_t n = loader.dataset()->size();

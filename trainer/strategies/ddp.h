@@ -57,10 +57,10 @@ class DDPStrategy : public Strategy {
   const std::string& layout_warning() const { return layout_warning_; }
   dist::ProcessGroup& group() { return *group_; }
 
-  void setup(TrainModule& module) override;
+  void setup(nn::Module& module) override;
   void backward(const Tensor& loss, bool sync_grad) override;
   void finish_gradient_sync() override;
-  void teardown(TrainModule& module) override;
+  void teardown(nn::Module& module) override;
   void process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) override;
 
   void reduce_values(std::vector<double>& values, dist::ReduceOp op) override;
@@ -84,7 +84,7 @@ class DDPStrategy : public Strategy {
   std::unique_ptr<dist::GradReducer> reducer_;
 };
 
-/// The factory make_strategy() uses for "ddp" / "ddp_spawn" (and "auto" with several devices).
+/// The factory the strategy registry (trainer/strategies/registry.cpp) uses for "ddp" / "ddp_spawn" (and "auto" with several devices).
 std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);
 
 }  // namespace volt

@@ -118,13 +118,12 @@ DPStrategy::~DPStrategy() = default;
 void DPStrategy::set_replicas(bool on_cpu, DType param_dtype) { runner_->set_replicas(on_cpu, param_dtype); }
 bool DPStrategy::uses_replicas() const { return runner_->uses_replicas(); }
 
-void DPStrategy::setup(TrainModule& module) {
+void DPStrategy::bind(TrainModule& module) {
   check_automatic_optimization(module, name());
-  Strategy::setup(module);
   runner_->setup(module, name());
 }
 
-void DPStrategy::teardown(TrainModule& module) {
+void DPStrategy::teardown(nn::Module& module) {
   runner_->teardown();
   Strategy::teardown(module);
 }
@@ -149,13 +148,13 @@ DDP2Strategy::~DDP2Strategy() = default;
 void DDP2Strategy::set_replicas(bool on_cpu, DType param_dtype) { runner_->set_replicas(on_cpu, param_dtype); }
 bool DDP2Strategy::uses_replicas() const { return runner_->uses_replicas(); }
 
-void DDP2Strategy::setup(TrainModule& module) {
+void DDP2Strategy::bind(TrainModule& module) {
+  // setup() (DDP's) ran first: every rank's root starts from rank 0's values; the replicas copy them per step.
   check_automatic_optimization(module, name());
-  DDPStrategy::setup(module);  // every rank's root starts from rank 0's values; the replicas copy them per step
   runner_->setup(module, name());
 }
 
-void DDP2Strategy::teardown(TrainModule& module) {
+void DDP2Strategy::teardown(nn::Module& module) {
   runner_->teardown();
   DDPStrategy::teardown(module);
 }

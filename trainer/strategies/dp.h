@@ -85,8 +85,9 @@ class DPStrategy : public Strategy {
   void set_replicas(bool on_cpu, DType param_dtype);
   /// Whether the steps run on module replicas (known after setup).
   bool uses_replicas() const;
-  void setup(TrainModule& module) override;
-  void teardown(TrainModule& module) override;
+  /// Checks automatic optimisation and builds the replicas (TrainModule::make_replica).
+  void bind(TrainModule& module) override;
+  void teardown(nn::Module& module) override;
   StepOutput run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) override;
 
  private:
@@ -106,8 +107,9 @@ class DDP2Strategy : public DDPStrategy {
   /// As DPStrategy::set_replicas.
   void set_replicas(bool on_cpu, DType param_dtype);
   bool uses_replicas() const;
-  void setup(TrainModule& module) override;
-  void teardown(TrainModule& module) override;
+  /// Checks automatic optimisation and builds the replicas (TrainModule::make_replica).
+  void bind(TrainModule& module) override;
+  void teardown(nn::Module& module) override;
   StepOutput run_step(TrainModule& module, const data::Batch& batch, const StepFn& step) override;
 
  private:
@@ -115,7 +117,7 @@ class DDP2Strategy : public DDPStrategy {
   std::unique_ptr<detail::DataParallelRunner> runner_;
 };
 
-/// The factories make_strategy() uses for "dp" and "ddp2".
+/// The factories the strategy registry (trainer/strategies/registry.cpp) uses for "dp" and "ddp2".
 std::unique_ptr<Strategy> make_dp_strategy(const DeviceSelection& devices);
 std::unique_ptr<Strategy> make_ddp2_strategy(const DeviceSelection& devices);
 

@@ -28,11 +28,16 @@ int FSDPStrategy::shard_unit(const std::string& param_name) const {
   return it == unit_of_param_.end() ? root_ : it->second;
 }
 
+void FSDPStrategy::bind(TrainModule& module) {
+  module_wrap_ = module.fsdp_wrap_modules();
+  automatic_optimization_ = module.automatic_optimization;
+}
+
 void FSDPStrategy::setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {
   VOLT_CHECK(module() != nullptr, name(), ": setup_optimizers before setup()");
   drop_units();
   FsdpWrapPolicy policy = policy_;
-  for (auto& name : module()->fsdp_wrap_modules())
+  for (auto& name : module_wrap_)
     if (std::find(policy.modules.begin(), policy.modules.end(), name) == policy.modules.end()) policy.modules.push_back(name);
   std::vector<FsdpUnitPlan> plan = plan_fsdp_units(*module(), policy);
   units_.clear();
@@ -214,7 +219,7 @@ void FSDPStrategy::on_param_grad_ready(int unit) {
   // A unit's backward is over once all its gradients are complete. The root unit's too under automatic
   // optimisation (training_step has returned); a manually optimised training_step may still read it after
   // manual_backward, so it stays gathered (and is refreshed after each step) until module_step_end.
-  if (--u.pending == 0 && (unit != root_ || module()->automatic_optimization)) release(unit);
+  if (--u.pending == 0 && (unit != root_ || automatic_optimization_)) release(unit);
 }
 
 void FSDPStrategy::backward(const Tensor& loss, bool sync_grad) {
@@ -277,7 +282,7 @@ FSDPStrategy::FullParams::~FullParams() {
   for (int u : gathered_) s_.release(u);
 }
 
-nn::StateDict FSDPStrategy::module_state_dict(TrainModule& module) {
+nn::StateDict FSDPStrategy::module_state_dict(nn::Module& module) {
   if (units_.empty()) return Strategy::module_state_dict(module);
   FullParams full(*this);
   nn::StateDict sd;
@@ -286,7 +291,7 @@ nn::StateDict FSDPStrategy::module_state_dict(TrainModule& module) {
   return sd;
 }
 
-void FSDPStrategy::load_module_state_dict(TrainModule& module, const nn::StateDict& sd) {
+void FSDPStrategy::load_module_state_dict(nn::Module& module, const nn::StateDict& sd) {
   if (units_.empty()) return Strategy::load_module_state_dict(module, sd);
   FullParams full(*this, /*writeback=*/true);
   module.load_state_dict(sd, /*strict=*/true);
@@ -298,12 +303,12 @@ std::vector<FSDPStrategy::UnitInfo> FSDPStrategy::units() const {
   return out;
 }
 
-void FSDPStrategy::teardown(TrainModule& module) {
+void FSDPStrategy::teardown(nn::Module& module) {
   drop_units();  // the module keeps its full parameters
   ZeroStrategy::teardown(module);
 }
 
-void FSDPStrategy::abandon(TrainModule& module) noexcept {
+void FSDPStrategy::abandon(nn::Module& module) noexcept {
   // No gather (a collective): the hooks go, the parameters stay released. An all-gather still in flight (a
   // prefetch) writes into its bucket's buffer until it completes: wait for it (the peers that issued it are
   // normally there: it is bounded by the collective timeout), and if it cannot complete, keep its buffer alive

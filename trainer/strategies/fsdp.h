@@ -67,10 +67,12 @@ class FSDPStrategy : public ZeroStrategy, private nn::CallHook {
   void after_optimizer_step(optim::Optimizer& optimizer) override;
   void module_step_begin() override;
   void module_step_end() override;
-  nn::StateDict module_state_dict(TrainModule& module) override;
-  void load_module_state_dict(TrainModule& module, const nn::StateDict& sd) override;
-  void teardown(TrainModule& module) override;
-  void abandon(TrainModule& module) noexcept override;
+  /// Takes the module's fsdp_wrap_modules into the wrap policy and whether it optimises automatically.
+  void bind(TrainModule& module) override;
+  nn::StateDict module_state_dict(nn::Module& module) override;
+  void load_module_state_dict(nn::Module& module, const nn::StateDict& sd) override;
+  void teardown(nn::Module& module) override;
+  void abandon(nn::Module& module) noexcept override;
 
   /// The units (wrapped submodules first, the root unit "" last), for tests and summaries.
   struct UnitInfo {
@@ -104,6 +106,8 @@ class FSDPStrategy : public ZeroStrategy, private nn::CallHook {
   int shard_unit(const std::string& param_name) const override;
 
  private:
+  std::vector<std::string> module_wrap_;  ///< the bound module's fsdp_wrap_modules()
+  bool automatic_optimization_ = true;     ///< the bound module's automatic_optimization
   struct BucketState {
     std::shared_ptr<Storage> storage;  ///< what the bucket's parameters view; data null while released
     Tensor full;                       ///< (world * chunk,) over storage
@@ -153,7 +157,7 @@ class FSDPStrategy : public ZeroStrategy, private nn::CallHook {
   int64_t gathers_ = 0;
 };
 
-/// The factory make_strategy() uses for the FSDP names.
+/// The factory the strategy registry (trainer/strategies/registry.cpp) uses for the FSDP names.
 std::unique_ptr<Strategy> make_fsdp_strategy(const DeviceSelection& devices);
 
 }  // namespace volt

@@ -21,6 +21,8 @@
 #include <volt/kernels/tensor.h>
 #include <volt/nn/module.h>
 #include <volt/trainer/checkpoint/sharded.h>
+#include <volt/trainer/collectives.h>
+#include <volt/trainer/step_output.h>
 
 namespace volt {
 
@@ -32,29 +34,20 @@ namespace optim {
 class Optimizer;
 }
 
-/// What a step returns to its `*_step_end` hook: named tensors (the training loss under "loss").
-using StepOutput = std::map<std::string, Tensor>;
-/// One step of `module` on a batch (or, under dp, of one replica's module on its slice of the batch: the root
-/// module itself, or the replica made by TrainModule::make_replica).
-using StepFn = std::function<StepOutput(TrainModule& module, const data::Batch&)>;
 
-class Strategy {
+class Strategy : public Collectives {
  public:
-  virtual ~Strategy() = default;
   virtual std::string name() const = 0;
 
   virtual Device root_device() const = 0;
-  virtual int global_rank() const { return 0; }
-  virtual int local_rank() const { return 0; }
-  virtual int world_size() const { return 1; }
-  /// Machines in the job and this process's machine (DDP: num_nodes, global_rank / devices per node).
-  virtual int num_nodes() const { return 1; }
-  virtual int node_rank() const { return 0; }
-  bool is_global_zero() const { return global_rank() == 0; }
 
   /// Moves the module to root_device() and (DDP) broadcasts rank 0's parameters and buffers so that every
   /// replica starts identical, then installs gradient hooks. (collective)
-  virtual void setup(TrainModule& module);
+  virtual void setup(nn::Module& module);
+  /// Called by the Trainer right after setup(), with the training module: the strategies that need the
+  /// training-module contract read it here (dp/ddp2 build their replicas through make_replica and need
+  /// automatic optimisation; fsdp adds fsdp_wrap_modules to its wrap policy). Default: nothing.
+  virtual void bind(TrainModule& module) {}
   /// Called once the optimizers exist (DDP: nothing; the ZeRO strategies move each optimizer onto this rank's
   /// shards of the parameters here: its groups then hold flat shard tensors, see trainer/strategies/zero.h).
   virtual void setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {}
@@ -107,8 +100,8 @@ class Strategy {
   /// Checkpoints: the module's parameters and buffers in the full layout (Module::state_dict). (collective:
   /// FSDP gathers the shards and returns the values on rank 0 only, the rank that writes; other ranks get an
   /// empty dict.) load_module_state_dict copies a full-layout dict in, strict (collective under FSDP).
-  virtual nn::StateDict module_state_dict(TrainModule& module);
-  virtual void load_module_state_dict(TrainModule& module, const nn::StateDict& sd);
+  virtual nn::StateDict module_state_dict(nn::Module& module);
+  virtual void load_module_state_dict(nn::Module& module, const nn::StateDict& sd);
   /// Bracket every step the Trainer runs the module in: a training batch (training_step through backward and
   /// the optimizer step), each validation/test/predict step. FSDP gathers the root unit's parameters (those of
   /// no wrapped submodule) in begin and frees every unit still gathered in end. (collective for FSDP)
@@ -127,43 +120,18 @@ class Strategy {
   /// Called after backward and before clipping/optimizer.step(): DDP waits for in-flight gradient buckets
   /// here, so gradients are final (and averaged) before anyone reads them.
   virtual void finish_gradient_sync() {}
-  virtual void teardown(TrainModule& module) {}
+  virtual void teardown(nn::Module& module) {}
   /// A stage failed on this rank (an exception leaves fit/validate/test): drop every hook this strategy put on
   /// the module, locally (no collective: other ranks may be gone), so that the module no longer calls into the
   /// strategy. FSDP's parameters then stay released (each rank kept only its shard; reading one is the
   /// "storage released" error): resume from a checkpoint.
-  virtual void abandon(TrainModule& module) noexcept {}
+  virtual void abandon(nn::Module& module) noexcept {}
 
   /// Replaces a loader's sampler with this rank's distributed shard (training: shuffled with `seed` and
   /// padded; evaluation: user order, every sample exactly once). Single device: unchanged.
   /// `shuffle`: the training loader should be shuffled (the Trainer decides: the loader asked for it and
   /// overfit_batches is off).
   virtual void process_dataloader(data::DataLoader& loader, bool training, bool shuffle, uint64_t seed) {}
-
-  // ---- collectives (identity on one rank) ----------------------------------------------------------------
-  /// In place over all ranks. Logged values of one step are reduced in ONE call per op. (collective)
-  virtual void reduce_values(std::vector<double>& values, dist::ReduceOp op) {}
-  /// Sums `t` (on root_device()) over every process in place (sync_batchnorm's statistics); a collective.
-  virtual void all_reduce_sum(Tensor& t) {}
-  virtual void barrier(const std::string& name = "") {}
-  // (s...) -> (world, s...) in rank order; with one process the input comes back unchanged
-  // (docs/trainer_contract.md "all_gather"). sync_grads: the result carries gradients back to every rank's
-  // input (its backward is a collective too). (collective)
-  virtual Tensor all_gather(const Tensor& t, bool sync_grads = false) { return t; }
-  // First dims may differ per rank (trailing dims must match): one tensor per rank, in rank order. (collective)
-  virtual std::vector<Tensor> all_gather_uneven(const Tensor& t) { return {t}; }
-  // Makes a metric object's compute() global (installs its state-sync hook). Single device: nothing.
-  virtual void prepare_metric(metrics::Metric& metric) {}
-  // The value held by the lowest rank that has one, on every rank; nullopt when no rank has it. Monitoring
-  // callbacks use it so that a value logged on some ranks only (rank_zero_only, an empty shard) is agreed.
-  // (collective: two small collectives)
-  std::optional<double> agreed_value(std::optional<double> local);
-  /// Rank `src`'s value on every rank (rank_zero_only values that a callback monitors). (collective)
-  virtual double broadcast_value(double value, int src = 0) { return value; }
-  virtual std::string broadcast_string(const std::string& s, int src = 0) { return s; }
-  // Agreement on a boolean: all=true -> true only if every rank says true; all=false -> true if any
-  // does. Used for should_stop and checkpoint decisions. (collective)
-  virtual bool reduce_decision(bool decision, bool all = false) { return decision; }
 };
 
 /// One process on one device (CPU or one GPU).
@@ -177,25 +145,6 @@ class SingleDeviceStrategy : public Strategy {
   Device device_;
 };
 
-/// Builds the strategy a TrainerOptions asks for: "auto" (one device -> single_device; several -> ddp),
-/// "single_device", "ddp", "ddp_spawn", and the sharded data-parallel strategies "zero1" (ZeRO stage 1: sharded
-/// optimizer state), "zero2" (stage 2: sharded gradients too), with the aliases "deepspeed_stage_1",
-/// "deepspeed_stage_2" and "ddp_sharded" (= zero2), and "fsdp" (fully sharded, ZeRO stage 3: also
-/// "fsdp_full_shard", "deepspeed_stage_3"; trainer/strategies/fsdp.h), and the in-process replicas "dp" (one process drives `devices`
-/// devices) and "ddp2" (dp inside each process, ddp across processes; trainer/strategies/dp.h). An unknown name is a volt::Error listing these. `devices` is the parsed selection (accelerator "cpu"/"gpu", ids,
-/// processes).
-///
-/// Where DDP plugs in: a header trainer/strategies/ddp.h declaring
-///   std::unique_ptr<Strategy> make_ddp_strategy(const DeviceSelection& devices);
-/// (implemented in trainer/strategies/ddp.cpp) is picked up automatically by strategy.cpp (__has_include), so
-/// the function is referenced and linked from the static library. Until it exists, "ddp" throws a clear error.
-struct DeviceSelection;
-/// Every name make_strategy accepts, in the order its error message lists them.
-const std::vector<std::string>& strategy_names();
-std::unique_ptr<Strategy> make_strategy(const std::string& strategy, const DeviceSelection& devices);
-
-/// Overrides the DDP factory (tests inject a fake multi-rank strategy this way). nullptr restores the default.
-using DDPFactory = std::unique_ptr<Strategy> (*)(const DeviceSelection& devices);
-void register_ddp_strategy(DDPFactory factory);
+/// The names TrainerOptions::strategy accepts and the factories behind them: trainer/strategies/registry.h.
 
 }  // namespace volt

@@ -8,7 +8,6 @@
 #include <volt/kernels/ops.h>
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/optim.h>
-#include <volt/trainer/train_module.h>
 
 namespace volt {
 
@@ -32,7 +31,7 @@ ZeroStrategy::ZeroStrategy(const DeviceSelection& devices, ZeroStage stage) : DD
 
 ZeroStrategy::~ZeroStrategy() { restore_optimizers(); }
 
-void ZeroStrategy::setup(TrainModule& module) {
+void ZeroStrategy::setup(nn::Module& module) {
   module.to(root_device());
   std::vector<Tensor> state;
   for (auto& [name, p] : module.named_parameters()) state.push_back(p);
@@ -304,7 +303,7 @@ void ZeroStrategy::load_optimizer_hyper_state(optim::Optimizer& optimizer, const
   optimizer.load_hyper_state(shards);
 }
 
-void ZeroStrategy::teardown(TrainModule& module) {
+void ZeroStrategy::teardown(nn::Module& module) {
   restore_optimizers();
   reducer_.reset();
   slot_index_.clear();

@@ -59,7 +59,7 @@ class ZeroStrategy : public DDPStrategy {
   std::string name() const override { return stage_ == ZeroStage::one ? "zero1" : "zero2"; }
   ZeroStage stage() const { return stage_; }
 
-  void setup(TrainModule& module) override;
+  void setup(nn::Module& module) override;
   void setup_optimizers(std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) override;
   void backward(const Tensor& loss, bool sync_grad) override;
   void finish_gradient_sync() override;
@@ -69,7 +69,7 @@ class ZeroStrategy : public DDPStrategy {
   OptimizerState optimizer_state(const optim::Optimizer& optimizer) override;
   void load_optimizer_state(optim::Optimizer& optimizer, const nn::StateDict& sd) override;
   void load_optimizer_hyper_state(optim::Optimizer& optimizer, const std::map<std::string, double>& hs) override;
-  void teardown(TrainModule& module) override;
+  void teardown(nn::Module& module) override;
   // Sharded checkpoints and toggle_optimizer (trainer/strategies/zero_checkpoint.cpp): each bucket of an optimizer
   // group is a flat buffer "flat.<group>.<j>.<state name>" whose slots are the full-layout keys
   // "state.<group>.<index>.<state name>" of its parameters.
@@ -89,7 +89,7 @@ class ZeroStrategy : public DDPStrategy {
   /// The unit (shard_unit) and the optimizer (index in setup_optimizers' list) of bucket b's parameters.
   int unit_of_bucket(int b) const;
   int optimizer_of_bucket(int b) const;
-  TrainModule* module() const { return module_; }
+  nn::Module* module() const { return module_; }
   dist::ShardedReducer* reducer() { return reducer_.get(); }
   /// The buckets whose shards optimizer `o` steps (empty when ZeRO does not manage it).
   std::vector<int> buckets_of(const optim::Optimizer& o);
@@ -108,7 +108,7 @@ class ZeroStrategy : public DDPStrategy {
   void restore_optimizers();
 
   ZeroStage stage_;
-  TrainModule* module_ = nullptr;
+  nn::Module* module_ = nullptr;
   std::unique_ptr<dist::ShardedReducer> reducer_;
   std::vector<Managed> managed_;
   std::vector<std::vector<int>> slot_index_;  ///< per bucket, per slot: the parameter's index in its group

@@ -1,4 +1,5 @@
-// The Trainer's per-batch training step and the evaluation loop (validation, test, sanity checking).
+// The Trainer's per-batch training step: forward, backward, gradient clipping and the optimizer updates
+// (automatic and manual optimisation), NaN/Inf losses, and the captured step (trainer/step_graph.h).
 #include <cmath>
 #include <typeinfo>
 
@@ -247,106 +248,6 @@ void Trainer::manual_optimizer_step(optim::Optimizer& o, int index) {
   }
   strategy_->after_optimizer_step(o);
   ++global_step_;
-}
-
-void Trainer::run_validation(data::DataLoader& val, bool sanity) {
-  TrainModule& m = *module_;
-  const Stage prev_stage = stage_;
-  stage_ = Stage::validate;
-  sanity_checking_ = sanity;
-  int64_t limit = opt_.limit_val_batches.resolve(val.size(), "limit_val_batches");
-  if (sanity && opt_.num_sanity_val_steps >= 0) limit = std::min(limit, opt_.num_sanity_val_steps);
-  bool was_training = m.is_training();
-  m.eval();
-  if (!sanity)
-    for_each_callback(callbacks_, "on_validation_start", [&](Callback& c) { c.on_validation_start(*this, m); });
-  eval_loop(val, "validate", limit, sanity);
-  if (!sanity && val_has_step_) {
-    ++val_runs_;
-    update_callback_metrics(results_eval_.epoch_callback_metrics());
-    for (auto& [k, v] : results_eval_.epoch_pbar_metrics()) last_pbar_[k] = v;
-    log_epoch_metrics(results_eval_);
-    for_each_callback(callbacks_, "on_validation_end", [&](Callback& c) { c.on_validation_end(*this, m); });
-  }
-  // A stop request from a validation-end callback must hold on every rank.
-  if (!sanity) should_stop_ = stop_agreed_ = strategy_->reduce_decision(should_stop_, /*all=*/false);
-  m.train(was_training);
-  sanity_checking_ = false;
-  stage_ = prev_stage;
-}
-
-int64_t Trainer::eval_loop(data::DataLoader& loader, const char* stage, int64_t max_batches, bool sanity) {
-  TrainModule& m = *module_;
-  bool is_test = std::string(stage) == "test";
-  NoGradGuard ng;
-  results_eval_ = ResultCollection(is_test ? "test" : "validate");
-  const char* step_hook = is_test ? "test_step" : "validation_step";
-  {
-    LogScope s(m, &results_eval_, is_test ? "on_test_epoch_start" : "on_validation_epoch_start");
-    if (is_test) m.on_test_epoch_start();
-    else m.on_validation_epoch_start();
-  }
-  pbar_->start(sanity ? "Sanity Checking" : is_test ? "Testing" : "Validation", max_batches);
-  // A new pass whose sampler epoch is the trainer's (as upstream): a shuffling evaluation loader gives the
-  // sanity check and epoch 0's validation the same order, and each epoch its own.
-  loader.set_epoch(epoch_);
-  int64_t i = 0;
-  // One batch in flight, as in train_epoch; the pass (and any batch fetched ahead) ends with loader.reset().
-  std::optional<Batch> next = max_batches > 0 ? fetch_batch(loader) : std::nullopt;
-  for (; i < max_batches; ++i) {
-    if (!next) break;
-    Batch batch = std::move(*next);
-    next.reset();
-    batch.wait_for_upload();
-    if (i + 1 < max_batches) next = fetch_batch(loader);
-    results_eval_.begin_step();
-    {
-      std::optional<AutocastGuard> ac;
-      enter_forward(ac);
-      StepOutput out;
-      strategy_->module_step_begin();
-      {
-        LogScope s(m, &results_eval_, step_hook, batch.size());
-        m.default_step_called_ = false;
-        out = strategy_->run_step(m, batch, [&](TrainModule& r, const Batch& b) {
-          return is_test ? r.test_step_outputs(b, i) : r.validation_step_outputs(b, i);
-        });
-      }
-      if (!is_test && m.default_step_called_) {  // validation_step not overridden: no validation loop
-        strategy_->module_step_end();
-        val_has_step_ = false;
-        break;
-      }
-      {
-        LogScope s(m, &results_eval_, is_test ? "test_step_end" : "validation_step_end", batch.size());
-        if (is_test) m.test_step_end(out);
-        else m.validation_step_end(out);
-      }
-      strategy_->module_step_end();
-    }
-    results_eval_.end_step(*strategy_);
-    if (!sanity && results_eval_.has_step_values() && !loggers_.empty()) {
-      MetricMap sm = results_eval_.step_logger_metrics();
-      if (!sm.empty()) {
-        sm["epoch"] = static_cast<double>(epoch_);
-        log_to_loggers(sm, eval_log_step());
-      }
-    }
-    pbar_->update(i);
-  }
-  loader.reset();
-  if (!val_has_step_ && !is_test) {
-    pbar_->finish();
-    return 0;
-  }
-  {
-    LogScope s(m, &results_eval_, is_test ? "on_test_epoch_end" : "on_validation_epoch_end");
-    if (is_test) m.on_test_epoch_end();
-    else m.on_validation_epoch_end();
-  }
-  results_eval_.compute_epoch(*strategy_);
-  pbar_->finish(results_eval_.epoch_pbar_metrics());
-  return i;
 }
 
 }  // namespace volt
