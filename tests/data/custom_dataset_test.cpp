@@ -1,4 +1,4 @@
-// The custom Dataset of the README's "Datasets" section, as written there: its samples, the default
+// The custom Dataset of docs/datasets.md (section "Writing a custom dataset"), as written there: its samples, the default
 // get_batch stacking, a DataLoader with workers over it, and a DataModule that serves it.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 namespace {
 
-// --- as in README.md ---
+// --- as in docs/datasets.md ---
 // Sample i: input (2) f32 = (i, i^2), target () i64 = i % 2. Samples are computed from the index alone, so
 // get() is const, safe to call from several loader workers at once, and reproducible.
 class Squares : public volt::data::Dataset {

@@ -231,7 +231,7 @@ TEST(ImageFolder, LoaderWorkersDecodeTheSameBatches) {
   EXPECT_EQ(sorted, (std::vector<int64_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}));
 }
 
-// The README's example (section "Image folders, named fields, collate and augmentation"), on 5 + 3 images.
+// The example of docs/datasets.md (section "Image folders, named fields, collate and augmentation"), on 5 + 3 images.
 TEST(ImageFolder, ReadmeExample) {
   TempDir dir;
   for (int i = 0; i < 5; ++i) write_png(dir.file("pets/train/cat/" + std::to_string(i) + ".png"), 32, 32, 3, pattern(32, 32, 3, i));
