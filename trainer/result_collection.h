@@ -22,6 +22,9 @@
 namespace volt {
 
 class Collectives;
+namespace metrics {
+class Metric;
+}
 
 enum class ReduceFx { Mean, Sum, Min, Max };
 ReduceFx parse_reduce_fx(const std::string& s);

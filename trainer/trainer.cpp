@@ -22,6 +22,7 @@
 #include <volt/runtime/log.h>
 #include <volt/trainer/checkpoint/files.h>
 #include <volt/trainer/strategies/device_parser.h>
+#include <volt/trainer/strategies/node_layout.h>
 #include <volt/trainer/interrupt_guard.h>
 #include <volt/trainer/progress_bar.h>
 #include <volt/trainer/model_summary.h>

@@ -1,5 +1,11 @@
 // Evaluation: validation inside fit (and its sanity check), the eval loop shared by validate/test, their
 // entry points, predict, and the results table printed after validate/test.
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
 #include <cmath>
 #include <typeinfo>
 
