@@ -18,6 +18,12 @@ struct AdamHyper {
   bool decoupled_weight_decay = false;  ///< AdamW: p *= 1 - lr * wd, instead of g += wd * p
   bool amsgrad = false;
   int64_t step = 1;  ///< the step being taken (1 for the first update), for bias correction
+  /// bf16 parameters only: round each updated value up or down at random, with the probability that makes the
+  /// rounding unbiased, instead of to nearest (an update smaller than half a bf16 step then still moves the
+  /// parameter on average). The bits come from Philox keyed by (rounding_seed, the tensor's
+  /// AdamTensors::index) at counter (step, element): the same seed and step give the same parameters.
+  bool stochastic_rounding = false;
+  uint64_t rounding_seed = 0;
 };
 
 struct SgdHyper {
@@ -33,6 +39,7 @@ struct SgdHyper {
 struct AdamTensors {
   Tensor param, grad, exp_avg, exp_avg_sq;
   Tensor max_exp_avg_sq;  ///< undefined without amsgrad
+  int64_t index = 0;      ///< stochastic rounding: the parameter's key (its index in its group)
 };
 /// One parameter of a multi-tensor SGD update (sgd_step_multi_).
 struct SgdTensors {

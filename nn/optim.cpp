@@ -1,6 +1,7 @@
 #include <volt/nn/optim.h>
 
 #include <volt/kernels/graph.h>
+#include <volt/runtime/generator.h>
 #include <volt/runtime/trace.h>
 
 #include <cmath>
@@ -470,7 +471,7 @@ GroupOptions adam_defaults(const AdamOptions& o, const char* name) {
   return d;
 }
 AdamOptions from_adamw(const AdamWOptions& o) {
-  return {o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad, o.fp32_state};
+  return {o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad, o.fp32_state, o.stochastic_rounding};
 }
 }  // namespace
 
@@ -480,6 +481,8 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(group
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(groups), o.lr, adam_defaults(o, decoupled ? "AdamW" : "Adam")), decoupled_(decoupled) {
   fp32_state_ = o.fp32_state;
+  stochastic_rounding_ = o.stochastic_rounding;
+  rounding_seed_ = default_generator().seed();
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
@@ -487,8 +490,10 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam(std::move(groups), from_adamw(o), true) {}
 
 namespace {
-AdamHyper adam_hyper(const ParamGroup& group, bool decoupled) {
+AdamHyper adam_hyper(const ParamGroup& group, bool decoupled, bool stochastic_rounding, uint64_t seed, size_t g) {
   AdamHyper h;
+  h.stochastic_rounding = stochastic_rounding;
+  h.rounding_seed = seed + 0xD1B54A32D192ED03ull * (g + 1);  // each group its own stream
   h.lr = group.lr;
   h.beta1 = group.options.beta1.value();
   h.beta2 = group.options.beta2.value();
@@ -511,7 +516,7 @@ void Adam::step() {
   static const Tensor kNone;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
-    AdamHyper h = adam_hyper(group, decoupled_);
+    AdamHyper h = adam_hyper(group, decoupled_, stochastic_rounding_, rounding_seed_, g);
     const size_t nbuf = h.amsgrad ? 3 : 2;
     Graph* graph = group.params.empty() ? nullptr : capturing_graph(group.params.front());
     // One multi-tensor update per (device, dtype, state dtype, step count) batch of the group: usually one.
@@ -529,7 +534,9 @@ void Adam::step() {
       ensure_buffers(st, p, nbuf);
       if (graph == nullptr) ++st.step;  // a captured step counts at each replay (below)
       batches.add(p, st.buffers[0], graph == nullptr ? st.step : st.step + 1,
-                  AdamTensors{p, grad, st.buffers[0], st.buffers[1], h.amsgrad ? st.buffers[2] : kNone}, i);
+                  AdamTensors{p, grad, st.buffers[0], st.buffers[1], h.amsgrad ? st.buffers[2] : kNone,
+                              static_cast<int64_t>(i)},
+                  i);
     }
     if (graph == nullptr) {
       for (auto& b : batches.list) {
@@ -545,12 +552,12 @@ void Adam::step() {
     char* block = dynamic_update_block(
         *graph, groups_, g, batches.members(), [this, g](size_t i) -> ParamState& { return state(g, i); },
         [this, g](void* dst, int64_t step) {
-          AdamHyper now = adam_hyper(groups_[g], decoupled_);
+          AdamHyper now = adam_hyper(groups_[g], decoupled_, stochastic_rounding_, rounding_seed_, g);
           now.step = step;
           write_adam_dynamic(now, dst);
         },
         [this, g, h] {
-          const AdamHyper now = adam_hyper(groups_[g], decoupled_);
+          const AdamHyper now = adam_hyper(groups_[g], decoupled_, stochastic_rounding_, rounding_seed_, g);
           return (now.weight_decay != 0.0) == (h.weight_decay != 0.0) && now.amsgrad == h.amsgrad;
         });
     for (size_t k = 0; k < batches.list.size(); ++k) {

@@ -144,6 +144,11 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
   bool fp32_state = true;  ///< false: f16/bf16 parameters keep exp_avg/exp_avg_sq in their own dtype
+  /// bf16 parameters: round each update stochastically (unbiased) instead of to nearest, so that updates smaller
+  /// than half a bf16 step still move the parameters on average (what lets bf16-true train like fp32). Keyed
+  /// by the default generator's seed when the optimizer is built, the parameter and the step: reproducible
+  /// under seed_everything. No effect on other dtypes.
+  bool stochastic_rounding = true;
 };
 
 struct AdamWOptions {
@@ -153,6 +158,7 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool amsgrad = false;
   bool fp32_state = true;
+  bool stochastic_rounding = true;  ///< as AdamOptions::stochastic_rounding
 };
 
 /// PyTorch's Adam (L2 weight decay added to the gradient) and, with decoupled weight decay, AdamW
@@ -168,6 +174,8 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled);
   bool decoupled_ = false;
+  bool stochastic_rounding_ = true;
+  uint64_t rounding_seed_ = 0;  ///< the default generator's seed at construction
 };
 
 class AdamW : public Adam {

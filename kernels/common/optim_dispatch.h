@@ -33,6 +33,7 @@ struct AdamPointers {
   M* v;
   M* vmax;  ///< null without amsgrad
   int64_t n;
+  uint64_t key;  ///< stochastic rounding's per-tensor key (AdamTensors::index)
 };
 
 template <class T, class M>
@@ -72,7 +73,8 @@ void dispatch_adam(const Launcher& launch, const std::vector<AdamTensors>& list,
         if (a.param.numel() == 0) continue;
         ptrs.push_back({static_cast<T*>(a.param.data_ptr()), static_cast<const T*>(a.grad.data_ptr()),
                         static_cast<M*>(a.exp_avg.data_ptr()), static_cast<M*>(a.exp_avg_sq.data_ptr()),
-                        h.amsgrad ? static_cast<M*>(a.max_exp_avg_sq.data_ptr()) : nullptr, a.param.numel()});
+                        h.amsgrad ? static_cast<M*>(a.max_exp_avg_sq.data_ptr()) : nullptr, a.param.numel(),
+                        static_cast<uint64_t>(a.index)});
       }
       if (ptrs.empty()) return;
       with_bool(h.weight_decay != 0.0, [&](auto decay) {

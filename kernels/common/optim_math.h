@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <volt/kernels/common/half.h>
 #include <volt/kernels/common/macros.h>
+#include <volt/kernels/common/philox.h>
 #include <volt/kernels/optim_hyper.h>
 
 namespace volt {
@@ -26,6 +28,9 @@ struct AdamScalars {
   A step_size;              // lr / (1 - beta1^t)
   A inv_bias_correction2_sqrt;  // 1 / sqrt(1 - beta2^t)
   A decay_factor;           // AdamW: 1 - lr * weight_decay
+  uint64_t step = 1;        // the step taken (stochastic rounding's counter)
+  uint64_t rounding_seed = 0;
+  bool stochastic_rounding = false;  // bf16 parameters only (store_param)
 };
 
 template <class A>
@@ -43,6 +48,9 @@ inline AdamScalars<A> make_adam_scalars(const AdamHyper& h) {
   s.step_size = A(h.lr / bc1);
   s.inv_bias_correction2_sqrt = A(1.0 / std::sqrt(bc2));
   s.decay_factor = A(1.0 - h.lr * h.weight_decay);
+  s.step = static_cast<uint64_t>(h.step);
+  s.rounding_seed = h.rounding_seed;
+  s.stochastic_rounding = h.stochastic_rounding;
   return s;
 }
 
@@ -63,6 +71,39 @@ VOLT_HD void adam_update(A& p, A g, A& m, A& v, A& vmax, const AdamScalars<A>& s
   }
   const A denom = sqrt_(vhat) * s.inv_bias_correction2_sqrt + s.eps;
   p = p - s.step_size * m / denom;
+}
+
+// Stochastic rounding of f to bf16 with 32 random bits r: the 16 bits bf16 drops are added to r's low 16 bits
+// and truncated, so f rounds up with probability (dropped bits) / 2^16, and the expected result is f exactly.
+// Infinities and NaN convert as round-to-nearest does.
+VOLT_HD uint16_t float_to_bf16_bits_stochastic(float f, uint32_t r) {
+  uint32_t x = detail::f32_bits(f);
+  if ((x & 0x7f800000u) == 0x7f800000u) return float_to_bf16_bits(f);
+  x += r & 0xffffu;
+  return static_cast<uint16_t>(x >> 16);
+}
+
+// The random bits for element i of the tensor keyed `key` at optimizer step `step` (one Philox call gives the
+// bits of four consecutive elements; each element takes its own word).
+VOLT_HD uint32_t rounding_bits(uint64_t seed, uint64_t key, uint64_t step, int64_t i) {
+  const uint64_t k = seed ^ (key * 0x9E3779B97F4A7C15ull);
+  const philox::U4 r = philox::philox4x32_10(static_cast<uint64_t>(i) >> 2, step, k);
+  return r.x[i & 3];
+}
+
+// Stores an updated parameter value: bf16 with stochastic rounding when the scalars ask for it, else the usual
+// round-to-nearest conversion.
+template <class T, class A, class Scalars>
+VOLT_HD T store_param(A value, const Scalars& s, uint64_t key, int64_t i) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (s.stochastic_rounding) {
+      BFloat16 out;
+      out.bits = float_to_bf16_bits_stochastic(static_cast<float>(value),
+                                               rounding_bits(s.rounding_seed, key, s.step, i));
+      return out;
+    }
+  }
+  return T(value);
 }
 
 template <class A>

@@ -53,7 +53,7 @@ om::AdamScalars<F8> broadcast(const om::AdamScalars<float>& s) {
 
 template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
 void adam_loop(T* __restrict p, const T* __restrict g, M* __restrict m, M* __restrict v, M* __restrict vmax,
-               int64_t n, const om::AdamScalars<S>& s) {
+               int64_t n, uint64_t key, const om::AdamScalars<S>& s) {
   int64_t i = 0;
 #if defined(__AVX__)
   if constexpr (std::is_same_v<T, float> && std::is_same_v<M, float>) {
@@ -72,7 +72,7 @@ void adam_loop(T* __restrict p, const T* __restrict g, M* __restrict m, M* __res
     S pp = static_cast<S>(p[i]), mm = static_cast<S>(m[i]), vv = static_cast<S>(v[i]);
     S vm = kAms ? static_cast<S>(vmax[i]) : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
-    p[i] = T(pp);
+    p[i] = om::store_param<T>(pp, s, key, i);
     m[i] = M(mm);
     v[i] = M(vv);
     if constexpr (kAms) vmax[i] = M(vm);
@@ -96,7 +96,8 @@ struct CpuLauncher {
   void adam(const std::vector<om::AdamPointers<T, M>>& list, const om::AdamScalars<S>& s,
             const om::AdamScalars<S>* dynamic) const {
     const om::AdamScalars<S>& use = dynamic != nullptr ? *dynamic : s;  // CPU "device" memory is host memory
-    for (const auto& a : list) adam_loop<T, M, S, kDecay, kDecoupled, kAms>(a.p, a.g, a.m, a.v, a.vmax, a.n, use);
+    for (const auto& a : list)
+      adam_loop<T, M, S, kDecay, kDecoupled, kAms>(a.p, a.g, a.m, a.v, a.vmax, a.n, a.key, use);
   }
   template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
   void sgd(const std::vector<om::SgdPointers<T, M>>& list, bool first, const om::SgdScalars<S>& s,

@@ -47,8 +47,12 @@ struct AdamArgs {
   M* v[kMaxTensors];
   M* vmax[kMaxTensors];
   int64_t n[kMaxTensors];
+  uint64_t key[kMaxTensors];  // stochastic rounding's per-tensor keys
   ChunkTable chunks;
 };
+
+static_assert(sizeof(AdamArgs<double, double>) + sizeof(om::AdamScalars<double>) + sizeof(void*) <= 4096,
+              "adam_kernel's parameters exceed the 4 KiB kernel-parameter limit");
 
 template <class T, class M>
 struct SgdArgs {
@@ -72,7 +76,7 @@ __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om
     S pp = static_cast<S>(p[i]), mm = static_cast<S>(m[i]), vv = static_cast<S>(v[i]);
     S vm = kAms ? static_cast<S>(vmax[i]) : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
-    p[i] = T(pp);
+    p[i] = om::store_param<T>(pp, s, a.key[t], i);
     m[i] = M(mm);
     v[i] = M(vv);
     if (kAms) vmax[i] = M(vm);
@@ -197,6 +201,7 @@ struct GpuLauncher {
           a.m[k] = e.m;
           a.v[k] = e.v;
           a.vmax[k] = e.vmax;
+          a.key[k] = e.key;
         },
         [&](const Args& a, unsigned blocks) {
           adam_kernel<T, M, S, kDecay, kDecoupled, kAms><<<blocks, kThreads, 0, stream>>>(a, s, dynamic);
