@@ -95,4 +95,5 @@ if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null && unshare -m true 2> /d
 else
   echo "note: not root or no unshare; the real configure without nvcc was not tried"
 fi
-echo "OK: .ci/run requires CUDA and fails on a failed configure, showing its output; run_example.sh builds only mnist_mlp"
+echo "OK: .ci/run requires CUDA and fails on a failed configure, showing its output;" \
+  "run_example.sh builds only mnist_mlp"
