@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The character-level transformer example learns from context, not just the previous character: STEPS training
-# steps on the pinned corpus (examples/corpus/licenses.txt; CPU by default, pass --accelerator gpu after the
+# The character-level transformer example learns from context, not just the previous character: 300 training
+# steps (CHAR_TRANSFORMER_STEPS) on the pinned corpus (examples/corpus/licenses.txt; CPU by default, pass --accelerator gpu after the
 # arguments on a GPU host) take the training loss from about ln(vocab) at the first step to a mean over the last
 # 50 steps below the corpus's bigram entropy H(next byte | byte), which this script computes from the corpus (a
-# model that looks only at the previous character cannot go below it), and the held-out test loss below
-# H + 0.3 (the split's bigram statistics differ from the whole text's). results.json records the losses.
+# model that looks only at the previous character cannot go below it), and the held-out test loss below H too.
+# Measured (300 steps, CPU): H = 2.405, ln(83) = 4.42; train loss 4.62 -> 1.93, test_loss 2.20, ~28 s on a busy
+# 2-core VM. results.json records the losses.
 # Usage: check_char_transformer.sh <char_transformer> <corpus> [extra flags...]
 set -euo pipefail
 exe="$1"
 corpus="$2"
 shift 2
-steps="${CHAR_TRANSFORMER_STEPS:-600}"
+steps="${CHAR_TRANSFORMER_STEPS:-300}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -46,5 +47,5 @@ awk -v f="$first" -v v="$ln_vocab" 'BEGIN { exit !(f > v - 0.5) }' ||
   fail "first-step loss $first is not near ln(vocab) = $ln_vocab; is the model already trained?"
 awk -v l="$last" -v h="$bigram" 'BEGIN { exit !(l < h) }' ||
   fail "training loss $last is not below the corpus's bigram entropy $bigram: no better than the previous character"
-awk -v l="$test_loss" -v h="$bigram" 'BEGIN { exit !(l < h + 0.3) }' ||
-  fail "test_loss $test_loss is not below the bigram entropy $bigram + 0.3"
+awk -v l="$test_loss" -v h="$bigram" 'BEGIN { exit !(l < h) }' ||
+  fail "test_loss $test_loss is not below the corpus's bigram entropy $bigram"
