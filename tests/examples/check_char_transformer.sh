@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The character-level transformer example learns from context, not just the previous character: 300 training
-# steps (CHAR_TRANSFORMER_STEPS) on the pinned corpus (examples/corpus/licenses.txt; CPU by default, pass --accelerator gpu after the
-# arguments on a GPU host) take the training loss from about ln(vocab) at the first step to a mean over the last
-# 50 steps below the corpus's bigram entropy H(next byte | byte), which this script computes from the corpus (a
-# model that looks only at the previous character cannot go below it), and the held-out test loss below H too.
+# steps (CHAR_TRANSFORMER_STEPS) on the pinned corpus (examples/corpus/licenses.txt; CPU by default, pass
+# --accelerator gpu after the arguments on a GPU host) take the training loss from about ln(vocab) at the
+# first step to a mean over the last 50 steps below the corpus's bigram entropy H(next byte | byte), which this
+# script computes from the corpus (a model that looks only at the previous character cannot go below it), and
+# the held-out test loss below H too.
 # Measured (300 steps, CPU): H = 2.405, ln(83) = 4.42; train loss 4.62 -> 1.93, test_loss 2.20, ~28 s on a busy
 # 2-core VM. results.json records the losses.
 # Usage: check_char_transformer.sh <char_transformer> <corpus> [extra flags...]
