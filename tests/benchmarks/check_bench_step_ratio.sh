@@ -5,8 +5,8 @@
 # "step_over_reference") must stay within a margin of the baseline below. A busy or slower machine slows both
 # halves, so the ratio moves far less than either time; a regression of the step shows as a larger ratio.
 # Baselines and margins (docs/first_run.md, "Benchmark ratio check", and the log beside it): measured on the
-# shared 2-core development VM under a load average of ~7, where ten runs spread over 0.48-0.64 at batch 256 and
-# 0.08-0.20 at batch 16 (its step is mostly per-op overhead, far more sensitive to a busy machine than a GEMM):
+# shared 2-core development VM under a load average of ~7, where runs spread over 0.48-0.65 at batch 256 and
+# 0.08-0.21 at batch 16 (its step is mostly per-op overhead, far more sensitive to a busy machine than a GEMM):
 #   batch 256: baseline 0.55, fails above 1.5 x (0.83);  batch 16: baseline 0.16, fails above 2.5 x (0.40).
 # BENCH_STEP_RATIO_MARGIN overrides both margins (e.g. 0.5 to see the check fail). A ratio below baseline /
 # margin is reported (the step got faster: lower the baseline) but does not fail.
