@@ -38,7 +38,10 @@ step() {
   local rc=$? status=pass why=""
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=timeout; why="stopped at its ${cap}s limit"
   elif [ $rc -eq 127 ]; then status=fail; why="command not found: $1"
-  elif [ $rc -ne 0 ]; then status=fail; why=$(grep -m1 -E 'FAIL|[Ee]rror' "$logs/$name.log" | cut -c1-80)
+  elif [ $rc -ne 0 ]; then
+    # The first line naming a failure or an error, else the log's last line.
+    status=fail; why=$(grep -m1 -E 'FAIL|[Ee]rror' "$logs/$name.log" || tail -n1 "$logs/$name.log")
+    why=$(printf '%s' "$why" | cut -c1-80)
   fi
   local totals
   totals=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$name.log" | tr -s ' ' | tr '\n' ' ')
