@@ -7,7 +7,8 @@
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, the tests that once assumed no GPU);
 #   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
 #      the MLP with small products on cuBLAS (--small-gemm off) and with TF32, and the MLP with two loader threads
-#      (--num-workers 2), Volt's small GEMM against cuBLAS;
+#      (--num-workers 2), Volt's small GEMM against cuBLAS; then the PyTorch references for the same work
+#      (../shared/anchors: mnist_torch.py, gpt2_torch.py) in the same call, on the same GPU;
 #   3. every other test binary in full, test_distributed at 1 rank over NCCL;
 #   4. one epoch of each MNIST example on the GPU;
 #   5. compute-sanitizer memcheck over the captured training step, memcheck and racecheck over the small GEMM;
