@@ -2,7 +2,9 @@
 // through volt::matmul on transposed views) at batch 16 and 256, beside the core's FMA peak
 // measured by a hand-written AVX2 loop. One JSON object per line.
 //
-//   bench_gemm [--min-ms N]     (best of repeated trials; each trial lasts about N ms, default 5)
+//   bench_gemm [--min-ms N] [--repeats R]
+// Each figure is measured R times (default 3), each time as the best of 30 trials of about N ms (default 5);
+// "gflops" is the median of the R, beside "gflops_min" and "gflops_max". CPU only: no device to synchronise.
 #include <immintrin.h>
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <volt/kernels/ops.h>
 
@@ -74,12 +77,35 @@ double fma_peak_gflops(double min_trial_s) {
 double fma_peak_gflops(double) { return 0.0; }
 #endif
 
+// min, median (the lower middle of an even count) and max.
+struct Spread {
+  double min, median, max;
+};
+Spread spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v.front(), v[(v.size() - 1) / 2], v.back()};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   double min_ms = 5;
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--min-ms") && i + 1 < argc) min_ms = std::atof(argv[++i]);
+  int repeats = 3;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--min-ms") && i + 1 < argc) {
+      min_ms = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
+      repeats = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "bench_gemm: unknown or incomplete argument '%s'\n"
+                           "usage: bench_gemm [--min-ms N > 0] [--repeats R >= 1]\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!(min_ms > 0) || repeats < 1) {
+    std::fprintf(stderr, "bench_gemm: --min-ms must be positive and --repeats at least 1\n");
+    return 2;
+  }
   const double trial_s = min_ms / 1000.0;
   if (openblas_set_num_threads) openblas_set_num_threads(1);
   using namespace volt;
@@ -101,18 +127,22 @@ int main(int argc, char** argv) {
                   {"dW", [&] { return matmul(gy.t(), x); }},     // dW = gy^T x      (out, in)
                   {"dX", [&] { return matmul(gy, w); }}};        // dX = gy W        (B, in)
       for (auto& op : ops) {
-        double t = best_seconds_per_call([&] { op.fn(); }, trial_s);
-        double gf = flops / t / 1e9;
+        std::vector<double> times;
+        for (int r = 0; r < repeats; ++r) times.push_back(best_seconds_per_call([&] { op.fn(); }, trial_s));
+        const Spread t = spread(times);
+        double gf = flops / t.median / 1e9;
         total_flops += flops;
-        total_s += t;
+        total_s += t.median;
         std::printf("{\"shape\":\"%ldx%ldx%ld\",\"op\":\"%s\",\"batch\":%ld,\"gflops\":%.1f,\"peak_gflops\":%.1f,"
-                    "\"fraction_of_peak\":%.3f}\n",
+                    "\"fraction_of_peak\":%.3f,\"repeats\":%d,\"gflops_min\":%.1f,\"gflops_median\":%.1f,"
+                    "\"gflops_max\":%.1f}\n",
                     static_cast<long>(batch), static_cast<long>(l.in), static_cast<long>(l.out), op.name,
-                    static_cast<long>(batch), gf, peak, peak > 0 ? gf / peak : 0.0);
+                    static_cast<long>(batch), gf, peak, peak > 0 ? gf / peak : 0.0, repeats, flops / t.max / 1e9, gf,
+                    flops / t.min / 1e9);
         std::fflush(stdout);
       }
     }
-    // The whole MLP step's GEMMs (both layers, forward and both backward products) as one figure.
+    // The whole MLP step's GEMMs (both layers, forward and both backward products) as one figure (medians).
     const double gf = total_flops / total_s / 1e9;
     std::printf("{\"shape\":\"mlp_784_128_10\",\"op\":\"all\",\"batch\":%ld,\"gflops\":%.1f,\"peak_gflops\":%.1f,"
                 "\"fraction_of_peak\":%.3f}\n",

@@ -19,6 +19,11 @@
 // --steps, --threads, --data, --strategy, --accelerator, --devices, --cuda-graphs auto|on|off (the JSON says
 // how many steps were graph replays, or why none). "speedup_vs_32_true" is the train
 // throughput relative to the 32-true run of the same batch size in this invocation (when one ran).
+// --repeats N (default 3) trains each configuration N times from the same seed and prints one line for it: the
+// median run's figures (by us_per_step; the lower middle one of an even count) with "repeats" and the spread,
+// "us_per_step_min"/"_median"/"_max", "train_samples_per_s_min"/"_max" and "eval_samples_per_s_min"/"_max"; the
+// same spread goes to stderr as one line of text. The timed regions (the steady-state steps, the validation pass)
+// start and end with a device synchronisation, so that queued GPU work is inside them.
 // Under `mpirun -np N ... --strategy ddp`, rank 0 prints the global figure (samples of all ranks per second).
 // With N > 1 it adds the steady-state gradient-sync split: "grad_sync_wait_us" (the mean wait per rank and step
 // for the gradient all-reduce), "grad_sync_collective_us" (the part of the collective not hidden behind backward)
@@ -26,6 +31,7 @@
 #include <algorithm>
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -35,6 +41,7 @@
 #include "examples/example_common.h"
 #include "examples/mnist_models.h"
 #include <volt/kernels/threads.h>
+#include <volt/runtime/cuda_api.h>
 #include <volt/trainer/strategies/ddp.h>
 #include <volt/trainer/trainer.h>
 #include "benchmarks/steady_state.h"
@@ -68,12 +75,18 @@ struct WideMlp : TrainModule {
 // (cuBLAS/cuDNN handles, cuDNN's algorithm choice, the graph's warm-up and capture, the allocator's first
 // blocks) that a long run amortises; on the CNN they were 0.5 s, a third of a 500-step benchmark.
 struct StepClock : Callback {
+  // The run's planned steps: the steady-state region starts at the end of step warmup_steps(planned) and ends
+  // with the last one; both ends wait for the device first.
+  explicit StepClock(int64_t planned_steps) : planned(planned_steps) {}
+  int64_t planned;
   std::vector<std::chrono::steady_clock::time_point> ends;
   std::vector<int64_t> samples;  // each batch's size (an epoch's last batch may be short)
   // DDP: the gradient reducer's total wait (GradReducer::wait_stats) at each batch's end, in seconds.
   std::vector<double> sync_wait;
   std::string state_key() const override { return "StepClock"; }
   void on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const Batch& batch, int64_t) override {
+    const auto i = static_cast<int64_t>(ends.size());
+    if (i == bench::warmup_steps(planned) || i == planned - 1) synchronize(trainer.strategy().root_device());
     ends.push_back(std::chrono::steady_clock::now());
     samples.push_back(batch.size());
     const auto* ddp = dynamic_cast<const DDPStrategy*>(&trainer.strategy());
@@ -122,13 +135,29 @@ std::optional<bench::SyncSplit> gather_sync_split(Trainer& trainer, const StepCl
   return bench::split_sync_waits(waits);
 }
 
+// printf into a string.
+__attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0) out.append(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
+}
+
+// One training run of a configuration: its figures and its JSON line without the closing brace.
+struct Run {
+  double train_sps = 0, us_per_step = 0, eval_sps = 0;
+  std::string json;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> batch_sizes{16, 256};
   std::vector<std::string> precisions{"32-true"};
   int64_t steps = 2000, width = 4096;
-  int threads = 1, num_workers = 0;
+  int threads = 1, num_workers = 0, repeats = 3;
   std::string data = "/usr/share/datasets/fashion-mnist", strategy = "auto", devices = "auto", accelerator = "cpu",
               model_name = "mlp";
   CLI::App app{"Volt training throughput benchmark"};
@@ -137,6 +166,8 @@ int main(int argc, char** argv) {
   app.add_option("--width", width, "hidden width of --model wide")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_sizes, "batch sizes to run (one JSON line each)")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "optimizer steps per configuration")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats, "runs per configuration (one line: the median run, with min and max)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "CPU threads per process")->check(CLI::PositiveNumber);
   app.add_option("--num-workers", num_workers,
                  "loader threads assembling the batches, training and validation (0: on the calling thread)")
@@ -183,80 +214,121 @@ int main(int argc, char** argv) {
     std::map<int64_t, double> fp32_sps;  // batch size -> 32-true train samples/s
     for (const std::string& precision : precisions) {
       for (int64_t bs : batch_sizes) {
-        seed_everything(1);
-        std::unique_ptr<TrainModule> model = make_model(model_name, width);
-        data::MnistDataModule dm(data, bs, num_workers, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
-        auto clock = std::make_shared<StepClock>();
-        auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{.peak_flops = peak_flops});
-        Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
-                         .precision = precision, .max_steps = steps, .limit_val_batches = 0,
-                         .num_sanity_val_steps = 0, .benchmark = benchmark == "on",
-                         .cuda_graphs = graphs == "on"    ? CudaGraphs::on
-                                        : graphs == "off" ? CudaGraphs::off
-                                                          : CudaGraphs::automatic,
-                         .enable_progress_bar = false, .enable_model_summary = false,
-                         .enable_checkpointing = false, .logger = false, .callbacks = {tp, clock},
-                         .profiler = profiler, .profiler_dir = profiler_dir, .profile_steps = profile_steps});
-        reset_peak_memory_stats(trainer.strategy().root_device());
-        trainer.fit(*model, dm);
-        const std::optional<bench::SyncSplit> sync = gather_sync_split(trainer, *clock);
-        const int loader_workers = dm.train_dataloader()->options().num_workers;  // what the loaders were given
-        const double peak_tensor_mb = memory_stats(model->device()).peak_allocated / 1e6;
-        // Evaluation throughput: a full pass over the validation split (5,000 images) by a second Trainer.
-        Trainer evaluator({.accelerator = accelerator, .devices = devices, .strategy = strategy,
-                           .precision = precision, .enable_progress_bar = false, .enable_model_summary = false,
-                           .enable_checkpointing = false, .logger = false});
-        auto val = dm.val_dataloader();
-        auto t0 = std::chrono::steady_clock::now();
-        evaluator.validate(*model, val);
-        double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const int world = trainer.strategy().world_size();
-        // Every rank trains the same number of samples in lockstep: the global rate is world x the local one.
-        // Steady state (after the warm-up steps); the whole run's rate, warm-up included, is reported beside it.
-        const double whole_sps = tp->samples_per_second();
-        const double steady_sps = clock->steady_samples_per_second();
-        const double local_sps = steady_sps > 0 ? steady_sps : whole_sps;
-        double train_sps = local_sps * world;
-        const double us_per_step = local_sps > 0 ? 1e6 * static_cast<double>(bs) / local_sps : 0.0;
-        const double us_per_step_whole = whole_sps > 0 ? 1e6 * static_cast<double>(bs) / whole_sps : 0.0;
-        double eval_sps = static_cast<double>(val->dataset()->size()) / eval_s;
-        if (precision == "32-true") fp32_sps[bs] = train_sps;
-        if (trainer.strategy().is_global_zero()) {
-          std::printf(
-              "{\"bench\":\"train\",\"model\":\"%s\",\"width\":%lld,\"batch_size\":%lld,\"threads\":%d,"
-              "\"steps\":%lld,\"world_size\":%d,\"strategy\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
-              "\"train_samples_per_s\":%.1f,\"us_per_step\":%.1f,\"eval_samples_per_s\":%.1f,\"peak_rss_mb\":%.1f,"
-              "\"peak_tensor_mb\":%.2f",
-              model_name.c_str(), static_cast<long long>(model_name == "wide" ? width : model_name == "mlp" ? 128 : 0),
-              static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
-              model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
-              examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
-          std::printf(",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f,\"benchmark\":\"%s\","
-                      "\"small_gemm\":\"%s\",\"tf32\":\"%s\",\"num_workers\":%d",
-                      static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str(),
-                      small_gemm.c_str(), tf32.c_str(), loader_workers);
-          if (fp32_sps.count(bs)) std::printf(",\"speedup_vs_32_true\":%.3f", train_sps / fp32_sps[bs]);
-          // DDP over several ranks: the steady-state wait for the gradient collectives, split into the
-          // collective's own time and the ranks' skew (see split_sync_waits).
-          if (sync)
-            std::printf(",\"grad_sync_wait_us\":%.1f,\"grad_sync_collective_us\":%.1f,\"rank_skew_us\":%.1f",
-                        sync->wait_us, sync->collective_us, sync->skew_us);
-          // Whether the step ran as a captured graph: its replays and nodes, or why not.
-          const StepGraph& sg = trainer.step_graph();
-          std::printf(",\"cuda_graphs\":\"%s\",\"graph_replays\":%lld,\"graph_nodes\":%zu", graphs.c_str(),
-                      static_cast<long long>(sg.replays()), sg.num_nodes());
-          if (!sg.disabled_reason().empty()) {
-            std::string why = sg.disabled_reason();
-            std::replace(why.begin(), why.end(), '"', '\'');
-            std::printf(",\"eager_because\":\"%s\"", why.c_str());
+        std::vector<Run> runs;
+        bool global_zero = false;
+        for (int r = 0; r < repeats; ++r) {
+          Run run;
+          seed_everything(1);
+          std::unique_ptr<TrainModule> model = make_model(model_name, width);
+          data::MnistDataModule dm(data, bs, num_workers, 1, /*pin_memory=*/true, /*shuffle_train=*/false);
+          auto clock = std::make_shared<StepClock>(steps);
+          auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{.peak_flops = peak_flops});
+          Trainer trainer({.accelerator = accelerator, .devices = devices, .strategy = strategy,
+                           .precision = precision, .max_steps = steps, .limit_val_batches = 0,
+                           .num_sanity_val_steps = 0, .benchmark = benchmark == "on",
+                           .cuda_graphs = graphs == "on"    ? CudaGraphs::on
+                                          : graphs == "off" ? CudaGraphs::off
+                                                            : CudaGraphs::automatic,
+                           .enable_progress_bar = false, .enable_model_summary = false,
+                           .enable_checkpointing = false, .logger = false, .callbacks = {tp, clock},
+                           .profiler = profiler, .profiler_dir = profiler_dir, .profile_steps = profile_steps});
+          reset_peak_memory_stats(trainer.strategy().root_device());
+          trainer.fit(*model, dm);
+          const std::optional<bench::SyncSplit> sync = gather_sync_split(trainer, *clock);
+          const int loader_workers = dm.train_dataloader()->options().num_workers;  // what the loaders were given
+          const double peak_tensor_mb = memory_stats(model->device()).peak_allocated / 1e6;
+          // Evaluation throughput: a full pass over the validation split (5,000 images) by a second Trainer.
+          Trainer evaluator({.accelerator = accelerator, .devices = devices, .strategy = strategy,
+                             .precision = precision, .enable_progress_bar = false, .enable_model_summary = false,
+                             .enable_checkpointing = false, .logger = false});
+          auto val = dm.val_dataloader();
+          synchronize(model->device());
+          auto t0 = std::chrono::steady_clock::now();
+          evaluator.validate(*model, val);
+          synchronize(model->device());
+          double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          const int world = trainer.strategy().world_size();
+          // Every rank trains the same number of samples in lockstep: the global rate is world x the local one.
+          // Steady state (after the warm-up steps); the whole run's rate, warm-up included, is reported beside it.
+          const double whole_sps = tp->samples_per_second();
+          const double steady_sps = clock->steady_samples_per_second();
+          const double local_sps = steady_sps > 0 ? steady_sps : whole_sps;
+          double train_sps = local_sps * world;
+          const double us_per_step = local_sps > 0 ? 1e6 * static_cast<double>(bs) / local_sps : 0.0;
+          const double us_per_step_whole = whole_sps > 0 ? 1e6 * static_cast<double>(bs) / whole_sps : 0.0;
+          double eval_sps = static_cast<double>(val->dataset()->size()) / eval_s;
+          run.train_sps = train_sps;
+          run.us_per_step = us_per_step;
+          run.eval_sps = eval_sps;
+          global_zero = trainer.strategy().is_global_zero();
+          if (global_zero) {
+            std::string& out = run.json;
+            appendf(out,
+                    "{\"bench\":\"train\",\"model\":\"%s\",\"width\":%lld,\"batch_size\":%lld,\"threads\":%d,"
+                    "\"steps\":%lld,\"world_size\":%d,\"strategy\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+                    "\"train_samples_per_s\":%.1f,\"us_per_step\":%.1f,\"eval_samples_per_s\":%.1f,"
+                    "\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.2f",
+                    model_name.c_str(),
+                    static_cast<long long>(model_name == "wide" ? width : model_name == "mlp" ? 128 : 0),
+                    static_cast<long long>(bs), threads, static_cast<long long>(steps), world, strategy.c_str(),
+                    model->device().str().c_str(), precision.c_str(), train_sps, us_per_step, eval_sps,
+                    examples::peak_rss_bytes() / 1e6, peak_tensor_mb);
+            appendf(out,
+                    ",\"warmup_steps\":%lld,\"us_per_step_with_warmup\":%.1f,\"benchmark\":\"%s\","
+                    "\"small_gemm\":\"%s\",\"tf32\":\"%s\",\"num_workers\":%d",
+                    static_cast<long long>(clock->warmup()), us_per_step_whole, benchmark.c_str(), small_gemm.c_str(),
+                    tf32.c_str(), loader_workers);
+            // DDP over several ranks: the steady-state wait for the gradient collectives, split into the
+            // collective's own time and the ranks' skew (see split_sync_waits).
+            if (sync)
+              appendf(out, ",\"grad_sync_wait_us\":%.1f,\"grad_sync_collective_us\":%.1f,\"rank_skew_us\":%.1f",
+                      sync->wait_us, sync->collective_us, sync->skew_us);
+            // Whether the step ran as a captured graph: its replays and nodes, or why not.
+            const StepGraph& sg = trainer.step_graph();
+            appendf(out, ",\"cuda_graphs\":\"%s\",\"graph_replays\":%lld,\"graph_nodes\":%zu", graphs.c_str(),
+                    static_cast<long long>(sg.replays()), sg.num_nodes());
+            if (!sg.disabled_reason().empty()) {
+              std::string why = sg.disabled_reason();
+              std::replace(why.begin(), why.end(), '"', '\'');
+              appendf(out, ",\"eager_because\":\"%s\"", why.c_str());
+            }
+            // GEMM FLOP/s of the last logging window (50 steps) and, with a known peak, the model FLOPs
+            // utilisation.
+            const auto& last = tp->last_metrics();
+            if (last.count("throughput/device/flops_per_sec"))
+              appendf(out, ",\"device_gflops_per_s\":%.2f", last.at("throughput/device/flops_per_sec") / 1e9);
+            if (last.count("throughput/device/mfu"))
+              appendf(out, ",\"mfu\":%.4f", last.at("throughput/device/mfu"));
           }
-          // GEMM FLOP/s of the last logging window (50 steps) and, with a known peak, the model FLOPs utilisation.
-          const auto& last = tp->last_metrics();
-          if (last.count("throughput/device/flops_per_sec"))
-            std::printf(",\"device_gflops_per_s\":%.2f", last.at("throughput/device/flops_per_sec") / 1e9);
-          if (last.count("throughput/device/mfu")) std::printf(",\"mfu\":%.4f", last.at("throughput/device/mfu"));
-          std::printf("}\n");
+          runs.push_back(std::move(run));
+        }
+        // The median run by step time (the lower middle one of an even count), and the spread of all runs.
+        std::vector<Run> sorted = runs;
+        std::sort(sorted.begin(), sorted.end(),
+                  [](const Run& a, const Run& b) { return a.us_per_step < b.us_per_step; });
+        const Run& median = sorted[(sorted.size() - 1) / 2];
+        if (precision == "32-true") fp32_sps[bs] = median.train_sps;
+        if (global_zero) {
+          auto [sps_lo, sps_hi] = std::minmax_element(runs.begin(), runs.end(), [](const Run& a, const Run& b) {
+            return a.train_sps < b.train_sps;
+          });
+          auto [eval_lo, eval_hi] = std::minmax_element(runs.begin(), runs.end(), [](const Run& a, const Run& b) {
+            return a.eval_sps < b.eval_sps;
+          });
+          std::string out = median.json;
+          if (fp32_sps.count(bs)) appendf(out, ",\"speedup_vs_32_true\":%.3f", median.train_sps / fp32_sps[bs]);
+          appendf(out,
+                  ",\"repeats\":%d,\"us_per_step_min\":%.1f,\"us_per_step_median\":%.1f,\"us_per_step_max\":%.1f,"
+                  "\"train_samples_per_s_min\":%.1f,\"train_samples_per_s_max\":%.1f,"
+                  "\"eval_samples_per_s_min\":%.1f,\"eval_samples_per_s_max\":%.1f}",
+                  repeats, sorted.front().us_per_step, median.us_per_step, sorted.back().us_per_step,
+                  sps_lo->train_sps, sps_hi->train_sps, eval_lo->eval_sps, eval_hi->eval_sps);
+          std::printf("%s\n", out.c_str());
           std::fflush(stdout);
+          std::fprintf(stderr,
+                       "bench_train: %s batch %lld %s, %d run(s): us_per_step min %.1f median %.1f max %.1f\n",
+                       model_name.c_str(), static_cast<long long>(bs), precision.c_str(), repeats,
+                       sorted.front().us_per_step, median.us_per_step, sorted.back().us_per_step);
         }
       }
     }

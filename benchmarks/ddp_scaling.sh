@@ -48,7 +48,9 @@ command -v "$mpirun" >/dev/null || { echo "ddp_scaling.sh: $mpirun not found (De
 # More ranks than cores: Open MPI refuses to bind and to oversubscribe unless told.
 bind=(--bind-to core)
 if ((np > $(nproc))); then bind=(--bind-to none --oversubscribe); fi
-args=(--batch-size "$bs" --steps "$steps" "${extra[@]}")
+# One bench_train run per half of a pair (--repeats 1): the K pairs are this script's repeats, alternated so that
+# a drift of the machine's speed hits both halves alike.
+args=(--batch-size "$bs" --steps "$steps" --repeats 1 "${extra[@]}")
 lines=()
 for ((i = 1; i <= pairs; ++i)); do
   one="$("$bench" "${args[@]}" | grep '^{')" || { echo "ddp_scaling.sh: the one-process run failed" >&2; exit 1; }

@@ -7,7 +7,8 @@
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, the tests that once assumed no GPU);
 #   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
 #      the MLP with small products on cuBLAS (--small-gemm off) and with TF32, and the MLP with two loader threads
-#      (--num-workers 2), Volt's small GEMM against cuBLAS;
+#      (--num-workers 2), Volt's small GEMM against cuBLAS; then the PyTorch references for the same work
+#      (../shared/anchors: mnist_torch.py, gpt2_torch.py) in the same call, on the same GPU;
 #   3. every other test binary in full, test_distributed at 1 rank over NCCL;
 #   4. one epoch of each MNIST example on the GPU;
 #   5. compute-sanitizer memcheck over the captured training step, memcheck and racecheck over the small GEMM;
@@ -17,67 +18,69 @@
 # The bundle must stay under the device tool's 64 MiB carry with the tracked files: pack.sh's Fashion-MNIST copy
 # (30 MB) does not fit beside a 34 MB volt.txz, so a lease may carry a cut-down training set instead (the speed
 # table needs only the files' format; the examples' accuracies then differ from a full run's).
-# Results: $OUT/summary.txt (one line per step, with its exit status and gtest totals), $OUT/bench.jsonl (the
-# JSON lines of bench_train) and $OUT/logs.tgz (every log, and prof/: the profiler reports and ncu CSVs). Without $OUT they go to /tmp/volt-gpu-out.
+# Results under $OUT (default /tmp/volt-gpu-out): summary.txt (one line per step as it ends, then the table),
+# results.json (the host, commit and date; every step's status, exit status, time and gtest totals; every figure
+# the steps printed as JSON lines, each with its step's name; the GPU-only cases that ran and those that
+# skipped), bench.jsonl (bench_train's JSON lines alone) and logs.tgz (every log, and prof/: the profiler
+# reports and ncu CSVs).
+# Exit status: 0 when every step that ran passed, 1 when any step failed or timed out (a GPU-only case that
+# skipped is listed, not a failure; a step left out for lack of time or of its program is a SKIPPED row),
+# 2 when the bundle or the report is missing. The last lines printed are the table (scripts/gpu_check_report.py).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle=${VOLT_GPU_BUNDLE:-$root/.gpu}
 if [ "${1:-}" != --inner ]; then
-  [ -f "$bundle/run.sh" ] || { echo "gpu_check: no bundle at $bundle (make one with ../shared/gpu/pack.sh)" >&2; exit 2; }
+  if [ ! -f "$bundle/run.sh" ]; then
+    echo "gpu_check: no bundle at $bundle (make one with ../shared/gpu/pack.sh)" >&2; exit 2
+  fi
   # run.sh unpacks the bundle and sets PATH/LD_LIBRARY_PATH/OPAL_PREFIX, then runs what it is given.
   exec bash "$bundle/run.sh" bash "${BASH_SOURCE[0]}" --inner
 fi
 
-out=$(realpath -m "${OUT:-/tmp/volt-gpu-out}"); logs=$out/logs; mkdir -p "$logs"  # absolute: steps run in /tmp
+out=$(realpath -m "${OUT:-/tmp/volt-gpu-out}")  # absolute: steps run in /tmp
 export GTEST_COLOR=no  # plain totals lines, also under orterun
 budget=${GPU_CHECK_SECONDS:-480}; start=$SECONDS
-summary=$out/summary.txt; bench=$out/bench.jsonl; : > "$bench"
-left() { echo $((budget - (SECONDS - start))); }
+# step, skip_step, note, left and gpu_check_finish (the table, results.json and the exit status).
+. "$root/scripts/gpu_check_lib.sh"
+gpu_check_init
 # GPU_CHECK_PARTS: which of the numbered parts below to run (default all), e.g. "2 6" for the speed table and
 # the profiles only.
 parts=" ${GPU_CHECK_PARTS:-1 2 3 4 5 6 7} "
 want() { [[ $parts == *" $1 "* ]]; }
-note() { echo "$*" | tee -a "$summary"; }
-# One archive of the logs and the profiler reports (few files come back from a device run).
-pack_logs() { (cd "$out" && tar czf logs.tgz logs prof 2>/dev/null && rm -rf logs prof); }
-trap pack_logs EXIT
-
-# step NAME CAP CMD...: runs CMD under min(CAP, time left) seconds, logs to logs/NAME.log, notes its status.
-step() {
-  local name=$1 cap=$2; shift 2
-  local t; t=$(left)
-  if [ "$t" -lt 15 ]; then note "$name skipped (time budget spent)"; return; fi
-  [ "$t" -lt "$cap" ] && cap=$t
-  # By absolute path: gtest's death tests re-run argv[0] from the working directory.
-  local exe; exe=$(command -v "$1") && { shift; set -- "$exe" "$@"; }
-  local t0=$SECONDS
-  (cd /tmp && timeout -k 5 "$cap" "$@") > "$logs/$name.log" 2>&1
-  local rc=$?
-  local totals; totals=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$logs/$name.log" | tr -s ' ' | tr '\n' ' ')
-  note "$name rc=$rc $((SECONDS - t0))s $totals"
-  grep -E '^\[  FAILED  \].*\(' "$logs/$name.log" | sed 's/^/    /' | tee -a "$summary"
-  [ $rc -eq 124 ] && note "    (stopped at its ${cap}s limit)"
-  # The speed table only (the profiled and ncu runs' figures are distorted by their instruments).
-  case $name in bench_*) grep -h '^{' "$logs/$name.log" >> "$bench" 2>/dev/null;; esac
-  return 0
+# At the end, whatever stopped the script: the report, then one archive of the logs and the profiler reports
+# (few files come back from a device run); the check's status is the report's.
+finish() {
+  local rc=0
+  gpu_check_finish || rc=$?
+  (cd "$out" && tar czf logs.tgz logs prof 2>/dev/null && rm -rf logs prof)
+  exit $rc
 }
-
+trap finish EXIT
+# have PROGRAM: whether the bundle has it; a missing one is a SKIPPED row, never silently left out.
+have() { command -v "$1" > /dev/null || { skip_step "${2:-$1}" "${3:-test}" "$1 not in the bundle"; return 1; }; }
+mnist=${VOLT_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | head -1)
+python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1].split(), sys.argv[2:]))))' \
+  "date commit gpu budget_s parts" "$(date -u +%FT%TZ)" "$commit" "$gpu" "$budget" "${parts# }" > "$out/header.json"
 note "gpu_check $(date -u +%FT%TZ), budget ${budget}s, parts:${parts% }"
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | tee -a "$summary"
+note "commit $commit, GPU: $gpu"
+step --kind tool nvidia_smi 30 nvidia-smi  # no GPU (or no driver) fails the check here, whatever skips later
 
 # 1. What has never run on a GPU, and the tests that once assumed there was none.
 if want 1; then
 gpu_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*:CudaGraph*:StepGraph*:CpuAllocator*:DeviceParser*'
 for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability; do
-  command -v $t > /dev/null && step "gpu_$t" 120 $t --gtest_filter="$gpu_filter"
+  have $t "gpu_$t" gpu_test && step "gpu_$t" 120 $t --gtest_filter="$gpu_filter"
 done
-step gpu_test_op_table 180 test_op_table --gtest_filter='*Cuda*:*cuda*'
+have test_op_table gpu_test_op_table gpu_test && step gpu_test_op_table 180 test_op_table --gtest_filter='*Cuda*:*cuda*'
 fi
 
 # 2. The speed table (us_per_step, samples/s), graphs off then on.
 if want 2; then
 for g in off on; do
-  step bench_mlp_graphs_$g 60 bench_train --accelerator gpu --batch-size 16 --batch-size 256 --steps 2000 --cuda-graphs $g
+  step bench_mlp_graphs_$g 60 bench_train --accelerator gpu --batch-size 16 --batch-size 256 --steps 2000 \
+    --cuda-graphs $g
   step bench_cnn_graphs_$g 60 bench_train --accelerator gpu --model cnn --batch-size 64 --steps 500 --cuda-graphs $g
   step bench_ddp1_graphs_$g 60 orterun -np 1 bench_train --accelerator gpu --strategy ddp --batch-size 16 --steps 2000 \
     --cuda-graphs $g
@@ -106,20 +109,48 @@ step bench_mlp_workers2_graphs_off 60 bench_train --accelerator gpu --batch-size
   --cuda-graphs off --num-workers 2
 fi
 
+# 2b. The PyTorch references for the same work (../shared/anchors/), in this call on this GPU, so that every
+# comparison with PyTorch comes from one run: the MNIST MLP and CNN (eager, captured graph, Lightning) and a
+# GPT-2 124M training step (bf16 autocast). Part of the speed table (GPU_CHECK_PARTS "2").
+# The anchors are looked for in $VOLT_ANCHORS, shared/anchors, ../shared/anchors and the bundle's anchors/
+# (copy them there when the device run carries only the bundle); not finding them fails the check.
+if want 2; then
+anchors=""
+for d in ${VOLT_ANCHORS:-} "$root/shared/anchors" "$root/../shared/anchors" "$bundle/anchors"; do
+  [ -f "$d/mnist_torch.py" ] && { anchors=$(cd "$d" && pwd); break; }
+done
+if [ -z "$anchors" ]; then
+  step --kind anchor anchor_missing 15 sh -c 'echo "gpu_check: no ../shared/anchors (set VOLT_ANCHORS)" >&2; exit 1'
+else
+  if [ -f "$mnist/train-images-idx3-ubyte.gz" ]; then
+    step anchor_mnist_torch 120 python3 "$anchors/mnist_torch.py" "$mnist" 2000
+  else
+    skip_step anchor_mnist_torch anchor "no Fashion-MNIST under $mnist"
+  fi
+  step anchor_gpt2_torch 120 python3 "$anchors/gpt2_torch.py" --model 124M --batch 16 --seq 1024 --steps 20 \
+    --mode "${GPU_CHECK_GPT2_MODE:-eager}"
+fi
+fi
+
 # 3. Everything else, in full.
 # (test_nvtx is left out: it needs the NVTX injection stub that ctest preloads, which the bundle does not carry.)
 if want 3; then
 for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability test_op_table; do
-  command -v $t > /dev/null && step "all_$t" 240 $t
+  have $t "all_$t" && step "all_$t" 240 $t
 done
-command -v test_distributed > /dev/null && step all_test_distributed_np1 120 orterun -np 1 test_distributed
+have test_distributed all_test_distributed_np1 && step all_test_distributed_np1 120 orterun -np 1 test_distributed
 fi
 
 # 4. The examples, one epoch each.
 want 4 && for e in mnist_mlp mnist_cnn; do
-  [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { note "example_$e skipped (no Fashion-MNIST on this host)"; continue; }
+  if [ ! -f "$mnist/train-images-idx3-ubyte.gz" ]; then
+    skip_step "example_$e" example "no Fashion-MNIST under $mnist"; continue
+  fi
   step "example_$e" 120 $e --accelerator gpu --epochs 1 --seed 1 --no-progress-bar --out /tmp/volt-gpu-runs/$e
-  note "    results: $(tr -d '\n ' 2>/dev/null < /tmp/volt-gpu-runs/$e/results.json)"
+  # The run's results.json as one JSON line of its log: a figure of results.json like the benchmarks'.
+  python3 -c 'import json, sys; print(json.dumps({"example": sys.argv[2], **json.load(open(sys.argv[1]))}))' \
+    /tmp/volt-gpu-runs/$e/results.json $e 2>/dev/null | tee -a "$logs/example_$e.log" | sed 's/^/    results: /' |
+    tee -a "$summary"
 done
 
 # 5. Memory errors in the captured step, memory errors and shared-memory races in the small GEMM.

@@ -1,7 +1,7 @@
 // "16-mixed" under DDP (mpirun -np 2 / 3, and one rank alone): N ranks with batch B each train to the
-// parameters one process reaches with batch N*B under the same autocast + loss-scaling rules (within half
-// precision), and a step whose gradients overflow on ONE rank is skipped on every rank, with the same scale
-// backoff everywhere and identical replicas afterwards.
+// parameters one process reaches with batch N*B under the same autocast + loss-scaling rules, within a half
+// precision tolerance (5e-3 + 0.5% per parameter, not exactly), and a step whose gradients overflow on ONE rank
+// is skipped on every rank, with the same scale backoff everywhere and identical replicas afterwards.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -145,6 +145,8 @@ void check(int64_t overflow_batch) {
 
 }  // namespace
 
-TEST(DDPPrecision, Fp16MixedEqualsOneProcessOnTheGlobalBatch) { check(/*overflow_batch=*/-1); }
+// Not equal: every parameter within 5e-3 + 0.5% of the one-process run's (f16 activations round per-rank partial
+// sums differently from the global batch's), while training moves some parameter by more than 1e-2.
+TEST(DDPPrecision, Fp16MixedMatchesOneProcessWithinHalfPrecisionTolerance) { check(/*overflow_batch=*/-1); }
 
 TEST(DDPPrecision, OneRanksOverflowSkipsTheStepOnEveryRank) { check(/*overflow_batch=*/1); }

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The MNIST examples trained for one epoch on Fashion-MNIST in bf16-mixed and 16-mixed reach a test accuracy
-# within 1 point of the same run in 32-true (same seed, same data order). CPU by default; pass
-# --accelerator gpu (after the two binaries) on a GPU host.
-# Usage: check_precision_accuracy.sh <mnist_mlp> <mnist_cnn> [extra example flags...]
+# The MNIST examples trained for one epoch on Fashion-MNIST (seed 42) reach a known test accuracy in every
+# precision mode, so that a run where every mode is broken the same way fails too:
+#   - each mode's test_acc lies within BAND (1 point) of the accuracy the example reaches in 32-true with this
+#     seed, measured on the development VM's CPU build ("expected" below; the run is deterministic there, and
+#     seed 7 instead of 42 moves the MLP by 0.7 points, so 1 point is a small band, not a loose one);
+#   - bf16-mixed and 16-mixed within 1 point of the same run in 32-true (same seed, same data order).
+# CPU by default; pass --accelerator gpu (after the two binaries) on a GPU host (the GPU figures have not been
+# measured against EXPECTED yet). Usage: check_precision_accuracy.sh <mnist_mlp> <mnist_cnn> [extra flags...]
 # Exit 77 (CTest SKIP_RETURN_CODE) when the dataset is not installed.
 set -euo pipefail
 mlp="$1"
@@ -18,6 +22,9 @@ trap 'rm -rf "$work"' EXIT
 accuracy() {  # results.json -> test_acc
   sed -n 's/.*"test_acc": *\([0-9.eE+-]*\).*/\1/p' "$1" | head -n 1
 }
+# test_acc after one epoch, seed 42, 32-true, CPU (docs/first_run.md): mnist_mlp 0.8292, mnist_cnn 0.8750.
+declare -A expected=([mlp]=0.8292 [cnn]=0.8750)
+band=0.01
 status=0
 for ex in mlp cnn; do
   exe="$mlp"
@@ -35,6 +42,11 @@ for ex in mlp cnn; do
     acc="$(accuracy "$out/results.json")"
     [ -n "$acc" ] || { echo "FAIL: no test_acc in $out/results.json"; cat "$out/results.json"; exit 1; }
     echo "mnist_$ex $p: test_acc $acc ($(( $(date +%s) - start )) s)"
+    if ! awk -v a="$acc" -v e="${expected[$ex]}" -v b="$band" 'BEGIN { d = a - e; if (d < 0) d = -d; exit !(d <= b) }'
+    then
+      echo "FAIL: mnist_$ex $p test_acc $acc is outside ${expected[$ex]} +- $band (one epoch, seed 42)"
+      status=1
+    fi
     if [ -z "$ref" ]; then
       ref="$acc"
     elif ! awk -v a="$acc" -v r="$ref" 'BEGIN { d = a - r; if (d < 0) d = -d; exit !(d <= 0.01) }'; then
