@@ -22,6 +22,7 @@ struct PrecMlp : TrainModule {
   nn::Linear l1{3, 16}, l2{16, 1};
   double lr = 0.05;
   std::string optimizer = "sgd";
+  bool stochastic_rounding = true;  ///< Adam's rounding of bf16 parameters
   // Observations made inside the hooks.
   DType hidden_dtype = DType::u8, loss_dtype = DType::u8, input_dtype = DType::u8, target_dtype = DType::u8;
   bool autocast_in_val = false, autocast_in_predict = false, autocast_in_opt_hook = true;
@@ -68,7 +69,7 @@ struct PrecMlp : TrainModule {
     last_grad_norm = std::sqrt(s);
   }
   Optimizers configure_optimizers() override {
-    if (optimizer == "adam") return optim::Adam(parameters(), {.lr = lr});
+    if (optimizer == "adam") return optim::Adam(parameters(), {.lr = lr, .stochastic_rounding = stochastic_rounding});
     return optim::SGD(parameters(), {.lr = lr});
   }
 };
@@ -130,26 +131,32 @@ TEST(Precision, EveryModeTrainsWithTheExpectedDtypes) {
   // parameters and updates (-true) and end on a slightly different trajectory; how far depends on where the
   // rounding lands more than on the significand's width (measured, x86 CPU: 16-mixed 8.4%, bf16-mixed 1.2%,
   // 16-true 4.9%, bf16-true 1.7%), so each is allowed about twice its measured deviation, not one shared 25%.
+  // bf16-true is run twice: with Adam's default stochastic rounding of the bf16 parameters, which keeps the
+  // training unbiased but leaves each weight jittering by up to one bf16 step (0.4-0.8% of its value) at this
+  // loss floor (measured 17%), and with round to nearest (measured 1.7%).
   struct Row {
     const char* precision;
     DType param, hidden, input;
     double rel_tol;
+    bool stochastic_rounding = true;
   };
   const Row rows[] = {
       {"32-true", DType::f32, DType::f32, DType::f32, 0},
       {"16-mixed", DType::f32, DType::f16, DType::f32, 0.15},
       {"bf16-mixed", DType::f32, DType::bf16, DType::f32, 0.03},
       {"16-true", DType::f16, DType::f16, DType::f16, 0.10},
-      {"bf16-true", DType::bf16, DType::bf16, DType::bf16, 0.04},
+      {"bf16-true", DType::bf16, DType::bf16, DType::bf16, 0.35},
+      {"bf16-true", DType::bf16, DType::bf16, DType::bf16, 0.04, false},
       {"64-true", DType::f64, DType::f64, DType::f64, 1e-5},
   };
   double ref_loss = -1;
   for (const Row& r : rows) {
-    SCOPED_TRACE(r.precision);
+    SCOPED_TRACE(std::string(r.precision) + (r.stochastic_rounding ? "" : ", round to nearest"));
     ScratchDir dir(std::string("prec_modes_") + r.precision);
     PrecMlp m;
     m.optimizer = "adam";
     m.lr = 0.02;
+    m.stochastic_rounding = r.stochastic_rounding;
     Trainer t(prec_opts(dir.str(), r.precision, 6));
     const double before = test_loss(t, m);
     t.fit(m, make_loader(64, 8), make_loader(16, 8));
