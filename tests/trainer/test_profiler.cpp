@@ -568,6 +568,53 @@ TEST(ThroughputMonitor, LogsSamplesFlopsAndMfu) {
   EXPECT_DOUBLE_EQ(t.logged_metrics().at("throughput/device/mfu"), last.at("throughput/device/mfu"));
 }
 
+TEST(ThroughputMonitor, CountsTokensAndUsesTheModelsOwnFlops) {
+  // length_fn: 5 "tokens" per sample; flops_per_sample replaces the traced GEMMs for flops_per_sec and MFU.
+  ScratchDir dir("throughput_tokens");
+  manual_seed(6);
+  TwoLayer m;
+  auto tp = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{
+      .peak_flops = 1e9, .length_fn = [](const Batch& b) { return 5 * b.size(); }, .flops_per_sample = 1234.0});
+  auto o = quiet(dir.str());
+  o.max_steps = 10;
+  o.log_every_n_steps = 5;
+  o.callbacks = {tp};
+  Trainer t(o);
+  t.fit(m, loader8(320, 32));
+  EXPECT_EQ(tp->samples(), 320);
+  EXPECT_EQ(tp->tokens(), 5 * 320);
+  EXPECT_DOUBLE_EQ(tp->tokens_per_second(), 5 * tp->samples_per_second());
+  const auto& last = tp->last_metrics();
+  ASSERT_TRUE(last.count("throughput/device/tokens_per_sec")) << "nothing logged";
+  const double sps = last.at("throughput/device/samples_per_sec");
+  EXPECT_DOUBLE_EQ(last.at("throughput/device/tokens_per_sec"), 5 * sps);
+  EXPECT_DOUBLE_EQ(last.at("throughput/tokens_per_sec"), 5 * sps);  // one rank
+  EXPECT_NEAR(last.at("throughput/device/flops_per_sec"), 1234.0 * sps, 1e-12 * 1234.0 * sps);
+  EXPECT_DOUBLE_EQ(last.at("throughput/device/mfu"), last.at("throughput/device/flops_per_sec") / 1e9);
+  // The totals survive a checkpoint round trip, and an older record without "tokens" loads as 0 tokens.
+  ThroughputMonitor back;
+  back.load_state_dict(tp->state_dict());
+  EXPECT_EQ(back.tokens(), 5 * 320);
+  back.load_state_dict({{"samples", 7}, {"seconds", 1.0}});
+  EXPECT_EQ(back.tokens(), 0);
+  VOLT_EXPECT_ERROR(back.load_state_dict({{"samples", 7}, {"tokens", -3}, {"seconds", 1.0}}),
+                    "\"tokens\" must be an integer >= 0");
+  VOLT_EXPECT_ERROR(ThroughputMonitor(ThroughputMonitorOptions{.flops_per_sample = -1}),
+                    "flops_per_sample=-1 must be a finite number >= 0");
+}
+
+TEST(ThroughputMonitor, ANegativeLengthIsAnError) {
+  ScratchDir dir("throughput_negative");
+  TwoLayer m;
+  auto tp = std::make_shared<ThroughputMonitor>(
+      ThroughputMonitorOptions{.length_fn = [](const Batch&) { return int64_t{-1}; }});
+  auto o = quiet(dir.str());
+  o.max_steps = 2;
+  o.callbacks = {tp};
+  Trainer t(o);
+  VOLT_EXPECT_ERROR(t.fit(m, loader8(64, 32)), "ThroughputMonitor: length_fn returned -1 for a batch of 32");
+}
+
 TEST(Trainer, SteppedLastBatchFollowsTheStepCounterUnderManualOptimisation) {
   // Manual optimisation stepping every other batch: callbacks (ThroughputMonitor) see a step only then.
   struct EveryOther : TwoLayer {

@@ -48,6 +48,8 @@ double device_peak_flops(const std::string& name, DType compute, bool tf32) {
 ThroughputMonitor::ThroughputMonitor(ThroughputMonitorOptions options) : opt_(options) {
   VOLT_CHECK(std::isfinite(opt_.peak_flops) && opt_.peak_flops >= 0, "ThroughputMonitor: peak_flops=",
              opt_.peak_flops, " must be a finite number >= 0");
+  VOLT_CHECK(std::isfinite(opt_.flops_per_sample) && opt_.flops_per_sample >= 0, "ThroughputMonitor: ",
+             "flops_per_sample=", opt_.flops_per_sample, " must be a finite number >= 0 (0: the traced GEMMs)");
 }
 
 void ThroughputMonitor::on_fit_start(Trainer& trainer, TrainModule&) {
@@ -67,7 +69,7 @@ void ThroughputMonitor::on_train_epoch_start(Trainer&, TrainModule&) {
   running_ = true;
   after_validation_ = false;
   win_seconds_ = 0;
-  win_samples_ = win_batches_ = 0;
+  win_samples_ = win_batches_ = win_tokens_ = 0;
   win_flops_start_ = trace::flops_counted();
   flops_excluded_ = 0;
 }
@@ -84,11 +86,19 @@ void ThroughputMonitor::on_train_batch_end(Trainer& trainer, TrainModule&, const
                                            int64_t) {
   const Clock::time_point now = Clock::now();
   samples_ += batch.size();
+  int64_t tokens = 0;
+  if (opt_.length_fn) {
+    tokens = opt_.length_fn(batch);
+    VOLT_CHECK(tokens >= 0, "ThroughputMonitor: length_fn returned ", tokens, " for a batch of ", batch.size(),
+               " samples; expected a count >= 0");
+    tokens_ += tokens;
+  }
   // A batch that followed a validation run has no time of its own (the interval holds the validation): its
   // samples, time and FLOPs stay out of the window.
   if (!after_validation_) {
     win_seconds_ += std::chrono::duration<double>(now - last_).count();
     win_samples_ += batch.size();
+    win_tokens_ += tokens;
     ++win_batches_;
   } else {
     flops_excluded_ += trace::flops_counted() - val_end_flops_;
@@ -98,18 +108,24 @@ void ThroughputMonitor::on_train_batch_end(Trainer& trainer, TrainModule&, const
   const int64_t every = trainer.options().log_every_n_steps;
   if (!opt_.log || !trainer.stepped_last_batch() || trainer.global_step() % every != 0 || win_seconds_ <= 0) return;
   const uint64_t counted = trace::flops_counted();
-  const double flops = static_cast<double>(counted - win_flops_start_ - flops_excluded_);
+  const double flops = opt_.flops_per_sample > 0 ? opt_.flops_per_sample * static_cast<double>(win_samples_)
+                                                 : static_cast<double>(counted - win_flops_start_ - flops_excluded_);
   std::map<std::string, double> m;
   const double sps = static_cast<double>(win_samples_) / win_seconds_;
   m["throughput/device/samples_per_sec"] = sps;
   m["throughput/samples_per_sec"] = sps * world_;
   m["throughput/device/batches_per_sec"] = static_cast<double>(win_batches_) / win_seconds_;
+  if (opt_.length_fn) {
+    const double tps = static_cast<double>(win_tokens_) / win_seconds_;
+    m["throughput/device/tokens_per_sec"] = tps;
+    m["throughput/tokens_per_sec"] = tps * world_;
+  }
   m["throughput/device/flops_per_sec"] = flops / win_seconds_;
   if (peak_ > 0) m["throughput/device/mfu"] = flops / win_seconds_ / peak_;
   trainer.log_metrics(m);
   last_metrics_ = m;
   win_seconds_ = 0;
-  win_samples_ = win_batches_ = 0;
+  win_samples_ = win_batches_ = win_tokens_ = 0;
   win_flops_start_ = counted;
   flops_excluded_ = 0;
 }
@@ -123,17 +139,34 @@ void ThroughputMonitor::flush() {
   running_ = false;
 }
 
-nlohmann::json ThroughputMonitor::state_dict() const { return {{"samples", samples_}, {"seconds", seconds()}}; }
+nlohmann::json ThroughputMonitor::state_dict() const {
+  return {{"samples", samples_}, {"tokens", tokens_}, {"seconds", seconds()}};
+}
+
+namespace {
+// A count as a checkpoint holds it: an integer >= 0 (unsigned after a JSON round trip, signed when the state is
+// passed on directly).
+bool is_count(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+  return v.is_number_integer() && v.get<int64_t>() >= 0;
+}
+}  // namespace
 
 void ThroughputMonitor::load_state_dict(const nlohmann::json& s) {
-  VOLT_CHECK(s.is_object() && s.contains("samples") && s.contains("seconds") && s["samples"].is_number_unsigned() &&
+  VOLT_CHECK(s.is_object() && s.contains("samples") && s.contains("seconds") && is_count(s["samples"]) &&
                  s["seconds"].is_number() && s["seconds"].get<double>() >= 0 &&
-                 std::isfinite(s["seconds"].get<double>()) &&
-                 s["samples"].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
+                 std::isfinite(s["seconds"].get<double>()),
              "ThroughputMonitor.load_state_dict: expected {\"samples\": integer >= 0, \"seconds\": number >= 0}, got ",
              s.dump());
   samples_ = s["samples"].get<int64_t>();
   seconds_ = s["seconds"].get<double>();
+  // "tokens" came with length_fn: a checkpoint written before it has none (counted from 0).
+  tokens_ = 0;
+  if (s.contains("tokens")) {
+    VOLT_CHECK(is_count(s["tokens"]), "ThroughputMonitor.load_state_dict: \"tokens\" must be an integer >= 0, got ",
+               s["tokens"].dump());
+    tokens_ = s["tokens"].get<int64_t>();
+  }
   running_ = false;
 }
 
