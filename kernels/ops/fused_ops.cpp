@@ -8,6 +8,7 @@
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/fused_ops.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 

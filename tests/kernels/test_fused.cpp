@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
+#include <volt/kernels/fused_ops.h>
 #include <volt/runtime/autocast.h>
 #include <volt/runtime/cuda_api.h>
 

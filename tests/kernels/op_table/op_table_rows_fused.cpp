@@ -3,6 +3,7 @@
 // (through y, and as the residual stream itself). The long and many-row cases reach the CUDA kernels' strided
 // block loops; the chunked classifier rows cover a last chunk shorter than the others.
 #include "kernels/op_table/op_table.h"
+#include <volt/kernels/fused_ops.h>
 
 namespace volt::optable {
 namespace {
