@@ -12,7 +12,6 @@
 #include <volt/kernels/backend/dropout.h>
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/factory.h>
-#include <volt/kernels/backend/fused.h>
 #include <volt/kernels/backend/index.h>
 #include <volt/kernels/backend/linalg.h>
 #include <volt/kernels/backend/loss.h>

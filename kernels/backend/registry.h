@@ -1,7 +1,7 @@
 #pragma once
 // The backend interface. Each op family has one header here declaring its kernels once, as a struct of
 // Kernel<> members (elementwise.h, factory.h, reduce.h, softmax.h, loss.h, dropout.h, index.h, attention.h,
-// norm.h, batch_norm.h, optim.h, linalg.h, conv.h, pool.h, fused.h); kernels/cpu defines one constant table per family
+// norm.h, batch_norm.h, optim.h, linalg.h, conv.h, pool.h); kernels/cpu defines one constant table per family
 // (volt::cpu::*_kernels) and kernels/cuda the same in volt::cuda when Volt is built with CUDA. registry.cpp
 // gathers them into one Backend per device type: plain constants referenced from a function, no registration by
 // static initialisers (which the linker drops from static libraries).
@@ -37,14 +37,13 @@ struct OptimKernels;
 struct LinalgKernels;
 struct ConvKernels;
 struct PoolKernels;
-struct FusedKernels;
 
 // Every family, in one place: a Backend holds one table of each.
 using FamilyTables =
     std::tuple<const ElementwiseKernels*, const FactoryKernels*, const ReduceKernels*, const SoftmaxKernels*,
                const LossKernels*, const DropoutKernels*, const IndexKernels*, const AttentionKernels*,
                const NormKernels*, const BatchNormKernels*, const OptimKernels*, const LinalgKernels*,
-               const ConvKernels*, const PoolKernels*, const FusedKernels*>;
+               const ConvKernels*, const PoolKernels*>;
 
 struct Backend {
   const char* name;  // "cpu", "cuda": the device type's name in errors
@@ -140,7 +139,6 @@ extern const backend::OptimKernels optim_kernels;              // kernels/cpu/op
 extern const backend::LinalgKernels linalg_kernels;            // kernels/cpu/gemm.cpp
 extern const backend::ConvKernels conv_kernels;                // kernels/cpu/conv.cpp
 extern const backend::PoolKernels pool_kernels;                // kernels/cpu/pool.cpp
-extern const backend::FusedKernels fused_kernels;              // kernels/cpu/fused.cpp
 }  // namespace volt::cpu
 
 #if VOLT_WITH_CUDA
@@ -159,6 +157,5 @@ extern const backend::OptimKernels optim_kernels;              // kernels/cuda/o
 extern const backend::LinalgKernels linalg_kernels;            // kernels/cuda/gemm.cu
 extern const backend::ConvKernels conv_kernels;                // kernels/cuda/conv.cu
 extern const backend::PoolKernels pool_kernels;                // kernels/cuda/pool.cu
-extern const backend::FusedKernels fused_kernels;              // kernels/cuda/fused.cu
 }  // namespace volt::cuda
 #endif

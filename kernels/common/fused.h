@@ -1,6 +1,6 @@
 #pragma once
-// Math of the fused ops of kernels/backend/fused.h, shared by the CPU loops (kernels/cpu/fused.cpp) and the CUDA
-// kernels (kernels/cuda/fused.cu):
+// Math of the fused ops of kernels/ops/fused_ops.cpp, shared by the CPU loops (kernels/cpu/norm.cpp, loss.cpp) and
+// the CUDA kernels (kernels/cuda/norm.cu, loss.cu); contracts in kernels/backend/norm.h and loss.h:
 //   residual_layer_norm: s = x + r, y = layer_norm(s); the per-row statistics and dx are those of
 //                        kernels/common/norm.h, read from s;
 //   classifier:          cross-entropy of a row of logits with its gradient in the same pass (the row's softmax

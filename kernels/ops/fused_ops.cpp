@@ -1,10 +1,10 @@
 // The fused ops of kernels/ops.h's "fused ops" section: argument checks, chunking and autograd formulas around the
-// kernels of kernels/backend/fused.h.
+// kernels of kernels/backend/norm.h (residual_norm_*) and kernels/backend/loss.h (classifier_fwd).
 #include <algorithm>
 #include <memory>
 #include <string>
 
-#include <volt/kernels/backend/fused.h>
+#include <volt/kernels/backend/loss.h>
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
@@ -53,7 +53,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
   VOLT_CHECK(is_floating(residual.dtype()), op, ": expected a floating-point residual but got ",
              dtype_name(residual.dtype()));
   if (autocast_detail::wants_fp32(x) || autocast_detail::wants_fp32(residual))  // the residual stream in fp32
-    return residual_layer_norm(cast(x, DType::f32), cast(residual, DType::f32), autocast_detail::fp32(weight),
+    return residual_layer_norm(autocast_detail::fp32(x), autocast_detail::fp32(residual), autocast_detail::fp32(weight),
                                autocast_detail::fp32(bias), eps);
   check_same(x, residual, op, "x", "residual");
   VOLT_CHECK(x.dim() >= 1, op, ": x is a scalar; expected (..., C), normalised over the last dim");
@@ -72,7 +72,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
   Tensor mean = empty({g.rows}, pdt, dev), rstd = empty({g.rows}, pdt, dev);
   const bool any = xc.numel() > 0;
   if (any)
-    backend::call<&backend::FusedKernels::residual_norm_fwd>(dev, xc.dtype(), s, y, mean, rstd, xc, rc, w, b, g, eps);
+    backend::call<&backend::NormKernels::residual_norm_fwd>(dev, xc.dtype(), s, y, mean, rstd, xc, rc, w, b, g, eps);
   const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   const DType weight_dt = weight.defined() ? weight.dtype() : pdt, bias_dt = bias.defined() ? bias.dtype() : pdt;
   Tensor s_saved = s.detach();
@@ -84,7 +84,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
     Tensor dw = gw ? empty({g.row_size}, pdt, dev) : Tensor();
     Tensor db = gb ? empty({g.row_size}, pdt, dev) : Tensor();
     if (any) {
-      backend::call<&backend::FusedKernels::residual_norm_bwd>(dev, xc.dtype(), ds, dy, ds_other, s_saved, mean,
+      backend::call<&backend::NormKernels::residual_norm_bwd>(dev, xc.dtype(), ds, dy, ds_other, s_saved, mean,
                                                                rstd, w, g);
       if (gw || gb)
         backend::call<&backend::NormKernels::norm_bwd>(dev, xc.dtype(), Tensor(), dw, db, dy, s_saved, mean, rstd, w,
@@ -146,7 +146,7 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
   for (int64_t row0 = 0; row0 < n; row0 += chunk) {
     const int64_t rows = std::min(chunk, n - row0);
     Tensor part = rows == chunk ? loss_rows : loss_rows.narrow(0, 0, rows);
-    backend::call<&backend::FusedKernels::classifier_fwd>(dev, T, part, grad, lc, tc, scale, row0, rows, v,
+    backend::call<&backend::LossKernels::classifier_fwd>(dev, T, part, grad, lc, tc, scale, row0, rows, v,
                                                           opt.ignore_index);
     total = add(total, sum(part));
   }
