@@ -33,7 +33,7 @@ void check_norm_param(const Tensor& t, const Tensor& x, const char* op, const ch
   VOLT_CHECK(t.device() == x.device(), op, ": ", name, " is on ", t.device().str(), " but x is on ", x.device().str(),
              "; expected both on one device (move one with .to(device))");
   VOLT_CHECK(t.shape() == Shape{c}, op, ": ", name, " has shape ", t.shape_str(), " but x of shape ", x.shape_str(),
-             " needs (", c, ") (one value per channel of the last dim)");
+             " needs ", shape_to_string(Shape{c}), " (one value per channel of the last dim)");
   const DType pdt = acc_dtype(x.dtype());
   VOLT_CHECK(t.dtype() == x.dtype() || t.dtype() == pdt, op, ": ", name, " has dtype ", dtype_name(t.dtype()),
              " but x has ", dtype_name(x.dtype()), "; expected ", dtype_name(x.dtype()),
@@ -113,7 +113,7 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
              " (flatten the leading dims first)");
   const int64_t n = logits.size(0), v = logits.size(1);
   VOLT_CHECK(target.shape() == Shape{n}, op, ": target has shape ", target.shape_str(), " but logits of shape ",
-             logits.shape_str(), " need (", n, ")");
+             logits.shape_str(), " need ", shape_to_string(Shape{n}));
   VOLT_CHECK(v > 0, op, ": logits have no classes (shape ", logits.shape_str(), ")");
   VOLT_CHECK(opt.reduction != Reduction::None, op, ": reduction None is not fused (the gradient is written in the "
              "forward pass for one scalar loss); use cross_entropy for per-row losses");
