@@ -1,6 +1,7 @@
 #pragma once
 // The fused class-index losses, cross_entropy and nll_loss (kernels/ops/nn_ops.cpp; kernels/cpu/loss.cpp,
-// kernels/cuda/loss.cu). The math is kernels/common/softmax.h (CeParams, nnmath::ce_row_loss, ce_grad).
+// kernels/cuda/loss.cu). The math is kernels/common/softmax.h (CeParams, nnmath::ce_row_loss, ce_grad); the fused
+// classifier's is kernels/common/fused.h.
 #include <cstdint>
 
 #include <volt/kernels/backend/kernel.h>
@@ -22,13 +23,23 @@ struct LossKernels {
   Kernel<void(const Tensor& grad_input, const Tensor& grad_out, const Tensor& input, const Tensor& target,
               const Tensor& lse, const Tensor& count, int64_t n, int64_t c, int64_t inner, const CeParams& p)>
       class_loss_bwd;
+  // fused_cross_entropy (kernels/ops/fused_ops.cpp; math in kernels/common/fused.h). Rows [row0, row0 + rows) of
+  // logits (n, v) with target i64 (n) of valid indices or ignore_index: writes each row's loss (lse - logit of the
+  // target; 0 for an ignored row) to loss_rows (rows, accumulation dtype) and, when grad is defined, d loss / d
+  // logits times `scale` (1 element in the accumulation dtype, read on the device: 1 / the number of counted rows for
+  // a mean, 1 for a sum) into the same rows of grad (n, v) in logits' dtype. grad may be logits itself: each row is
+  // read completely before it is written. Dispatch dtype: logits' (floating).
+  Kernel<void(const Tensor& loss_rows, const Tensor& grad, const Tensor& logits, const Tensor& target,
+              const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index)>
+      classifier_fwd;
 };
 
 template <>
 struct Family<LossKernels> {
   static constexpr const char* name = "loss";
   static constexpr std::tuple kernels{Named{&LossKernels::class_loss_fwd, "class_loss_fwd"},
-                                      Named{&LossKernels::class_loss_bwd, "class_loss_bwd"}};
+                                      Named{&LossKernels::class_loss_bwd, "class_loss_bwd"},
+                                      Named{&LossKernels::classifier_fwd, "classifier_fwd"}};
 };
 
 }  // namespace volt::backend

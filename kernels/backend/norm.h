@@ -1,6 +1,7 @@
 #pragma once
 // layer_norm and group_norm (kernels/ops/norm_ops.cpp; kernels/cpu/norm.cpp, kernels/cuda/norm.cu); the math is
-// kernels/common/norm.h. batch_norm is kernels/backend/batch_norm.h.
+// kernels/common/norm.h. Also the fused residual_layer_norm's kernels (kernels/ops/fused_ops.cpp). batch_norm is
+// kernels/backend/batch_norm.h.
 //
 // Contracts (checked by the ops, assumed here): x, out, grad_out and grad_x are contiguous (g.rows, g.row_size)
 // tensors of one floating dtype T; mean and rstd are (g.rows) and weight, bias, grad_weight and grad_bias are
@@ -24,13 +25,28 @@ struct NormKernels {
   Kernel<void(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
               const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g)>
       norm_bwd;
+  // Fused residual add (kernels/ops/fused_ops.cpp; math in kernels/common/fused.h), layer_norm's geometry only
+  // (g.groups == g.inner == 1): s = x + r and y = the normalised, affine-transformed s, one pass per row; x, r, s and
+  // y are (g.rows, g.row_size) of one floating dtype; mean, rstd, weight and bias as for norm_fwd.
+  // Dispatch dtype: x's (floating).
+  Kernel<void(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+              const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps)>
+      residual_norm_fwd;
+  // grad_s = norm_bwd's dx of grad_y (from s and the saved statistics) + grad_s_other (the gradient of s's other
+  // uses; undefined: none), summed before one rounding, one pass per row; all (g.rows, g.row_size) in s's dtype.
+  // The weight and bias gradients are norm_bwd's, run on s. Dispatch dtype: s's (floating).
+  Kernel<void(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
+              const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g)>
+      residual_norm_bwd;
 };
 
 template <>
 struct Family<NormKernels> {
   static constexpr const char* name = "norm";
   static constexpr std::tuple kernels{Named{&NormKernels::norm_fwd, "norm_fwd"},
-                                      Named{&NormKernels::norm_bwd, "norm_bwd"}};
+                                      Named{&NormKernels::norm_bwd, "norm_bwd"},
+                                      Named{&NormKernels::residual_norm_fwd, "residual_norm_fwd"},
+                                      Named{&NormKernels::residual_norm_bwd, "residual_norm_bwd"}};
 };
 
 }  // namespace volt::backend

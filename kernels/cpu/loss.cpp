@@ -1,11 +1,12 @@
-// CPU fused class-index losses (cross_entropy, nll_loss) and their backward; the math is
-// kernels/common/softmax.h.
+// CPU fused class-index losses (cross_entropy, nll_loss) and their backward, and the fused classifier
+// (fused_cross_entropy); the math is kernels/common/softmax.h and kernels/common/fused.h.
 #include <cmath>
 #include <limits>
 
 #include <volt/kernels/backend/loss.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/fused.h>
 #include <volt/kernels/common/softmax.h>
 
 namespace volt::cpu {
@@ -102,11 +103,39 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
   });
 }
 
+void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& logits, const Tensor& target,
+                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index) {
+  dispatch_floating(logits.dtype(), "classifier_fwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* lp = static_cast<const T*>(logits.data_ptr());
+    const int64_t* tp = static_cast<const int64_t*>(target.data_ptr());
+    A* out = static_cast<A*>(loss_rows.data_ptr());
+    T* gp = grad.defined() ? static_cast<T*>(grad.data_ptr()) : nullptr;
+    const A sc = gp ? *static_cast<const A*>(scale.data_ptr()) : A(1);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t row = row0 + i, t = tp[row];
+      const T* xr = lp + row * v;
+      const bool ignored = t == ignore_index;
+      A m = -std::numeric_limits<A>::infinity(), sum = A(0);
+      if (!ignored)
+        for (int64_t j = 0; j < v; ++j) nnmath::lse_push(m, sum, A(xr[j]));
+      const A lse = nnmath::lse_finish(m, sum);
+      out[i] = ignored ? A(0) : fusedmath::classifier_row_loss(lse, A(xr[t]));
+      if (!gp) continue;
+      T* gr = gp + row * v;  // may alias xr: x_j is read before grad_j is written
+      for (int64_t j = 0; j < v; ++j)
+        gr[j] = ignored ? T(A(0)) : T(fusedmath::classifier_grad(A(xr[j]), lse, j == t, sc));
+    }
+  });
+}
+
 }  // namespace
 
 constexpr backend::LossKernels loss_kernels{
     .class_loss_fwd = {class_loss_fwd, backend::kFloating},
     .class_loss_bwd = {class_loss_bwd, backend::kFloating},
+    .classifier_fwd = {classifier_fwd, backend::kFloating},
 };
 
 }  // namespace volt::cpu

@@ -1,10 +1,12 @@
-// CPU layer_norm / group_norm: loops over the rows described by NormGeom; the math is kernels/common/norm.h.
+// CPU layer_norm / group_norm and the fused residual_layer_norm: loops over the rows described by NormGeom; the math
+// is kernels/common/norm.h and kernels/common/fused.h.
 #include <algorithm>
 #include <vector>
 
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/fused.h>
 
 namespace volt::cpu {
 
@@ -95,11 +97,78 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
   });
 }
 
+void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                       const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps) {
+  dispatch_floating(x.dtype(), "residual_norm_fwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const T* rp = static_cast<const T*>(r.data_ptr());
+    T* sp = static_cast<T*>(s.data_ptr());
+    T* yp = static_cast<T*>(y.data_ptr());
+    A* mp = static_cast<A*>(mean.data_ptr());
+    A* rsp = static_cast<A*>(rstd.data_ptr());
+    const A* w = ptr_or_null<A>(weight);
+    const A* b = ptr_or_null<A>(bias);
+    const int64_t n = g.row_size;
+    for (int64_t row = 0; row < g.rows; ++row) {
+      const T* xr = xp + row * n;
+      const T* rr = rp + row * n;
+      T* sr = sp + row * n;
+      T* yr = yp + row * n;
+      normmath::Welford<A> st = normmath::welford_init<A>();
+      for (int64_t j = 0; j < n; ++j) {
+        sr[j] = fusedmath::residual_add<T, A>(xr[j], rr[j]);
+        normmath::welford_push(st, A(sr[j]));
+      }
+      const A m = st.mean, rs = normmath::welford_rstd(st, A(eps));
+      mp[row] = m;
+      rsp[row] = rs;
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = T(normmath::norm_forward(A(sr[j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
+    }
+  });
+}
+
+void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
+                       const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
+  dispatch_floating(s.dtype(), "residual_norm_bwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* sp = static_cast<const T*>(s.data_ptr());
+    const T* gy = static_cast<const T*>(grad_y.data_ptr());
+    const T* go = (grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr);
+    T* gs = static_cast<T*>(grad_s.data_ptr());
+    const A* mp = static_cast<const A*>(mean.data_ptr());
+    const A* rp = static_cast<const A*>(rstd.data_ptr());
+    const A* w = ptr_or_null<A>(weight);
+    const int64_t n = g.row_size;
+    for (int64_t row = 0; row < g.rows; ++row) {
+      const int64_t o = row * n;
+      const A m = mp[row], rs = rp[row];
+      A sg = A(0), sgx = A(0);  // sum(dy * w), sum(dy * w * xhat) over the row
+      for (int64_t j = 0; j < n; ++j) {
+        const A gw = A(gy[o + j]) * (w ? w[j] : A(1));
+        sg += gw;
+        sgx += gw * normmath::norm_xhat(A(sp[o + j]), m, rs);
+      }
+      const A mg = sg / A(n), mgx = sgx / A(n);
+      for (int64_t j = 0; j < n; ++j) {
+        const A gw = A(gy[o + j]) * (w ? w[j] : A(1));
+        const A xh = normmath::norm_xhat(A(sp[o + j]), m, rs);
+        gs[o + j] = T(fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, go ? A(go[o + j]) : A(0)));
+      }
+    }
+  });
+}
+
 }  // namespace
 
 constexpr backend::NormKernels norm_kernels{
     .norm_fwd = {norm_fwd, backend::kFloating},
     .norm_bwd = {norm_bwd, backend::kFloating},
+    .residual_norm_fwd = {residual_norm_fwd, backend::kFloating},
+    .residual_norm_bwd = {residual_norm_bwd, backend::kFloating},
 };
 
 }  // namespace volt::cpu

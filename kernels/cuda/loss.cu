@@ -1,10 +1,12 @@
 // CUDA fused class-index losses (cross_entropy, nll_loss): one block per loss row for the log-sum-exp, one block
-// for the reduction, one thread per element for the backward. The math is kernels/common/softmax.h.
+// for the reduction, one thread per element for the backward. The math is kernels/common/softmax.h. Also the fused
+// classifier (fused_cross_entropy): one block per row for its loss and gradient (kernels/common/fused.h).
 #include <limits>
 
 #include <volt/kernels/backend/loss.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/fused.h>
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/block_lse.cuh>
 #include <volt/kernels/cuda/loops.cuh>
@@ -158,11 +160,55 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
+// One block per row of the chunk: the row's log-sum-exp, its loss, then its gradient over the same row (which may
+// be the logits' own storage: every read of the row happens before the block's barrier inside block_lse).
+template <class T>
+__global__ void classifier_fwd_kernel(acc_t<T>* loss_rows, T* grad, const T* logits, const int64_t* target,
+                                      const acc_t<T>* scale, int64_t row0, int64_t nrows, int64_t v,
+                                      int64_t ignore_index) {
+  using A = acc_t<T>;
+  for (int64_t i = blockIdx.x; i < nrows; i += gridDim.x) {
+    const int64_t row = row0 + i, t = target[row];
+    const T* x = logits + row * v;
+    const bool ignored = t == ignore_index;
+    // Out-of-range targets are not checked on the device (that would need a host sync); they give NaN.
+    const bool bad = !ignored && (t < 0 || t >= v);
+    A m = -std::numeric_limits<A>::infinity(), se = A(0);
+    if (!ignored)
+      for (int64_t j = threadIdx.x; j < v; j += blockDim.x) nnmath::lse_push(m, se, A(x[j]));
+    block_lse(m, se);
+    const A lse = nnmath::lse_finish(m, se);
+    const A xt = ignored || bad ? A(0) : A(x[t]);
+    __syncthreads();  // every thread has read x[t] before any thread overwrites the row
+    if (threadIdx.x == 0) loss_rows[i] = ignored ? A(0) : (bad ? A(NAN) : fusedmath::classifier_row_loss(lse, xt));
+    if (grad == nullptr) continue;
+    const A sc = bad ? A(NAN) : *scale;
+    T* gr = grad + row * v;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
+      gr[j] = ignored ? T(A(0)) : T(fusedmath::classifier_grad(A(x[j]), lse, j == t, sc));
+  }
+}
+
+void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& logits, const Tensor& target,
+                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index) {
+  if (rows == 0) return;
+  dispatch_floating(logits.dtype(), "classifier_fwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    classifier_fwd_kernel<T><<<row_blocks(rows), threads_for(v), 0, compute_stream(logits)>>>(
+        static_cast<A*>(loss_rows.data_ptr()), grad.defined() ? static_cast<T*>(grad.data_ptr()) : nullptr,
+        static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+        static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 constexpr backend::LossKernels loss_kernels{
     .class_loss_fwd = {class_loss_fwd, backend::kFloating},
     .class_loss_bwd = {class_loss_bwd, backend::kFloating},
+    .classifier_fwd = {classifier_fwd, backend::kFloating},
 };
 
 }  // namespace volt::cuda

@@ -1,8 +1,10 @@
-// CUDA layer_norm / group_norm. The math is kernels/common/norm.h; this file holds indexing and launches only.
+// CUDA layer_norm / group_norm and the fused residual_layer_norm. The math is kernels/common/norm.h and
+// kernels/common/fused.h; this file holds indexing and launches only.
 // Layouts and contracts are in kernels/backend/norm.h.
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/fused.h>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -159,6 +161,56 @@ __global__ void norm_param_grad_channels_kernel(acc_t<T>* dw, acc_t<T>* db, cons
   }
 }
 
+// s = x + r, its statistics, then y. Each thread reads back only the elements of s it wrote itself.
+template <class T>
+__global__ void residual_norm_fwd_kernel(const T* x, const T* r, T* s, T* y, acc_t<T>* mean, acc_t<T>* rstd,
+                                         const acc_t<T>* w, const acc_t<T>* b, NormGeom g, acc_t<T> eps) {
+  using A = acc_t<T>;
+  const int64_t n = g.row_size;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const int64_t o = row * n;
+    normmath::Welford<A> st = normmath::welford_init<A>();
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T sj = fusedmath::residual_add<T, A>(x[o + j], r[o + j]);
+      s[o + j] = sj;
+      normmath::welford_push(st, A(sj));
+    }
+    block_welford(st);
+    const A m = st.mean, rs = normmath::welford_rstd(st, eps);
+    if (threadIdx.x == 0) {
+      mean[row] = m;
+      rstd[row] = rs;
+    }
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      y[o + j] = T(normmath::norm_forward(A(s[o + j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
+  }
+}
+
+// The row sums of dy * w and dy * w * xhat, then grad_s = dx + grad_s_other.
+template <class T>
+__global__ void residual_norm_bwd_kernel(T* gs, const T* gy, const T* go, const T* s, const acc_t<T>* mean,
+                                         const acc_t<T>* rstd, const acc_t<T>* w, NormGeom g) {
+  using A = acc_t<T>;
+  const int64_t n = g.row_size;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const int64_t o = row * n;
+    const A m = mean[row], rs = rstd[row];
+    A sg = A(0), sgx = A(0);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const A gw = A(gy[o + j]) * (w ? w[j] : A(1));
+      sg += gw;
+      sgx += gw * normmath::norm_xhat(A(s[o + j]), m, rs);
+    }
+    block_sum2(sg, sgx);
+    const A mg = sg / A(n), mgx = sgx / A(n);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const A gw = A(gy[o + j]) * (w ? w[j] : A(1));
+      const A xh = normmath::norm_xhat(A(s[o + j]), m, rs);
+      gs[o + j] = T(fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, go ? A(go[o + j]) : A(0)));
+    }
+  }
+}
+
 template <class A>
 A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<A*>(t.data_ptr()) : nullptr; }
 
@@ -205,11 +257,41 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
   });
 }
 
+void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                       const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps) {
+  dispatch_floating(x.dtype(), "residual_norm_fwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    residual_norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, compute_stream(x)>>>(
+        static_cast<const T*>(x.data_ptr()), static_cast<const T*>(r.data_ptr()), static_cast<T*>(s.data_ptr()),
+        static_cast<T*>(y.data_ptr()), static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
+        ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
+                       const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
+  dispatch_floating(s.dtype(), "residual_norm_bwd", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    residual_norm_bwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, compute_stream(s)>>>(
+        static_cast<T*>(grad_s.data_ptr()), static_cast<const T*>(grad_y.data_ptr()),
+        grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr,
+        static_cast<const T*>(s.data_ptr()),
+        static_cast<const A*>(mean.data_ptr()), static_cast<const A*>(rstd.data_ptr()), ptr_or_null<const A>(weight),
+        g);
+  });
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 constexpr backend::NormKernels norm_kernels{
     .norm_fwd = {norm_fwd, backend::kFloating},
     .norm_bwd = {norm_bwd, backend::kFloating},
+    .residual_norm_fwd = {residual_norm_fwd, backend::kFloating},
+    .residual_norm_bwd = {residual_norm_bwd, backend::kFloating},
 };
 
 }  // namespace volt::cuda

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/gradcheck.h"
+#include <volt/kernels/fused_ops.h>
 #include <volt/runtime/autocast.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -63,6 +64,10 @@ std::vector<PolicyRow> policy_rows() {
        [](DType d) { return layer_norm(randf({4, 5}, 1, d), {5}, ones({5}), zeros({5})); }},
       {"group_norm", DType::f16, DType::f16, K::Fp32,
        [](DType d) { return group_norm(randf({2, 4, 3}, 1, d), 2, ones({4}), zeros({4})); }},
+      {"residual_layer_norm", DType::bf16, DType::bf16, K::Fp32,
+       [](DType d) { return residual_layer_norm(randf({4, 5}, 1, d), randf({4, 5}, 2, d), ones({5})).second; }},
+      {"fused_cross_entropy", DType::f16, DType::f16, K::Fp32,
+       [idx](DType d) { return fused_cross_entropy(randf({4, 5}, 1, d), idx); }},
       {"sum", DType::f16, DType::f16, K::Fp32, [](DType d) { return sum(randf({4, 5}, 1, d)); }},
       {"mean", DType::bf16, DType::bf16, K::Fp32, [](DType d) { return mean(randf({4, 5}, 1, d), {1}); }},
       {"var", DType::f16, DType::f16, K::Fp32, [](DType d) { return var(randf({4, 5}, 1, d), {0}); }},

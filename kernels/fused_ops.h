@@ -1,0 +1,37 @@
+#pragma once
+/// @file
+/// Fused ops for transformer blocks and heads (kernels/ops/fused_ops.cpp; docs/fused_ops.md): each does in one pass
+/// per row what a composition of ops.h's ops does in several, with the same checks, autograd and autocast rules.
+#include <cstdint>
+#include <utility>
+
+#include <volt/kernels/ops.h>
+
+namespace volt {
+
+/// residual_layer_norm: x and residual (..., C) of one shape, floating dtype and device. Returns {s, y} with
+/// s = x + residual (added in f32, f64 for f64, and rounded once to the dtype, as add() rounds it) and
+/// y = layer_norm(s, {C}, weight, bias, eps), in one pass over each row: a pre-norm transformer block's step
+/// between sublayers (s continues as the residual stream, y feeds the next sublayer). weight and bias (C) are
+/// optional, in x's dtype or f32 for f16/bf16 x. The backward gives x and residual the same gradient: layer norm's
+/// backward of dy plus the gradient of s's own later uses, summed in f32 in one pass; weight and bias as
+/// layer_norm. Under autocast f16/bf16 inputs are added and normalised in f32 (x and residual may then differ in
+/// dtype, e.g. a bf16 sublayer output and an f32 residual stream); otherwise their dtypes must match.
+std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight = Tensor(),
+                                              const Tensor& bias = Tensor(), double eps = 1e-5);
+struct FusedCrossEntropyOptions {
+  Reduction reduction = Reduction::Mean;  ///< Mean (over non-ignored rows) or Sum; None is refused
+  int64_t ignore_index = -100;            ///< rows with this target add nothing to the loss or the count
+  int64_t chunk_rows = 0;                 ///< rows per kernel call (0: all): bounds the per-row loss buffer
+  /// Write the gradient over the logits' own storage (when they are contiguous; else into a fresh tensor): the
+  /// logits' values are gone after the forward, and the loss may be backpropagated once only.
+  bool grad_in_logits = false;
+};
+/// fused_cross_entropy: logits (N, V) (floating) and target (N) of int64 class indices. The loss equals
+/// cross_entropy(logits, target, reduction, ignore_index); each row's log-sum-exp, loss and gradient
+/// (softmax - onehot, times 1 / count for a mean) come from one kernel, in the forward, without a softmax tensor;
+/// the backward only scales that gradient by the upstream one. The loss is in the logits' dtype (f32 for f16/bf16
+/// under autocast); accumulation is f32 (f64 for f64). Out-of-range targets are an error on the CPU, NaN on CUDA.
+Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const FusedCrossEntropyOptions& options = {});
+
+}  // namespace volt

@@ -1,0 +1,169 @@
+// The fused ops of kernels/ops.h's "fused ops" section: argument checks, chunking and autograd formulas around the
+// kernels of kernels/backend/norm.h (residual_norm_*) and kernels/backend/loss.h (classifier_fwd).
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include <volt/kernels/backend/loss.h>
+#include <volt/kernels/backend/norm.h>
+#include <volt/kernels/backend/optim.h>
+#include <volt/kernels/backend/registry.h>
+#include <volt/kernels/fused_ops.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/autocast_util.h>
+
+namespace volt {
+
+namespace {
+
+DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+void check_same(const Tensor& a, const Tensor& b, const char* op, const char* na, const char* nb) {
+  VOLT_CHECK(a.device() == b.device(), op, ": ", nb, " is on ", b.device().str(), " but ", na, " is on ",
+             a.device().str(), "; expected both on one device (move one with .to(device))");
+  VOLT_CHECK(a.shape() == b.shape(), op, ": ", nb, " has shape ", b.shape_str(), " but ", na, " has shape ",
+             a.shape_str(), "; expected the same shape");
+  VOLT_CHECK(a.dtype() == b.dtype(), op, ": ", nb, " has dtype ", dtype_name(b.dtype()), " but ", na, " has ",
+             dtype_name(a.dtype()), "; expected one dtype (cast one, or run under autocast, which adds in f32)");
+}
+
+void check_norm_param(const Tensor& t, const Tensor& x, const char* op, const char* name) {
+  if (!t.defined()) return;
+  const int64_t c = x.size(x.dim() - 1);
+  VOLT_CHECK(t.device() == x.device(), op, ": ", name, " is on ", t.device().str(), " but x is on ", x.device().str(),
+             "; expected both on one device (move one with .to(device))");
+  VOLT_CHECK(t.shape() == Shape{c}, op, ": ", name, " has shape ", t.shape_str(), " but x of shape ", x.shape_str(),
+             " needs ", shape_to_string(Shape{c}), " (one value per channel of the last dim)");
+  const DType pdt = acc_dtype(x.dtype());
+  VOLT_CHECK(t.dtype() == x.dtype() || t.dtype() == pdt, op, ": ", name, " has dtype ", dtype_name(t.dtype()),
+             " but x has ", dtype_name(x.dtype()), "; expected ", dtype_name(x.dtype()),
+             pdt != x.dtype() ? " or " + std::string(dtype_name(pdt)) : std::string());
+}
+
+Tensor param_as(const Tensor& t, DType pdt) { return t.defined() ? t.detach().to(pdt).contiguous() : Tensor(); }
+
+}  // namespace
+
+std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                              const Tensor& bias, double eps) {
+  trace::Range op_range(trace::Layer::op, "residual_layer_norm");
+  const char* op = "residual_layer_norm";
+  VOLT_CHECK(x.defined() && residual.defined(), op, ": x and residual must both be defined");
+  VOLT_CHECK(is_floating(x.dtype()), op, ": expected a floating-point x but got ", dtype_name(x.dtype()));
+  VOLT_CHECK(is_floating(residual.dtype()), op, ": expected a floating-point residual but got ",
+             dtype_name(residual.dtype()));
+  if (autocast_detail::wants_fp32(x) || autocast_detail::wants_fp32(residual))  // the residual stream in fp32
+    return residual_layer_norm(autocast_detail::fp32(x), autocast_detail::fp32(residual), autocast_detail::fp32(weight),
+                               autocast_detail::fp32(bias), eps);
+  check_same(x, residual, op, "x", "residual");
+  VOLT_CHECK(x.dim() >= 1, op, ": x is a scalar; expected (..., C), normalised over the last dim");
+  VOLT_CHECK(eps >= 0.0, op, ": eps must be non-negative, got ", eps);
+  check_norm_param(weight, x, op, "weight");
+  check_norm_param(bias, x, op, "bias");
+
+  const DType pdt = acc_dtype(x.dtype());
+  const Device dev = x.device();
+  NormGeom g;
+  g.row_size = x.size(x.dim() - 1);
+  g.rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  Tensor xc = x.detach().contiguous(), rc = residual.detach().contiguous();
+  Tensor w = param_as(weight, pdt), b = param_as(bias, pdt);
+  Tensor s = empty(xc.shape(), xc.dtype(), dev), y = empty(xc.shape(), xc.dtype(), dev);
+  Tensor mean = empty({g.rows}, pdt, dev), rstd = empty({g.rows}, pdt, dev);
+  const bool any = xc.numel() > 0;
+  if (any)
+    backend::call<&backend::NormKernels::residual_norm_fwd>(dev, xc.dtype(), s, y, mean, rstd, xc, rc, w, b, g, eps);
+  const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  const DType weight_dt = weight.defined() ? weight.dtype() : pdt, bias_dt = bias.defined() ? bias.dtype() : pdt;
+  Tensor s_saved = s.detach();
+  autograd::attach(std::vector<Tensor>{s, y}, "ResidualLayerNormBackward", {x, residual, weight, bias},
+                   [=](const std::vector<Tensor>& grads) {
+    auto in_dtype = [&](const Tensor& t) { return (t.dtype() == xc.dtype() ? t : t.to(xc.dtype())).contiguous(); };
+    Tensor ds_other = in_dtype(grads[0]), dy = in_dtype(grads[1]);
+    Tensor ds = empty(xc.shape(), xc.dtype(), dev);
+    Tensor dw = gw ? empty({g.row_size}, pdt, dev) : Tensor();
+    Tensor db = gb ? empty({g.row_size}, pdt, dev) : Tensor();
+    if (any) {
+      backend::call<&backend::NormKernels::residual_norm_bwd>(dev, xc.dtype(), ds, dy, ds_other, s_saved, mean,
+                                                               rstd, w, g);
+      if (gw || gb)
+        backend::call<&backend::NormKernels::norm_bwd>(dev, xc.dtype(), Tensor(), dw, db, dy, s_saved, mean, rstd, w,
+                                                       g);
+    } else {
+      for (Tensor* t : {&ds, &dw, &db})
+        if (t->defined()) t->zero_();
+    }
+    if (dw.defined()) dw = dw.to(weight_dt);
+    if (db.defined()) db = db.to(bias_dt);
+    return std::vector<Tensor>{ds, ds, dw, db};  // d(x + r)/dx = d(x + r)/dr = 1
+  });
+  return {s, y};
+}
+
+Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const FusedCrossEntropyOptions& opt) {
+  trace::Range op_range(trace::Layer::op, "fused_cross_entropy");
+  const char* op = "fused_cross_entropy";
+  VOLT_CHECK(logits.defined() && target.defined(), op, ": logits and target must both be defined");
+  VOLT_CHECK(is_floating(logits.dtype()), op, ": logits must be floating point, got ", dtype_name(logits.dtype()));
+  VOLT_CHECK(target.dtype() == DType::i64, op, ": target must hold class indices of dtype int64, got ",
+             dtype_name(target.dtype()));
+  VOLT_CHECK(logits.device() == target.device(), op, ": target is on ", target.device().str(), " but logits are on ",
+             logits.device().str(), "; expected both on one device");
+  VOLT_CHECK(logits.dim() == 2, op, ": logits must be (N, V), got shape ", logits.shape_str(),
+             " (flatten the leading dims first)");
+  const int64_t n = logits.size(0), v = logits.size(1);
+  VOLT_CHECK(target.shape() == Shape{n}, op, ": target has shape ", target.shape_str(), " but logits of shape ",
+             logits.shape_str(), " need ", shape_to_string(Shape{n}));
+  VOLT_CHECK(v > 0, op, ": logits have no classes (shape ", logits.shape_str(), ")");
+  VOLT_CHECK(opt.reduction != Reduction::None, op, ": reduction None is not fused (the gradient is written in the "
+             "forward pass for one scalar loss); use cross_entropy for per-row losses");
+  VOLT_CHECK(opt.chunk_rows >= 0, op, ": chunk_rows must be >= 0 (0: one chunk), got ", opt.chunk_rows);
+  Tensor tc = target.contiguous();
+  if (!tc.is_cuda()) {  // as cross_entropy: checked on the host for CPU tensors; on CUDA a bad target gives NaN
+    const int64_t* tp = static_cast<const int64_t*>(tc.data_ptr());
+    for (int64_t i = 0; i < n; ++i)
+      VOLT_CHECK(tp[i] == opt.ignore_index || (tp[i] >= 0 && tp[i] < v), op, ": target value ", tp[i], " (at row ",
+                 i, ") is out of range for ", v, " classes; expected 0 <= target < ", v, " or ignore_index (",
+                 opt.ignore_index, ")");
+  }
+
+  const Device dev = logits.device();
+  const DType T = logits.dtype(), A = acc_dtype(T);
+  // Under autocast a half loss is returned in f32 (the losses' autocast rule); the kernel accumulates in f32 either
+  // way, so the logits are not cast and the gradient keeps their dtype.
+  const DType out_dt = autocast_enabled() && A != T ? A : T;
+  const bool need_grad = autograd::grad_enabled() && logits.requires_grad();
+  Tensor lc = logits.detach().contiguous();
+  const bool in_place = need_grad && opt.grad_in_logits && lc.data_ptr() == logits.data_ptr();
+  Tensor grad = need_grad ? (in_place ? lc : empty({n, v}, T, dev)) : Tensor();
+  Tensor scale;  // 1 / (number of counted rows) for a mean, 1 for a sum; on the device, no host sync
+  if (opt.reduction == Reduction::Mean)
+    scale = div(ones({}, A, dev), cast(sum(ne(tc, static_cast<double>(opt.ignore_index))), A));
+  else
+    scale = ones({}, A, dev);
+  const int64_t all = std::max<int64_t>(n, 1), chunk = opt.chunk_rows > 0 ? std::min(opt.chunk_rows, all) : all;
+  Tensor total = zeros({}, A, dev), loss_rows = empty({chunk}, A, dev);
+  for (int64_t row0 = 0; row0 < n; row0 += chunk) {
+    const int64_t rows = std::min(chunk, n - row0);
+    Tensor part = rows == chunk ? loss_rows : loss_rows.narrow(0, 0, rows);
+    backend::call<&backend::LossKernels::classifier_fwd>(dev, T, part, grad, lc, tc, scale, row0, rows, v,
+                                                          opt.ignore_index);
+    total = add(total, sum(part));
+  }
+  Tensor loss = cast(mul(total, scale), out_dt);
+  if (need_grad) {
+    auto used = std::make_shared<bool>(false);
+    autograd::attach(loss, "FusedCrossEntropyBackward", {logits}, [=](const std::vector<Tensor>& grads) {
+      Tensor coef = cast(grads[0], DType::f64).reshape({});
+      if (!in_place) return std::vector<Tensor>{mul(grad, cast(coef, T))};
+      VOLT_CHECK(!*used, "fused_cross_entropy: a second backward through a loss whose gradient was written in place "
+                 "of the logits (grad_in_logits); backpropagate it once, or turn grad_in_logits off");
+      *used = true;
+      backend::call<&backend::OptimKernels::scale_by>(dev, T, std::vector<Tensor>{grad}, coef);
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return loss;
+}
+
+}  // namespace volt

@@ -1,0 +1,215 @@
+// The fused ops (kernels/ops/fused_ops.cpp, docs/fused_ops.md) against their unfused compositions: residual_layer_norm
+// against add() then layer_norm(), fused_cross_entropy against cross_entropy() and log_softmax() + nll_loss(), values
+// and gradients; the gradient written over the logits; chunking; autocast; and the errors for bad arguments.
+// Finite differences and the device x dtype sweep are the op table's (tests/kernels/op_table/op_table_rows_fused.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/gradcheck.h"
+#include <volt/kernels/fused_ops.h>
+#include <volt/runtime/autocast.h>
+#include <volt/runtime/cuda_api.h>
+
+using namespace volt;
+using volt::testing::rand_f64;
+
+namespace {
+
+Tensor leaf(const Tensor& t) {
+  Tensor c = t.detach().clone();
+  c.set_requires_grad(true);
+  return c;
+}
+
+void expect_all_near(const Tensor& a, const Tensor& b, double atol, double rtol, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i)
+    ASSERT_NEAR(va[i], vb[i], atol + rtol * std::abs(vb[i])) << what << ", element " << i;
+}
+
+void expect_equal(const Tensor& a, const Tensor& b, const std::string& what) { expect_all_near(a, b, 0, 0, what); }
+
+struct NormCase {
+  DType dtype;
+  double grad_atol;  // the fused backward rounds once where the unfused one rounds dx, then adds ds and rounds again
+};
+
+// The fused op is the same arithmetic as add() then layer_norm(): bit-equal outputs, and gradients for x, r, weight
+// and bias that agree within one rounding of the dtype, with s used both through y and as the residual stream.
+TEST(ResidualLayerNorm, EqualsAddThenLayerNorm) {
+  for (NormCase nc : {NormCase{DType::f64, 1e-12}, NormCase{DType::f32, 1e-5}, NormCase{DType::f16, 2e-2},
+                      NormCase{DType::bf16, 8e-2}}) {
+    SCOPED_TRACE(dtype_name(nc.dtype));
+    const DType pdt = nc.dtype == DType::f64 ? DType::f64 : DType::f32;
+    Tensor x0 = rand_f64({5, 3, 24}, 1, -2, 2).to(nc.dtype), r0 = rand_f64({5, 3, 24}, 2).to(nc.dtype);
+    Tensor w0 = rand_f64({24}, 3, 0.5, 1.5).to(pdt), b0 = rand_f64({24}, 4).to(pdt);
+    Tensor up_y = rand_f64({5, 3, 24}, 5).to(nc.dtype), up_s = rand_f64({5, 3, 24}, 6).to(nc.dtype);
+
+    Tensor x = leaf(x0), r = leaf(r0), w = leaf(w0), b = leaf(b0);
+    auto [s, y] = residual_layer_norm(x, r, w, b, 1e-5);
+    add(sum(mul(y, up_y)), sum(mul(s, up_s))).backward();
+
+    Tensor xu = leaf(x0), ru = leaf(r0), wu = leaf(w0), bu = leaf(b0);
+    Tensor su = add(xu, ru);
+    Tensor yu = layer_norm(su, {24}, wu, bu, 1e-5);
+    add(sum(mul(yu, up_y)), sum(mul(su, up_s))).backward();
+
+    EXPECT_EQ(s.dtype(), nc.dtype);
+    EXPECT_EQ(y.dtype(), nc.dtype);
+    expect_equal(s, su, "s");
+    expect_equal(y, yu, "y");
+    expect_all_near(x.grad(), xu.grad(), nc.grad_atol, 1e-2 * (nc.dtype == DType::f64 ? 1e-9 : 1.0), "dx");
+    expect_equal(x.grad(), r.grad(), "dx == dr");
+    expect_all_near(w.grad(), wu.grad(), 1e-9, 1e-5, "dweight");
+    expect_all_near(b.grad(), bu.grad(), 1e-9, 1e-5, "dbias");
+  }
+}
+
+// When s has no later use, its gradient is the layer-norm backward alone (the engine passes zeros for it).
+TEST(ResidualLayerNorm, OnlyYUsed) {
+  Tensor x = leaf(rand_f64({4, 10}, 7, -2, 2)), r = leaf(rand_f64({4, 10}, 8));
+  Tensor up = rand_f64({4, 10}, 9);
+  sum(mul(residual_layer_norm(x, r).second, up)).backward();
+  Tensor xu = leaf(x), ru = leaf(r);
+  sum(mul(layer_norm(add(xu, ru), {10}), up)).backward();
+  expect_all_near(x.grad(), xu.grad(), 1e-12, 1e-9, "dx");
+  expect_all_near(r.grad(), ru.grad(), 1e-12, 1e-9, "dr");
+}
+
+// Under autocast a bf16 sublayer output joins an f32 residual stream: both are added and normalised in f32.
+TEST(ResidualLayerNorm, AutocastAddsInF32) {
+  Tensor x = rand_f64({3, 8}, 10).to(DType::bf16), r = rand_f64({3, 8}, 11).to(DType::f32);
+  {
+    AutocastGuard ac(true, DType::bf16);
+    auto [s, y] = residual_layer_norm(x, r);
+    EXPECT_EQ(s.dtype(), DType::f32);
+    EXPECT_EQ(y.dtype(), DType::f32);
+    expect_equal(s, add(x.to(DType::f32), r), "s");
+  }
+  VOLT_EXPECT_ERROR(residual_layer_norm(x, r), "residual_layer_norm", "residual has dtype float32", "bfloat16");
+}
+
+TEST(ResidualLayerNorm, BadArgumentsNameTheProblem) {
+  Tensor x = rand_f64({2, 6}, 12), r = rand_f64({2, 6}, 13);
+  VOLT_EXPECT_ERROR(residual_layer_norm(x, rand_f64({2, 5}, 14)), "residual has shape (2, 5)",
+                    "x has shape (2, 6)");
+  VOLT_EXPECT_ERROR(residual_layer_norm(x, r.to(DType::f32)), "residual has dtype float32", "float64");
+  VOLT_EXPECT_ERROR(residual_layer_norm(x.to(DType::i64), r.to(DType::i64)), "floating-point x", "int64");
+  VOLT_EXPECT_ERROR(residual_layer_norm(x, r, rand_f64({5}, 15)), "weight has shape (5,)", "needs (6,)");
+  VOLT_EXPECT_ERROR(residual_layer_norm(x, r, Tensor(), rand_f64({6}, 16).to(DType::f32)), "bias has dtype float32");
+  VOLT_EXPECT_ERROR(residual_layer_norm(x, r, Tensor(), Tensor(), -1.0), "eps must be non-negative");
+  VOLT_EXPECT_ERROR(residual_layer_norm(x, Tensor()), "must both be defined");
+  if (cuda_device_count() > 0)
+    VOLT_EXPECT_ERROR(residual_layer_norm(x, r.to(cuda_device(0))), "residual is on cuda:0", "x is on cpu");
+}
+
+Tensor targets(int64_t n, int64_t v, uint64_t seed, bool with_ignored) {
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[i] = (with_ignored && i % 4 == 1) ? -1 : static_cast<int64_t>((i * 7 + seed) % v);
+  return from_vector<int64_t>(t, {n});
+}
+
+FusedCrossEntropyOptions ce_opts(Reduction red, int64_t ignore, int64_t chunk = 0, bool in_place = false) {
+  FusedCrossEntropyOptions o;
+  o.reduction = red;
+  o.ignore_index = ignore;
+  o.chunk_rows = chunk;
+  o.grad_in_logits = in_place;
+  return o;
+}
+
+// Loss and gradient equal cross_entropy's and log_softmax + nll_loss's, for mean and sum, with ignored rows, in
+// one chunk or several (the last one short).
+TEST(FusedCrossEntropy, EqualsCrossEntropyAndLogSoftmaxNll) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    for (Reduction red : {Reduction::Mean, Reduction::Sum}) {
+      for (int64_t chunk : {0, 5}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (red == Reduction::Mean ? " mean" : " sum") + " chunk " +
+                     std::to_string(chunk));
+        const double tol = dt == DType::f64 ? 1e-12 : 2e-6;
+        Tensor z0 = rand_f64({13, 37}, 20, -4, 4).to(dt);
+        Tensor t = targets(13, 37, 3, true);
+        Tensor z = leaf(z0), zc = leaf(z0), zn = leaf(z0);
+        Tensor loss = fused_cross_entropy(z, t, ce_opts(red, -1, chunk));
+        Tensor ref = cross_entropy(zc, t, red, -1);
+        Tensor ref2 = nll_loss(log_softmax(zn, 1), t, red, -1);
+        EXPECT_EQ(loss.dtype(), dt);
+        expect_all_near(loss, ref, tol, tol, "loss vs cross_entropy");
+        expect_all_near(loss, ref2, tol, tol, "loss vs log_softmax + nll_loss");
+        mul(loss, 0.75).backward();
+        mul(ref, 0.75).backward();
+        mul(ref2, 0.75).backward();
+        expect_all_near(z.grad(), zc.grad(), tol, tol, "grad vs cross_entropy");
+        expect_all_near(z.grad(), zn.grad(), tol, tol, "grad vs log_softmax + nll_loss");
+        EXPECT_EQ(z.grad().to_vector<double>()[1 * 37 + 5], 0.0) << "an ignored row has no gradient";
+      }
+    }
+  }
+}
+
+// Half logits: the loss accumulates in f32 and matches cross_entropy on the same half values within its rounding.
+TEST(FusedCrossEntropy, HalfLogits) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor z0 = rand_f64({9, 50}, 21, -3, 3).to(dt);
+    Tensor t = targets(9, 50, 5, false);
+    Tensor z = leaf(z0), zc = leaf(z0.to(DType::f64));
+    Tensor loss = fused_cross_entropy(z, t);
+    Tensor ref = cross_entropy(zc, t);
+    EXPECT_EQ(loss.dtype(), dt);
+    expect_all_near(loss, ref, 0, dt == DType::f16 ? 2e-3 : 1e-2, "loss");
+    loss.backward();
+    ref.backward();
+    expect_all_near(z.grad(), zc.grad(), 2e-4, dt == DType::f16 ? 2e-3 : 1e-2, "grad");
+    AutocastGuard ac(true, dt);
+    EXPECT_EQ(fused_cross_entropy(z0, t).dtype(), DType::f32) << "a loss under autocast is f32";
+  }
+}
+
+// grad_in_logits: the gradient lands in the logits' own storage, once; a second backward is refused.
+TEST(FusedCrossEntropy, GradientWrittenOverTheLogits) {
+  Tensor z0 = rand_f64({6, 11}, 22, -2, 2).to(DType::f32);
+  Tensor t = targets(6, 11, 1, false);
+  Tensor zc = leaf(z0);
+  Tensor ref = cross_entropy(zc, t);
+  mul(ref, 3.0).backward();
+
+  Tensor z = leaf(z0);
+  Tensor loss = fused_cross_entropy(z, t, ce_opts(Reduction::Mean, -100, 4, true));
+  expect_all_near(loss, ref, 1e-6, 1e-6, "loss");
+  expect_all_near(z.detach(), div(zc.grad(), 3.0), 1e-6, 1e-5, "after the forward the logits hold d loss / d logits");
+  Tensor big = mul(loss, 3.0);
+  big.backward({}, /*retain_graph=*/true);
+  expect_all_near(z.detach(), zc.grad(), 1e-6, 1e-5, "the logits' storage holds the gradient, scaled in place");
+  expect_all_near(z.grad(), zc.grad(), 1e-6, 1e-5, "grad");
+  VOLT_EXPECT_ERROR(big.backward(), "second backward", "grad_in_logits");
+}
+
+TEST(FusedCrossEntropy, NoGradComputesLossOnly) {
+  Tensor z = rand_f64({4, 6}, 23).to(DType::f32);
+  Tensor t = targets(4, 6, 2, false);
+  const std::vector<double> before = z.to_vector<double>();
+  Tensor loss = fused_cross_entropy(z, t, ce_opts(Reduction::Sum, -100, 0, true));
+  expect_all_near(loss, cross_entropy(z, t, Reduction::Sum), 1e-6, 1e-6, "loss");
+  EXPECT_EQ(z.to_vector<double>(), before) << "logits that need no gradient are not overwritten";
+  EXPECT_FALSE(loss.requires_grad());
+}
+
+TEST(FusedCrossEntropy, BadArgumentsNameTheProblem) {
+  Tensor z = rand_f64({4, 6}, 24);
+  Tensor t = targets(4, 6, 0, false);
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, from_vector<int64_t>({0, 1, 9, 2}, {4})), "target value 9", "row 2",
+                    "6 classes");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, t.to(DType::i32)), "dtype int64", "int32");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, targets(3, 6, 0, false)), "target has shape (3,)", "need (4,)");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z.reshape({2, 2, 6}), t), "must be (N, V)", "(2, 2, 6)");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z.to(DType::i64), t), "floating point", "int64");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, t, ce_opts(Reduction::None, -100)), "reduction None");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, t, ce_opts(Reduction::Mean, -100, -2)), "chunk_rows must be >= 0");
+  if (cuda_device_count() > 0)
+    VOLT_EXPECT_ERROR(fused_cross_entropy(z, t.to(cuda_device(0))), "target is on cuda:0", "logits are on cpu");
+}
+
+}  // namespace
