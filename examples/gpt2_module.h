@@ -77,8 +77,10 @@ inline std::vector<std::string> split_list(const std::string& list) {
   return out;
 }
 
-// Whether `path` starts with a token shard's magic number (else it is read as text).
+// Whether `path` is to be read as a token shard: its name ends in ".bin" (a shard then has to be valid: a wrong
+// magic number is an error, not text) or it starts with the shard magic number. Anything else is text.
 inline bool is_token_shard(const std::string& path) {
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0) return true;
   std::ifstream f(path, std::ios::binary);
   int32_t magic = 0;
   f.read(reinterpret_cast<char*>(&magic), sizeof(magic));
