@@ -6,10 +6,11 @@
 //   build/examples/gpt2 --model 124M --data train_000001.bin,train_000002.bin --val-data val_000000.bin \
 //       --vocab 50304 --seq-len 1024 --batch-size 16 --precision bf16-mixed --accelerator gpu
 //
-// --data: token shard files (named *.bin, or starting with the shard magic number) or text files, comma-separated. With text and no
-// --val-data, every tenth block of 2048 bytes is held out for validation. The training windows are shuffled
-// unless --no-shuffle keeps the reference script's order. results.json gets the final validation loss and, for
-// text, the bigram entropy of the training bytes (the loss of the best one-token-context model).
+// --data: token shard files (named *.bin, or starting with the shard magic number) or text files,
+// comma-separated. With text and no --val-data, every tenth block of 2048 bytes is held out for validation. The
+// training windows are shuffled unless --no-shuffle keeps the reference script's order. results.json gets the
+// final validation loss and, for text, the bigram entropy of the training bytes (the loss of the best
+// one-token-context model).
 #include <iostream>
 
 #include "examples/example_common.h"

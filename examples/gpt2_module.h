@@ -130,9 +130,9 @@ inline double bigram_entropy(const std::vector<std::shared_ptr<const data::Token
 }
 
 // Training and validation windows; the training windows are shuffled (seeded by the Trainer) unless `shuffle` is
-// false, which keeps the reference script's order (batch k = its step k). From token shards: --data for training, --val-data (optional) for
-// validation. From text: the bytes of --data, with every tenth block of 2048 bytes held out
-// for validation (unless --val-data names text of its own).
+// false, which keeps the reference script's order (batch k = its step k). From token shards: --data for
+// training, --val-data (optional) for validation. From text: the bytes of --data, with every tenth block of
+// 2048 bytes held out for validation (unless --val-data names text of its own).
 class GPT2DataModule : public data::DataModule {
  public:
   static constexpr int64_t kHoldoutBlock = 2048;

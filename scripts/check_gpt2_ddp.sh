@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# examples/gpt2 under DDP (or --strategy zero1/zero2/fsdp) against one process: N ranks at batch B/N and one process at batch B train on the same
-# windows per step (--no-shuffle), so after the same steps their weights agree to rounding. Prints the largest
-# weight difference and fails above --tol. Needs mpirun and python3 with numpy (a developer check, not CI).
+# examples/gpt2 under DDP (or --strategy zero1/zero2/fsdp) against one process: N ranks at batch B/N and one
+# process at batch B train on the same windows per step (--no-shuffle), so after the same steps their weights
+# agree to rounding. Prints the largest weight difference and fails above `tol`. Needs mpirun and python3 with
+# numpy (a developer check, not CI).
 # Usage: scripts/check_gpt2_ddp.sh <build>/examples/gpt2 [ranks=2] [steps=30] [tol=1e-4] [strategy=ddp]
-# Measured (30 steps, lr 6e-4, CPU): ddp x2 2.4e-6, ddp x3 5.9e-6, zero1 x2 and fsdp x2 2.4e-6. At lr 3e-3 without warm-up the two runs drift apart after
-# ~15 steps (3e-3 by step 26) from differences of one ulp: that run is chaotic, not wrong (10 steps: 1.2e-5).
+# Measured (30 steps, lr 6e-4, CPU): ddp x2 2.4e-6, ddp x3 5.9e-6, zero1 x2 and fsdp x2 2.4e-6. At lr 3e-3
+# without warm-up the two runs agree to 1.2e-5 for 10 steps, then drift apart from differences of one ulp (3e-3
+# by step 26): that run is chaotic, not wrong, which is why this check uses the reference's lr.
 set -euo pipefail
 exe="$1"
 ranks="${2:-2}"
@@ -33,6 +35,7 @@ def load(p):
 a, b = load(sys.argv[1]), load(sys.argv[2])
 assert a.keys() == b.keys()
 worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
-print(f"gpt2 {sys.argv[6]} x{sys.argv[4]} vs one process after {sys.argv[5]} steps: largest weight difference {worst:.3g}")
+print(f"gpt2 {sys.argv[6]} x{sys.argv[4]} vs one process after {sys.argv[5]} steps: "
+      f"largest weight difference {worst:.3g}")
 sys.exit(0 if worst <= float(sys.argv[3]) else 1)
 PYEOF
