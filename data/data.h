@@ -18,4 +18,6 @@
 #include <volt/data/permutation.h>
 #include <volt/data/pinned_pool.h>
 #include <volt/data/sampler.h>
+#include <volt/data/token_shard.h>
+#include <volt/data/token_window_dataset.h>
 #include <volt/data/transforms.h>

@@ -18,6 +18,7 @@
 #include <volt/nn/layers/transformer_encoder_layer.h>
 #include <volt/nn/lr_scheduler.h>
 #include <volt/nn/metrics.h>
+#include <volt/nn/models/gpt2.h>
 #include <volt/nn/module.h>
 #include <volt/nn/optim.h>
 #include <volt/nn/serialization.h>

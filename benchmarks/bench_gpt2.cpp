@@ -1,0 +1,119 @@
+// bench_gpt2: the GPT-2 training step (nn::GPT2 forward + backward, gradient clipping at 1.0, AdamW with decay on
+// 2-D weights) in a hand-written loop, at the model, batch, sequence length and precision of
+// ../shared/anchors/gpt2_torch.py, on uniform random tokens. After --warmup steps it times --repeats runs of
+// --steps steps (each between two device synchronisations) and prints one JSON line: ms_per_step min/median/max
+// over the runs, tokens_per_s and mfu at the median, and the peak tensor memory of the timed steps.
+//
+//   build/benchmarks/bench_gpt2 --model 124M --batch 16 --seq 1024 --precision bf16-mixed --accelerator gpu
+//   build-cpu/benchmarks/bench_gpt2 --model tiny --batch 4 --seq 64 --vocab 256 --accelerator cpu
+//
+// MFU = flops_per_token (6N + 6LCT, nn::GPT2::flops_per_token) x tokens/s over the device's dense bf16 peak:
+// --peak-tflops, else 989 for compute capability 9.0 (H100/H200 SXM) and 312 for 8.0 (A100); null otherwise.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <volt/nn/clip_grad.h>
+#include <volt/nn/models/gpt2.h>
+#include <volt/nn/optim.h>
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/autocast.h>
+#include <volt/runtime/cuda_api.h>
+
+using namespace volt;
+
+int main(int argc, char** argv) {
+  std::string model_name = "124M", precision = "bf16-mixed", accelerator = "gpu";
+  int64_t batch = 16, seq = 1024, vocab = 50304, steps = 20, warmup = 5, repeats = 3;
+  double peak_tflops = 0;
+  uint64_t seed = 1337;
+  CLI::App app{"Volt GPT-2 training-step benchmark"};
+  app.add_option("--model", model_name, "tiny | 124M | 350M | 774M");
+  app.add_option("--batch", batch, "batch size B")->check(CLI::PositiveNumber);
+  app.add_option("--seq", seq, "sequence length T")->check(CLI::PositiveNumber);
+  app.add_option("--vocab", vocab, "vocabulary size (50304 = GPT-2's 50257 padded)")->check(CLI::Range(1, 65536));
+  app.add_option("--steps", steps, "timed steps per run")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--repeats", repeats, "timed runs (min/median/max over them)")->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision, "32-true | bf16-mixed")->check(CLI::IsMember({"32-true", "bf16-mixed"}));
+  app.add_option("--accelerator", accelerator, "gpu | cpu")->check(CLI::IsMember({"gpu", "cpu"}));
+  app.add_option("--peak-tflops", peak_tflops, "the device's dense bf16 peak, for the MFU (default: known GPUs)");
+  app.add_option("--seed", seed, "weights and tokens");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const Device device = accelerator == "gpu" ? cuda_device(0) : kCPU;
+    check_device_usable(device, "--accelerator");
+    if (peak_tflops <= 0 && device.is_cuda()) {
+      const int cc = cuda_compute_capability(0);
+      peak_tflops = cc == 90 ? 989.0 : cc == 80 ? 312.0 : 0.0;
+    }
+    manual_seed(seed);
+    nn::GPT2 model(nn::gpt2_config(model_name, vocab, std::max<int64_t>(1024, seq)));
+    model.to(device);
+    optim::AdamW opt({optim::ParamGroup{model.decay_parameters(), 6e-4, {.weight_decay = 0.1}},
+                      optim::ParamGroup{model.no_decay_parameters(), 6e-4, {.weight_decay = 0.0}}},
+                     {.lr = 6e-4, .betas = {0.9, 0.95}, .eps = 1e-8});
+    const std::vector<Tensor> params = model.parameters();
+    Generator gen(seed);
+    // One stream of B*T*(warmup + repeats*steps) + 1 tokens, consumed step by step as the reference does.
+    const int64_t total_steps = warmup + repeats * steps, n = batch * seq;
+    // Uniform tokens below min(vocab, 50257) - 1 (the cast to i64 may round up by one).
+    const double top = static_cast<double>(std::min<int64_t>(vocab, 50257) - 1);
+    Tensor stream = rand({total_steps * n + 1}, DType::f64, kCPU, &gen, 0.0, top).to(DType::i64);
+    int64_t pos = 0;
+    Tensor last_loss;
+    auto step = [&] {
+      Tensor x = stream.narrow(0, pos, n).reshape({batch, seq}).to(device);
+      Tensor y = stream.narrow(0, pos + 1, n).reshape({batch, seq}).to(device);
+      pos += n;
+      Tensor loss;
+      {
+        AutocastGuard ac(precision == "bf16-mixed", DType::bf16);
+        loss = model.loss(x, y);
+      }
+      loss.backward();
+      nn::clip_grad_norm_no_sync_(params, 1.0);
+      opt.step();
+      opt.zero_grad();
+      last_loss = loss.detach();
+    };
+    for (int64_t i = 0; i < warmup; ++i) step();
+    synchronize(device);
+    const double first_loss = warmup > 0 ? last_loss.item() : 0.0;
+    reset_peak_memory_stats(device);
+    std::vector<double> ms;
+    for (int64_t r = 0; r < repeats; ++r) {
+      synchronize(device);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < steps; ++i) step();
+      synchronize(device);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+                   static_cast<double>(steps));
+    }
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    const double tokens_per_s = static_cast<double>(n) / (median / 1e3);
+    const double flops = model.flops_per_token(seq);
+    std::string mfu = "null";
+    if (peak_tflops > 0) mfu = std::to_string(flops * tokens_per_s / (peak_tflops * 1e12));
+    std::printf("{\"impl\":\"volt\",\"device\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
+                "\"precision\":\"%s\",\"ms_per_step\":%.3f,\"ms_per_step_min\":%.3f,\"ms_per_step_max\":%.3f,"
+                "\"repeats\":%lld,\"steps\":%lld,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,\"mfu\":%s,"
+                "\"peak_tflops\":%g,\"peak_mem_gib\":%.3f,\"first_loss\":%.4f,\"last_loss\":%.4f}\n",
+                device.str().c_str(), model_name.c_str(), static_cast<long long>(model.num_parameters()),
+                static_cast<long long>(batch), static_cast<long long>(seq), precision.c_str(), median, sorted.front(),
+                sorted.back(), static_cast<long long>(repeats), static_cast<long long>(steps), tokens_per_s, flops,
+                mfu.c_str(), peak_tflops, static_cast<double>(memory_stats(device).peak_allocated) / (1 << 30),
+                first_loss, last_loss.item());
+  } catch (const std::exception& e) {
+    std::cerr << "bench_gpt2: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
