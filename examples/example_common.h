@@ -247,6 +247,10 @@ inline void write_results(const std::string& out_dir, const std::string& example
   j["train_samples_per_second"] = tp.samples_per_second();
   j["train_samples"] = tp.samples();
   j["train_seconds"] = tp.seconds();
+  if (tp.tokens() > 0) {  // a ThroughputMonitor with a length_fn (examples/gpt2)
+    j["train_tokens"] = tp.tokens();
+    j["train_tokens_per_second"] = tp.tokens_per_second();
+  }
   j["device"] = device.str();
   j["peak_rss_bytes"] = peak_rss_bytes();
   j["peak_tensor_bytes"] = memory_stats(device).peak_allocated;
