@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include <volt/kernels/fused_ops.h>
 #include <volt/nn/init.h>
 #include <volt/nn/serialization.h>
 
@@ -101,8 +102,9 @@ GPT2Block::GPT2Block(int64_t c, int64_t h, double eps)
 }
 
 Tensor GPT2Block::forward(const Tensor& x) {
-  Tensor r = add(x, attn(ln_1(x)));
-  return add(r, mlp(ln_2(r)));
+  // The attention's residual add and ln_2 in one pass (kernels/fused_ops.h): r = x + attn, y = ln_2(r).
+  auto [r, y] = residual_layer_norm(x, attn(ln_1(x)), ln_2.weight, ln_2.bias, ln_2.eps);
+  return add(r, mlp(y));
 }
 
 GPT2Transformer::GPT2Transformer(const GPT2Config& c)
@@ -155,7 +157,10 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
              targets.defined() ? targets.shape_str() : std::string("undefined"));
   Tensor logits = forward(idx);
   if (logits.dtype() != DType::f32 && logits.dtype() != DType::f64) logits = logits.to(DType::f32);
-  return cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}).to(DType::i64));
+  // The fused classifier: loss and gradient in one pass over the logits, the gradient written over them (the
+  // logits are not used again), no softmax tensor.
+  return fused_cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}).to(DType::i64),
+                             {.grad_in_logits = true});
 }
 
 void GPT2::save(const std::string& path) const {
