@@ -130,6 +130,13 @@ else
   step anchor_gpt2_torch 120 python3 "$anchors/gpt2_torch.py" --model 124M --batch 16 --seq 1024 --steps 20 \
     --mode "${GPU_CHECK_GPT2_MODE:-eager}"
 fi
+# Volt's GPT-2 step at the anchor's model, batch, sequence length and precision, right after it (issue 27's
+# ratios: tokens/s against eager and torch.compile, MFU, peak memory), and Volt's own 32-true with TF32 off,
+# against which bf16-mixed is measured.
+have bench_gpt2 bench_gpt2_124M_bf16 && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
+  --batch 16 --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
+have bench_gpt2 bench_gpt2_124M_fp32 && step bench_gpt2_124M_fp32 120 bench_gpt2 --accelerator gpu --model 124M \
+  --batch 16 --seq 1024 --precision 32-true --steps 10 --warmup 3 --repeats 3
 fi
 
 # 3. Everything else, in full.
