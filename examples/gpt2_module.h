@@ -46,9 +46,13 @@ class GPT2Module : public TrainModule {
     return loss;
   }
   void validation_step(const data::Batch& b, int64_t) override {
-    log("val_loss", gpt.loss(b.input, b.target), {.prog_bar = true});
+    log("val_loss", gpt.loss(b.input, b.target), {.prog_bar = true, .sync_dist = true});
   }
-  void test_step(const data::Batch& b, int64_t) override { log("test_loss", gpt.loss(b.input, b.target)); }
+  // Epoch-level losses of evaluation are averaged over every rank's batches (sync_dist), so ddp reports the
+  // loss of the whole validation set, not rank 0's share.
+  void test_step(const data::Batch& b, int64_t) override {
+    log("test_loss", gpt.loss(b.input, b.target), {.sync_dist = true});
+  }
 
   Optimizers configure_optimizers() override {
     auto opt = std::make_shared<optim::AdamW>(
