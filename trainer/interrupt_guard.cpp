@@ -17,12 +17,16 @@ namespace volt {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_watching = 0;  // the watcher is looking at the first signal
 std::atomic<int> g_depth{0};  // nested fits (a fit inside a callback) share the outer guard
 int g_pipe[2] = {-1, -1};     // the handler writes the signal number, the watcher reads it; 0 stops the watcher
 std::thread g_watcher;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_signal != 0) {
+    // A launcher tearing a job down may send SIGTERM twice in a row: while the watcher still decides about
+    // the first (a fraction of a second), a second one waits for its verdict.
+    if (g_watching) return;
     // Second signal: the user means it. Default action (terminate), re-raised now.
     std::signal(sig, SIG_DFL);
     std::raise(sig);
@@ -32,7 +36,8 @@ extern "C" void on_stop_signal(int sig) {
   if (g_pipe[1] >= 0) {
     const char c = static_cast<char>(sig);
     const int saved = errno;
-    (void)!::write(g_pipe[1], &c, 1);
+    g_watching = 1;
+    if (::write(g_pipe[1], &c, 1) != 1) g_watching = 0;
     errno = saved;
   }
 }
@@ -48,8 +53,9 @@ void write_all(const std::string& s) {
 
 // A launcher tears a job down after one of its ranks died by sending the survivors SIGTERM: the graceful path
 // would wait for the dead rank in its next collective until the launcher kills the survivors, with no word of
-// why. If a peer on this host has exited, say which (rank, pid, host) and exit at once with 128 + signal. A
-// signal while every peer is alive (a scheduler stopping the whole job) is left to the graceful path.
+// why. If a peer on this host has exited, say which (rank, pid, host) and exit with 128 + signal (half a second
+// later, unless the launcher's SIGKILL comes first). A signal while every peer is alive (a scheduler stopping
+// the whole job) is left to the graceful path.
 void report_missing_peers(int sig) {
   if (!dist::is_initialized()) return;
   const dist::ProcessGroup& g = dist::default_group();
@@ -63,6 +69,9 @@ void report_missing_peers(int sig) {
                 " received while " + list + (gone.size() == 1 ? " is" : " are") +
                 " missing (exited); exiting now (code " + std::to_string(128 + sig) +
                 ") instead of waiting for it in a collective\n");
+      // The launcher is about to kill the whole job; an early exit of ours would only make it hurry (Open MPI
+      // then SIGKILLs the other survivors before they have said the same). Give them a moment.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
       ::_exit(128 + sig);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -76,6 +85,7 @@ void watch() {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || c == 0) return;
     report_missing_peers(static_cast<unsigned char>(c));
+    g_watching = 0;  // every peer is alive: the graceful path goes on, and a second signal ends the process
   }
 }
 
