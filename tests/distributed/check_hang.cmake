@@ -12,10 +12,13 @@ if(NOT pid)
 endif()
 math(EXPR last "${NP} - 2")
 foreach(r RANGE 0 ${last})
-  string(REGEX MATCH "rank ${r}: caught: collective all_reduce \\(sequence #3\\) timed out[^\n]*Stuck: rank ${stuck} \\(pid ${pid} on [^,)]+, process stopped\\) whose last collective is #2 barrier; this rank waits in #3"
-         named "${out}")
+  string(CONCAT pattern "rank ${r}: caught: collective all_reduce \\(sequence #3\\) timed out[^\n]*"
+         "Stuck: rank ${stuck} \\(pid ${pid} on [^,)]+, process stopped\\) whose last collective is #2 barrier; "
+         "this rank waits in #3")
+  string(REGEX MATCH "${pattern}" named "${out}")
   if(NOT named)
-    message(FATAL_ERROR "rank ${r} did not name the stopped rank ${stuck} and its last collective.\nstdout:\n${out}\nstderr:\n${err}")
+    message(FATAL_ERROR "rank ${r} did not name the stopped rank ${stuck} and its last collective.\n"
+            "stdout:\n${out}\nstderr:\n${err}")
   endif()
 endforeach()
 if(out MATCHES "UNEXPECTED")
