@@ -19,8 +19,9 @@
 ///   * Timeout (env VOLT_COLLECTIVE_TIMEOUT in seconds, default 300, or set_timeout()): a collective that does
 ///     not complete in time throws volt::Error on the waiting ranks naming the collective and its sequence
 ///     number, the ranks on this host that are behind (pid, host, whether stopped or exited) and the last
-///     collective each of them entered (a shared-memory flight recorder that needs nothing from them). The group is then BROKEN: later collectives throw at once, and finalize_process_group() ends
-///     the job with MPI_Abort (a timed-out MPI request can never be cancelled, so MPI_Finalize could hang).
+///     collective each of them entered (a shared-memory flight recorder that needs nothing from them). The
+///     group is then BROKEN: later collectives throw at once, and finalize_process_group() ends the job with
+///     MPI_Abort (a timed-out MPI request can never be cancelled, so MPI_Finalize could hang).
 ///     Catch the error, report it, and exit; do not continue training. A broken group that is not the default
 ///     one (made with make_mpi_group) is simply destroyed without freeing its communicators, so the other ranks
 ///     and MPI_Finalize are unaffected (used by the tests).
