@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
 
+#include <volt/distributed/flight_recorder.h>
 #include <volt/distributed/work_util.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
@@ -98,9 +100,9 @@ std::string describe_record(const int64_t* r) {
 
 bool records_match(const int64_t* a, const int64_t* b) {
   if (a[0] != b[0] || a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4]) return false;
-  bool uneven = a[5] != 0;
-  if (!uneven && a[6] != b[6]) return false;
-  for (int d = uneven ? 1 : 0; d < kMaxDims; ++d)
+  if (a[5] != 0) return true;  // all_gather_uneven: any sizes (its own exchange checks dtype and ndim)
+  if (a[6] != b[6]) return false;
+  for (int d = 0; d < kMaxDims; ++d)
     if (a[7 + d] != b[7 + d]) return false;
   return true;
 }
@@ -126,7 +128,7 @@ std::string ProcessGroup::timeout_message(const CollectiveInfo& info, double ela
      << world_size_ << " after " << elapsed << " s (timeout " << timeout_s_
      << " s, VOLT_COLLECTIVE_TIMEOUT): likely not all ranks called it (e.g. a collective inside "
         "`if (rank == 0)`), ranks issued collectives in different orders, or a peer process exited or hung. "
-     << peer_liveness_report()
+     << peer_liveness_report() << (recorder_ ? " " + recorder_->report(rank_, info.seq, hosts()) : std::string())
      << " Set VOLT_DISTRIBUTED_DEBUG=1 to check every collective's op and shapes across ranks. The process "
         "group is now unusable: exit the process.";
   std::string msg = os.str();
@@ -168,19 +170,42 @@ std::vector<ProcessGroup::PeerIdentity> ProcessGroup::decode_identities(const st
   return peers;
 }
 
+void ProcessGroup::set_peers(std::vector<PeerIdentity> peers) {
+  peers_ = std::move(peers);
+  static std::atomic<int> groups{0};  // every rank makes its groups in the same order
+  const int index = groups.fetch_add(1);
+  if (world_size_ < 2 || peers_.size() != static_cast<size_t>(world_size_)) return;
+  const std::string me = this_host();
+  int lowest_here = -1;  // removes this host's table when its group goes
+  for (int r = 0; r < world_size_ && lowest_here < 0; ++r)
+    if (peers_[r].host == me) lowest_here = r;
+  recorder_ = FlightRecorder::open(backend_name() + std::to_string(index), peers_[0].pid, peers_[0].host,
+                                   world_size_, rank_, lowest_here == rank_);
+}
+
+std::vector<std::string> ProcessGroup::hosts() const {
+  std::vector<std::string> out;
+  for (const auto& p : peers_) out.push_back(p.host);
+  return out;
+}
+
+std::vector<std::string> ProcessGroup::missing_peers() const {
+  std::vector<std::string> gone;
+  if (peers_.size() != static_cast<size_t>(world_size_)) return gone;
+  const std::string me = this_host();
+  for (int r = 0; r < world_size_; ++r)
+    if (r != rank_ && peers_[r].host == me && !process_running(peers_[r].pid))
+      gone.push_back("rank " + std::to_string(r) + " (pid " + std::to_string(peers_[r].pid) + " on " + me + ")");
+  return gone;
+}
+
 std::string ProcessGroup::peer_liveness_report() const {
   if (peers_.size() != static_cast<size_t>(world_size_)) return "";
   const std::string me = this_host();
-  std::vector<std::string> gone;
+  const std::vector<std::string> gone = missing_peers();
   std::vector<int> unchecked;
-  for (int r = 0; r < world_size_; ++r) {
-    if (r == rank_) continue;
-    if (peers_[r].host != me) {
-      unchecked.push_back(r);
-    } else if (!process_running(peers_[r].pid)) {
-      gone.push_back("rank " + std::to_string(r) + " (pid " + std::to_string(peers_[r].pid) + " on " + me + ")");
-    }
-  }
+  for (int r = 0; r < world_size_; ++r)
+    if (r != rank_ && peers_[r].host != me) unchecked.push_back(r);
   std::ostringstream os;
   if (!gone.empty()) {
     os << "Missing: ";
@@ -211,6 +236,7 @@ CollectiveInfo ProcessGroup::begin(const char* op, const Tensor* t, int root, bo
     VOLT_CHECK(root >= 0 && root < world_size_, "ProcessGroup::", op, ": root ", root,
                " is not a rank of a group of world size ", world_size_);
   CollectiveInfo info{op, ++seq_};
+  if (recorder_) recorder_->record(info.seq, info.op);
   if (!debug_ || world_size_ == 1) return info;
   std::vector<int64_t> rec(kRecordLen, 0);
   rec[0] = static_cast<int64_t>(info.seq);
@@ -230,7 +256,7 @@ CollectiveInfo ProcessGroup::begin(const char* op, const Tensor* t, int root, bo
     std::ostringstream os;
     os << "collective mismatch detected by VOLT_DISTRIBUTED_DEBUG at " << op << " (sequence #" << info.seq
        << "): ranks called different collectives or with different dtypes/shapes";
-    if (uneven) os << " (all_gather_uneven needs equal trailing dims)";
+    if (uneven) os << " (all_gather_uneven needs equal dtypes and numbers of dimensions)";
     os << ":";
     for (int r = 0; r < world_size_; ++r) os << " rank " << r << " called " << describe_record(&all[r * kRecordLen]) << ";";
     VOLT_FAIL(os.str());
@@ -310,43 +336,47 @@ void ProcessGroup::broadcast(Tensor& t, int root) {
   t.copy_(buf);
 }
 
-std::vector<int64_t> ProcessGroup::exchange_shapes(const char* op, const Tensor& t, bool trailing_only,
-                                                   const CollectiveInfo& info) {
-  if (world_size_ == 1) return {t.dim() ? t.size(0) : 1};
-  // (dtype, ndim, numel of dims 1.., dims 0..kMaxDims-1): the trailing numel covers dims beyond kMaxDims.
+std::vector<Shape> ProcessGroup::exchange_shapes(const char* op, const Tensor& t, bool any_shape,
+                                                 const CollectiveInfo& info) {
+  if (world_size_ == 1) return {t.shape()};
+  // (dtype, ndim, product of the dims past kMaxDims, dims 0..kMaxDims-1): dims past kMaxDims compare by their
+  // product only; any_shape lets the first kMaxDims differ, so those must match exactly.
   constexpr int kLen = 3 + kMaxDims;
   std::vector<int64_t> rec(kLen, 0);
   rec[0] = static_cast<int64_t>(t.dtype());
   rec[1] = t.dim();
-  rec[2] = t.dim() ? t.numel() / std::max<int64_t>(t.size(0), 1) : 1;
-  if (t.dim() && t.size(0) == 0) rec[2] = -1;  // unknown trailing numel; the dims below still compare
+  rec[2] = 1;
+  for (int64_t d = kMaxDims; d < t.dim(); ++d) rec[2] *= t.size(d);
   for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d) rec[3 + d] = t.size(d);
   std::vector<int64_t> all = exchange_records(rec, info);
   bool same = true;
   for (int r = 1; r < world_size_ && same; ++r) {
     const int64_t* a = &all[0];
     const int64_t* b = &all[static_cast<size_t>(r) * kLen];
-    same = a[0] == b[0] && a[1] == b[1] && (a[2] == b[2] || a[2] < 0 || b[2] < 0);
-    for (int d = trailing_only ? 1 : 0; d < kMaxDims && same; ++d) same = a[3 + d] == b[3 + d];
+    same = a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
+    for (int d = 0; d < kMaxDims && same && !any_shape; ++d) same = a[3 + d] == b[3 + d];
   }
   if (!same) {
     std::ostringstream os;
     os << "ProcessGroup::" << op << " (sequence #" << info.seq << "): ranks passed tensors of different "
-       << (trailing_only ? "dtypes or trailing dimensions" : "dtypes or shapes") << ":";
+       << (any_shape ? "dtypes or numbers of dimensions" : "dtypes or shapes") << ":";
     for (int r = 0; r < world_size_; ++r) {
       const int64_t* x = &all[static_cast<size_t>(r) * kLen];
       os << " rank " << r << " " << dtype_name(static_cast<DType>(x[0])) << " (";
       for (int64_t d = 0; d < std::min<int64_t>(x[1], kMaxDims); ++d) os << (d ? ", " : "") << x[3 + d];
       os << (x[1] > kMaxDims ? ", ...)" : ")") << ";";
     }
-    os << (trailing_only ? " expected equal dtypes and equal dimensions after the first on every rank"
-                         : " expected the same dtype and shape on every rank (all_gather_uneven allows different "
-                           "first dimensions)");
+    os << (any_shape ? " expected the same dtype and number of dimensions on every rank (the sizes may differ"
+                       " in any of the first " + std::to_string(kMaxDims) + ")"
+                     : " expected the same dtype and shape on every rank (all_gather_uneven allows different "
+                       "sizes)");
     VOLT_FAIL(os.str());
   }
-  std::vector<int64_t> first(static_cast<size_t>(world_size_));
-  for (int r = 0; r < world_size_; ++r) first[static_cast<size_t>(r)] = all[static_cast<size_t>(r) * kLen + 3];
-  return first;
+  std::vector<Shape> shapes(static_cast<size_t>(world_size_), t.shape());
+  for (int r = 0; r < world_size_; ++r)
+    for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d)
+      shapes[static_cast<size_t>(r)][static_cast<size_t>(d)] = all[static_cast<size_t>(r) * kLen + 3 + d];
+  return shapes;
 }
 
 Tensor ProcessGroup::all_gather(const Tensor& t) {
@@ -355,7 +385,7 @@ Tensor ProcessGroup::all_gather(const Tensor& t) {
   CollectiveInfo info = begin("all_gather", &t);
   // Debug mode already compared the shapes in begin(); otherwise a cheap host-side exchange does, so that
   // mismatched counts never reach MPI/NCCL (which would corrupt memory or hang).
-  if (!debug_) exchange_shapes("all_gather", t, /*trailing_only=*/false, info);
+  if (!debug_) exchange_shapes("all_gather", t, /*any_shape=*/false, info);
   return gather_stacked(t.contiguous(), info);
 }
 
@@ -408,20 +438,30 @@ std::vector<Tensor> ProcessGroup::all_gather_uneven(const Tensor& t) {
     return parts;
   }
   CollectiveInfo info = begin("all_gather_uneven", &t, -1, /*uneven=*/true);
-  // One exchange gives every rank's first dim and checks the dtype and trailing dims on every rank.
-  std::vector<int64_t> sizes = exchange_shapes("all_gather_uneven", t, /*trailing_only=*/true, info);
-  int64_t max_rows = *std::max_element(sizes.begin(), sizes.end());
+  // One exchange gives every rank's full shape and checks the dtype and rank count of dims on every rank; each
+  // rank then pads to the largest size in every dimension, so one fixed-size gather carries any shapes.
+  const std::vector<Shape> shapes = exchange_shapes("all_gather_uneven", t, /*any_shape=*/true, info);
+  Shape max_shape = t.shape();
+  for (const Shape& s : shapes)
+    for (size_t d = 0; d < s.size(); ++d) max_shape[d] = std::max(max_shape[d], s[d]);
   Tensor padded = t.contiguous();
-  if (t.size(0) != max_rows) {
-    Shape ps = t.shape();
-    ps[0] = max_rows;
-    padded = zeros(ps, t.dtype(), t.device());
+  if (t.shape() != max_shape) {
+    padded = zeros(max_shape, t.dtype(), t.device());
     NoGradGuard g;
-    if (t.size(0)) padded.narrow(0, 0, t.size(0)).copy_(t);
+    if (t.numel()) {
+      Tensor region = padded;
+      for (int64_t d = 0; d < t.dim(); ++d) region = region.narrow(d, 0, t.size(d));
+      region.copy_(t);
+    }
   }
   // The shapes were checked by the exchange above, so the data collective needs no second check.
   Tensor all = gather_stacked(padded, begin("all_gather", &padded));
-  for (int r = 0; r < world_size_; ++r) parts.push_back(all.select(0, r).narrow(0, 0, sizes[r]));
+  for (int r = 0; r < world_size_; ++r) {
+    const Shape& shape = shapes[static_cast<size_t>(r)];
+    Tensor part = all.select(0, r);
+    for (int64_t d = 0; d < t.dim(); ++d) part = part.narrow(d, 0, shape[static_cast<size_t>(d)]);
+    parts.push_back(part.is_contiguous() ? part : part.contiguous());
+  }
   return parts;
 }
 
@@ -432,7 +472,13 @@ Tensor ProcessGroup::all_gather_cat(const Tensor& t, std::vector<int64_t>* sizes
   Shape s = t.shape();
   s[0] = 0;
   if (sizes) sizes->clear();
-  for (auto& p : parts) {
+  for (size_t r = 0; r < parts.size(); ++r) {
+    const Tensor& p = parts[r];
+    // Every rank sees every shape, so every rank raises this together.
+    VOLT_CHECK(Shape(p.shape().begin() + 1, p.shape().end()) == Shape(t.shape().begin() + 1, t.shape().end()),
+               "ProcessGroup::all_gather_cat: rank ", r, " passed ", p.shape_str(), " but rank ", rank_, " passed ",
+               t.shape_str(), "; concatenating along dim 0 needs equal dimensions after the first (use "
+               "all_gather_uneven for any shapes)");
     s[0] += p.size(0);
     if (sizes) sizes->push_back(p.size(0));
   }

@@ -12,14 +12,16 @@
 ///
 /// Contract shared by all collectives:
 ///   * EVERY rank of the group must call the same collectives in the same order with matching dtypes and
-///     shapes (all_gather_uneven: matching trailing dims). Each call carries a sequence number.
+///     shapes (all_gather_uneven: matching dtypes and numbers of dimensions). Each call carries a sequence number.
 ///   * Debug mode (env VOLT_DISTRIBUTED_DEBUG=1 or set_debug(true)): before each collective the ranks exchange
 ///     (sequence number, op, dtype, shape, root); any difference throws volt::Error on EVERY rank, listing each
 ///     rank's call, instead of corrupting data or hanging.
 ///   * Timeout (env VOLT_COLLECTIVE_TIMEOUT in seconds, default 300, or set_timeout()): a collective that does
 ///     not complete in time throws volt::Error on the waiting ranks naming the collective and its sequence
-///     number. The group is then BROKEN: later collectives throw at once, and finalize_process_group() ends
-///     the job with MPI_Abort (a timed-out MPI request can never be cancelled, so MPI_Finalize could hang).
+///     number, the ranks on this host that are behind (pid, host, whether stopped or exited) and the last
+///     collective each of them entered (a shared-memory flight recorder that needs nothing from them). The
+///     group is then BROKEN: later collectives throw at once, and finalize_process_group() ends the job with
+///     MPI_Abort (a timed-out MPI request can never be cancelled, so MPI_Finalize could hang).
 ///     Catch the error, report it, and exit; do not continue training. A broken group that is not the default
 ///     one (made with make_mpi_group) is simply destroyed without freeing its communicators, so the other ranks
 ///     and MPI_Finalize are unaffected (used by the tests).
@@ -36,6 +38,8 @@
 #include <volt/kernels/tensor.h>
 
 namespace volt::dist {
+
+class FlightRecorder;
 
 enum class ReduceOp { Sum, Avg, Min, Max };
 const char* reduce_op_name(ReduceOp op);
@@ -91,6 +95,12 @@ class ProcessGroup {
   /// For a timeout report: which ranks on this host have exited (their process is gone or a zombie), or that
   /// all of them are alive; ranks on other hosts cannot be checked from here and are said to be unchecked.
   std::string peer_liveness_report() const;
+  /// The ranks on this host whose process has exited (gone, or a zombie), each described as
+  /// "rank <r> (pid <pid> on <host>)". Reads only what the group learned when it was made and /proc, so it is
+  /// safe to call from another thread while this one is blocked in a collective.
+  std::vector<std::string> missing_peers() const;
+  /// peers()' host names, by rank.
+  std::vector<std::string> hosts() const;
 
   // ---- collectives (every rank must call) ---------------------------------------------------------------
   /// In place: every rank ends with the reduction of all ranks' `t`.
@@ -116,10 +126,13 @@ class ProcessGroup {
   /// reached this rank's slice (an all_reduce of the incoming gradient, then this rank's row). The backward
   /// is a collective too: every rank must run a backward that reaches it. The group must outlive the graph.
   Tensor all_gather_with_grad(const Tensor& t);
-  /// First dims may differ (trailing dims must match): pads to the largest, gathers, trims. Returns one tensor
-  /// per rank, in rank order. Scalars behave like all_gather.
+  /// Any shapes with the same dtype and number of dimensions: every rank's full shape is exchanged first, each
+  /// rank pads its tensor with zeros to the largest size in every dimension, one all_gather moves the padded
+  /// tensors and each is trimmed back to its rank's shape (rank r holding ones(r + 1, 2 - r) works). Returns one
+  /// contiguous tensor per rank, in rank order. Scalars behave like all_gather.
   std::vector<Tensor> all_gather_uneven(const Tensor& t);
-  /// all_gather_uneven concatenated along dim 0; `sizes` (if given) receives each rank's first dim.
+  /// all_gather_uneven concatenated along dim 0 (the dims after the first must match on every rank); `sizes`
+  /// (if given) receives each rank's first dim.
   Tensor all_gather_cat(const Tensor& t, std::vector<int64_t>* sizes = nullptr);
   /// `t` of shape (world * n, s...) -> this rank's block (n, s...) of the reduction over ranks.
   Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum);
@@ -162,7 +175,10 @@ class ProcessGroup {
   /// Marks the group broken and returns the error text for a timeout of `info` after `elapsed` seconds.
   std::string timeout_message(const CollectiveInfo& info, double elapsed);
   void mark_broken(const std::string& reason) { if (broken_reason_.empty()) broken_reason_ = reason; }
-  void set_peers(std::vector<PeerIdentity> peers) { peers_ = std::move(peers); }
+  /// Records every rank's identity, and opens this host's flight-recorder table (flight_recorder.h) so that a
+  /// timeout can name the rank that is behind and its last collective. Every rank calls it, in the same order
+  /// for every group it makes.
+  void set_peers(std::vector<PeerIdentity> peers);
   /// This process as a fixed-size record (pid, host name) for exchange_records, and the decoding of every
   /// rank's record.
   static std::vector<int64_t> identity_record();
@@ -173,9 +189,9 @@ class ProcessGroup {
   /// all_reduce and all_reduce_async without a trace range (each caller opens its own, so one call is one row).
   std::shared_ptr<Work> start_all_reduce(Tensor& t, ReduceOp op);
   std::shared_ptr<Work> start_reduce_scatter(const Tensor& t, Tensor& out, ReduceOp op);
-  /// Host-side exchange of every rank's dtype and shape; throws on every rank, naming each rank's shape, when
-  /// they differ (trailing_only: only dims after the first must match). Returns every rank's first dim.
-  std::vector<int64_t> exchange_shapes(const char* op, const Tensor& t, bool trailing_only, const CollectiveInfo& info);
+  /// Every rank's shape (a small host-side exchange); a volt::Error on every rank when dtypes or numbers of
+  /// dimensions differ, or (without `any_shape`) when the shapes do.
+  std::vector<Shape> exchange_shapes(const char* op, const Tensor& t, bool any_shape, const CollectiveInfo& info);
   /// The data collective of all_gather: contiguous `in` (s...) from every rank -> (world, s...).
   Tensor gather_stacked(const Tensor& in, const CollectiveInfo& info);
   void check_usable(const char* op, const Tensor& t) const;
@@ -186,6 +202,7 @@ class ProcessGroup {
   uint64_t seq_ = 0;
   std::string broken_reason_;
   std::vector<PeerIdentity> peers_;
+  std::shared_ptr<FlightRecorder> recorder_;  ///< null for one rank or without shared memory
 };
 
 /// Polls `done` with a short back-off until it returns true or `timeout_s` passes; returns false on timeout.

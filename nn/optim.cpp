@@ -256,7 +256,23 @@ std::map<std::string, double> Optimizer::hyper_state() const {
   return out;
 }
 
+namespace {
+
+// The value ranges add_param_group (and so every optimizer's constructor) accepts, for one hyper-state entry;
+// "" when `v` is in range, else what was expected.
+std::string hyper_range_problem(const std::string& name, double v) {
+  if (!std::isfinite(v)) return "a finite number";
+  if (name == "beta1" || name == "beta2") return v >= 0.0 && v < 1.0 ? "" : "a value in [0, 1)";
+  if (name == "nesterov" || name == "amsgrad") return v == 0.0 || v == 1.0 ? "" : "0 or 1 (a flag)";
+  return v >= 0.0 ? "" : "a value >= 0";  // lr, momentum, dampening, weight_decay, eps, the schedulers' fields
+}
+
+}  // namespace
+
 void Optimizer::load_hyper_state(const std::map<std::string, double>& hs) {
+  // Staged: a record with one bad entry changes nothing.
+  std::vector<ParamGroup> groups = groups_;
+  std::vector<std::pair<std::pair<size_t, size_t>, int64_t>> steps;
   for (const auto& [key, v] : hs) {
     size_t g = 0, i = 0;
     std::string name;
@@ -265,7 +281,7 @@ void Optimizer::load_hyper_state(const std::map<std::string, double>& hs) {
                  ".load_hyper_state: key '", key, "' names no parameter's step count");
       VOLT_CHECK(v >= 0 && v <= 9007199254740992.0 && v == std::floor(v), type_name(), ".load_hyper_state: '", key,
                  "' = ", v, " is not a step count; expected an integer in [0, 2^53]");
-      state(g, i).step = static_cast<int64_t>(v);
+      steps.push_back({{g, i}, static_cast<int64_t>(v)});
       continue;
     }
     VOLT_CHECK(key.rfind("group.", 0) == 0, type_name(), ".load_hyper_state: unexpected key '", key, "'");
@@ -277,15 +293,26 @@ void Optimizer::load_hyper_state(const std::map<std::string, double>& hs) {
     VOLT_CHECK(g < groups_.size(), type_name(), ".load_hyper_state: key '", key, "' names group ", g,
                " but the optimizer has ", groups_.size());
     name = key.substr(dot + 1);
-    if (name == "lr") {
-      groups_[g].lr = v;
-      continue;
-    }
     const std::optional<GroupOption> opt = parse_group_option(name);
-    VOLT_CHECK(opt && (is_scheduler_field(static_cast<size_t>(*opt)) || get_group_option(defaults_, *opt)), type_name(),
-               ".load_hyper_state: key '", key, "' names an option ", type_name(), " does not have");
-    set_group_option(groups_[g].options, *opt, v);
+    VOLT_CHECK(name == "lr" || (opt && (is_scheduler_field(static_cast<size_t>(*opt)) ||
+                                        get_group_option(defaults_, *opt))),
+               type_name(), ".load_hyper_state: key '", key, "' names an option ", type_name(), " does not have");
+    const std::string expected = hyper_range_problem(name, v);
+    VOLT_CHECK(expected.empty(), type_name(), ".load_hyper_state: '", key, "' = ", v, " is out of range; expected ",
+               expected, " (the range ", type_name(), "'s constructor accepts)");
+    if (opt) set_group_option(groups[g].options, *opt, v);
+    else groups[g].lr = v;
   }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const GroupOptions& o = groups[g].options;
+    if (o.nesterov.value_or(false))
+      VOLT_CHECK(o.momentum.value_or(0) > 0 && o.dampening.value_or(0) == 0, type_name(), ".load_hyper_state: 'group.",
+                 g, ".nesterov' = 1 needs momentum > 0 and dampening 0, got momentum=", o.momentum.value_or(0),
+                 ", dampening=", o.dampening.value_or(0), " (the combination ", type_name(),
+                 "'s constructor accepts)");
+  }
+  groups_ = std::move(groups);
+  for (const auto& [gi, step] : steps) state(gi.first, gi.second).step = step;
 }
 
 // ---- SGD ------------------------------------------------------------------------------------------------------

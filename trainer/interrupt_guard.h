@@ -5,6 +5,12 @@
 // sig_atomic_t store); the Trainer polls it at each training-step boundary, agrees with the other ranks, and
 // stops cleanly (checkpoint, logger flush). A second signal restores the default action and re-raises, so
 // the process exits at once as the shell expects. The previous handlers come back when the guard dies.
+//
+// A launcher (mpirun) that loses a rank sends the survivors SIGTERM and kills them about a second later; they
+// would spend that second waiting for the dead rank in a collective and die without a word. So a watcher
+// thread looks at the signal at once: when a rank of the default process group on this host has exited, it
+// prints "rank R: SIGTERM received while rank X (pid P on HOST) is missing (exited); ..." to stderr and exits
+// with 128 + signal. With every peer alive, the signal takes the graceful path above.
 #include <csignal>
 
 namespace volt {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -84,9 +85,27 @@ bool ModelCheckpoint::epoch_due(const Trainer& trainer) const {
   return every_n_epochs_ > 0 && (trainer.current_epoch() + 1) % every_n_epochs_ == 0;
 }
 
-void ModelCheckpoint::on_fit_start(Trainer&, TrainModule&) {
+void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
   last_time_save_ = std::chrono::steady_clock::now();
   step_save_at_epoch_end_ = false;
+  if (!restored_) return;
+  restored_ = false;
+  // A restored state names files this run may later delete: settle now, before any training, whether they lie
+  // in this run's directory. Rank 0 looks at the file system; every rank raises its verdict.
+  resolve_dir(trainer);
+  std::string problem;
+  if (trainer.strategy().is_global_zero()) {
+    auto check = [&](const std::string& key, const std::string& path) {
+      if (problem.empty() && !path.empty() && !path_resolves_within(path, dir_))
+        problem = "ModelCheckpoint: the restored state's " + key + " \"" + path + "\" resolves (following links) " +
+                  "outside the checkpoint directory \"" + dir_ + "\"; refusing a record that names files elsewhere";
+    };
+    for (auto& [k, v] : best_k_) check("best_k_models entry", k);
+    check("latest_path", latest_path_);
+    check("last_model_path", last_path_);
+  }
+  problem = trainer.strategy().broadcast_string(problem, 0);
+  VOLT_CHECK(problem.empty(), problem);
 }
 
 void ModelCheckpoint::on_validation_end(Trainer& trainer, TrainModule&) {
@@ -127,9 +146,12 @@ const std::string& ModelCheckpoint::resolve_dir(Trainer& trainer) {
   dir_ = opt_.dirpath.empty() ? (fs::path(trainer.log_dir()) / "checkpoints").string() : opt_.dirpath;
   dir_ = trainer.strategy().broadcast_string(dir_, 0);
   if (trainer.strategy().is_global_zero()) cleanup_stale_checkpoint_files(dir_);  // leftovers of a killed run
-  // Resumed into a different directory (a new logger version): the restored top-k set describes files
-  // elsewhere that this run must not delete or rank against; only best_model_path is kept.
-  if (!loaded_dir_.empty() && loaded_dir_ != dir_) {
+  // Resumed into a different directory (a new logger version), or from a record that does not say where its
+  // files are: the restored top-k set describes files elsewhere that this run must not delete or rank against;
+  // only best_model_path is kept. Rank 0's file system decides.
+  bool other_dir = !same_directory(loaded_dir_, dir_);
+  other_dir = trainer.strategy().reduce_decision(other_dir, /*all=*/false);
+  if (other_dir) {
     best_k_.clear();
     latest_path_.clear();
     last_path_.clear();
@@ -139,6 +161,13 @@ const std::string& ModelCheckpoint::resolve_dir(Trainer& trainer) {
 
 void ModelCheckpoint::remove_checkpoint(Trainer& trainer, const std::string& stem) {
   if (!trainer.strategy().is_global_zero() || stem.empty()) return;
+  // Only a checkpoint this run can prove is its own: inside its directory (links resolved) and a complete pair
+  // of Volt checkpoint files. Anything else (a user's file, a link) stays, and the user hears why.
+  if (!path_lexically_within(stem, dir_) || !path_resolves_within(stem, dir_) || !is_volt_checkpoint_pair(stem)) {
+    std::cerr << "ModelCheckpoint: not deleting the displaced checkpoint \"" << stem
+              << "\": it is not a Volt checkpoint inside \"" << dir_ << "\"\n";
+    return;
+  }
   std::error_code ec;
   fs::remove(stem + ".json", ec);  // the record first: a half-deleted checkpoint is never "valid"
   fs::remove(stem + ".safetensors", ec);
@@ -251,18 +280,54 @@ nlohmann::json ModelCheckpoint::state_dict() const {
 }
 
 void ModelCheckpoint::load_state_dict(const nlohmann::json& s) {
-  loaded_dir_ = s.value("dirpath", std::string());
+  VOLT_CHECK(s.is_object(), "ModelCheckpoint: the state is a JSON ", s.type_name(), "; expected an object");
+  auto text = [&](const char* key) {
+    if (!s.contains(key)) return std::string();
+    VOLT_CHECK(s.at(key).is_string(), "ModelCheckpoint: key \"", key, "\" is a JSON ", s.at(key).type_name(),
+               "; expected a path string");
+    return s.at(key).get<std::string>();
+  };
+  const std::string dir = text("dirpath");
+  // Every path must lie inside the recorded directory; a record without one names no files at all. (Whether
+  // that directory is this run's, and where links lead, is settled at fit start: see on_fit_start.)
+  auto inside = [&](const std::string& key, const std::string& path) {
+    if (path.empty()) return;
+    VOLT_CHECK(!dir.empty(), "ModelCheckpoint: key \"", key, "\" names \"", path, "\" but \"dirpath\" is ",
+               s.contains("dirpath") ? "empty" : "missing", "; expected a record that names its checkpoint directory");
+    VOLT_CHECK(path_lexically_within(path, dir), "ModelCheckpoint: key \"", key, "\" names \"", path,
+               "\", which lies outside the recorded checkpoint directory \"", dir, "\" (dirpath)");
+  };
+  std::map<std::string, double> best_k;
+  if (s.contains("best_k_models")) {
+    const auto& bk = s.at("best_k_models");
+    VOLT_CHECK(bk.is_object(), "ModelCheckpoint: key \"best_k_models\" is a JSON ", bk.type_name(),
+               "; expected an object of path -> score");
+    for (auto& [k, v] : bk.items()) {
+      inside("best_k_models", k);
+      VOLT_CHECK(!k.empty(), "ModelCheckpoint: key \"best_k_models\" has an empty path");
+      VOLT_CHECK(v.is_number() || v.is_null(), "ModelCheckpoint: best_k_models[\"", k, "\"] is a JSON ",
+                 v.type_name(), "; expected a score (a number, or null)");
+      best_k[k] = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+  const std::string best = text("best_model_path"), last = text("last_model_path"), latest = text("latest_path");
+  inside("best_model_path", best);
+  inside("last_model_path", last);
+  inside("latest_path", latest);
+  VOLT_CHECK(!s.contains("best_model_score") || s.at("best_model_score").is_number() ||
+                 s.at("best_model_score").is_null(),
+             "ModelCheckpoint: key \"best_model_score\" is a JSON ", s.at("best_model_score").type_name(),
+             "; expected a number or null");
+  loaded_dir_ = dir;
   dir_.clear();
-  best_path_ = s.value("best_model_path", std::string());
-  last_path_ = s.value("last_model_path", std::string());
-  latest_path_ = s.value("latest_path", std::string());
+  best_path_ = best;
+  last_path_ = last;
+  latest_path_ = latest;
   best_score_ = s.contains("best_model_score") && s.at("best_model_score").is_number()
                     ? s.at("best_model_score").get<double>()
                     : std::numeric_limits<double>::quiet_NaN();
-  best_k_.clear();
-  if (s.contains("best_k_models"))
-    for (auto& [k, v] : s.at("best_k_models").items())
-      best_k_[k] = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+  best_k_ = std::move(best_k);
+  restored_ = true;
 }
 
 }  // namespace volt

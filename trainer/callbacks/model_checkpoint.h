@@ -19,6 +19,12 @@
 ///    stepping batch).
 ///  - on an interrupted fit (SIGINT/SIGTERM, see Trainer), writes "interrupted" in its directory.
 /// Every rank runs the same decision (monitored values are broadcast from rank 0); rank 0 writes and deletes.
+///
+/// A restored state (load_state_dict) is untrusted input: every path in it must lie inside its "dirpath"
+/// (a volt::Error naming the key otherwise, also when "dirpath" is empty or missing while paths are named); at
+/// fit start the paths must resolve, links followed, inside this run's directory, and a state recorded for
+/// another directory keeps only best_model_path. A displaced checkpoint is deleted only when it is a complete
+/// pair of Volt checkpoint files inside this run's directory (docs/reliability.md).
 #include <chrono>
 #include <map>
 #include <string>
@@ -80,6 +86,7 @@ class ModelCheckpoint : public Callback {
   ModelCheckpointOptions opt_;
   std::string dir_;
   std::string loaded_dir_;  ///< dirpath of a restored state
+  bool restored_ = false;   ///< a state was loaded and its paths are not yet checked against dir_
   std::map<std::string, double> best_k_;
   std::string best_path_;
   double best_score_;

@@ -63,7 +63,70 @@ bool is_orphan_shards_dir(const fs::directory_entry& e, fs::file_time_type now, 
   return !ec;
 }
 
+// `path` with "." and ".." folded and no trailing separator.
+fs::path normal(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+
+bool normal_within(const fs::path& p, const fs::path& dir) {
+  if (p.empty() || dir.empty() || p.is_absolute() != dir.is_absolute()) return false;
+  const fs::path rel = p.lexically_relative(dir);
+  if (rel.empty() || rel == ".") return false;
+  return *rel.begin() != "..";
+}
+
+// `path` with the links of its existing parts resolved, except the final component.
+fs::path resolved(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::absolute(normal(path), ec);
+  if (ec) return {};
+  if (!p.has_parent_path() || p == p.root_path()) return p;
+  const fs::path parent = fs::weakly_canonical(p.parent_path(), ec);
+  return ec ? fs::path() : parent / p.filename();
+}
+
+bool regular_not_link(const fs::path& p) {
+  std::error_code ec;
+  return fs::symlink_status(p, ec).type() == fs::file_type::regular && !ec;
+}
+
 }  // namespace
+
+bool path_lexically_within(const std::string& path, const std::string& dir) {
+  if (path.empty() || dir.empty()) return false;
+  return normal_within(normal(path), normal(dir));
+}
+
+bool path_resolves_within(const std::string& path, const std::string& dir) {
+  if (path.empty() || dir.empty()) return false;
+  std::error_code ec;
+  const fs::path d = fs::weakly_canonical(fs::absolute(normal(dir), ec), ec);
+  if (ec) return false;
+  const fs::path p = resolved(path);
+  return !p.empty() && normal_within(p, d);
+}
+
+bool same_directory(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ea, eb;
+  const fs::path pa = fs::weakly_canonical(fs::absolute(normal(a), ea), ea);
+  const fs::path pb = fs::weakly_canonical(fs::absolute(normal(b), eb), eb);
+  return !ea && !eb && normal(pa.string()) == normal(pb.string());
+}
+
+bool is_volt_checkpoint_pair(const std::string& stem) {
+  const fs::path js = stem + ".json", st = stem + ".safetensors";
+  if (!regular_not_link(js)) return false;
+  std::error_code ec;
+  if (fs::symlink_status(st, ec).type() != fs::file_type::not_found && !(regular_not_link(st) &&
+                                                                         is_volt_checkpoint_tensors(st)))
+    return false;
+  std::ifstream in(js, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("format") && j["format"] == "volt-checkpoint";
+}
 
 bool is_atomic_write_temp_name(const std::string& f, long& pid) {
   if (f.size() < 2 || f[0] != '.') return false;

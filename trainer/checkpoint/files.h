@@ -30,4 +30,22 @@ void ensure_writable_dir(const std::string& dir, const std::string& what);
 /// True for `"." + name + ".tmp." + <pid digits> + "." + <digits>` (sets `pid`).
 bool is_atomic_write_temp_name(const std::string& filename, long& pid);
 
+/// Paths read from a checkpoint record are untrusted: these decide whether one may be acted on.
+///
+/// path_lexically_within: `path` names something strictly inside `dir` by its spelling alone ("." and ".."
+/// folded, no file system access): "d/a" and "d/x/../a" are within "d"; "d", "d/../e", "/abs" (for a relative
+/// "d") are not. Empty `path` or `dir`: false.
+bool path_lexically_within(const std::string& path, const std::string& dir);
+/// path_resolves_within: the same after resolving symbolic links in every existing part of both paths, so a
+/// link inside `dir` that points elsewhere does not count as inside it. The final component is not followed
+/// (a link named `path` lies where the link is).
+bool path_resolves_within(const std::string& path, const std::string& dir);
+/// Whether `a` and `b` name the same directory once resolved (links followed, "." and ".." folded).
+bool same_directory(const std::string& a, const std::string& b);
+
+/// True when `<stem>.json` is a regular file (not a link) holding a Volt checkpoint record and
+/// `<stem>.safetensors`, when present, is a regular file a Trainer wrote (header metadata
+/// "format": "volt-checkpoint"): the files ModelCheckpoint may delete when it rotates its checkpoints.
+bool is_volt_checkpoint_pair(const std::string& stem);
+
 }  // namespace volt

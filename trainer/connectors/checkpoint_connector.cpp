@@ -11,8 +11,9 @@
 #include <volt/nn/serialization.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/trace.h>
-#include <volt/trainer/checkpoint/record.h>
+#include <volt/trainer/checkpoint/files.h>
 #include <volt/trainer/checkpoint/locate.h>
+#include <volt/trainer/checkpoint/record.h>
 #include <volt/trainer/checkpoint/sharded.h>
 #include <volt/trainer/trainer.h>
 
@@ -270,7 +271,15 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   }
   // Schedulers re-apply their own lr when loaded; with several on one optimizer the saved group values (what
   // the last scheduler step actually left there) must win, so the hyper-state is restored last.
-  for (size_t i = 0; i < optimizers_.size(); ++i) strategy_->load_optimizer_hyper_state(*optimizers_[i], rec.optimizers[i].hyper);
+  // The same range checks as the optimizers' constructors (Optimizer::load_hyper_state): a record with lr = -1
+  // is refused, naming the optimizer and the key.
+  for (size_t i = 0; i < optimizers_.size(); ++i) {
+    try {
+      strategy_->load_optimizer_hyper_state(*optimizers_[i], rec.optimizers[i].hyper);
+    } catch (const Error& e) {
+      VOLT_FAIL("Trainer: checkpoint ", js, ": optimizers[", i, "].hyper: ", e.what());
+    }
+  }
   // 16-mixed resumes with the saved scale; a checkpoint of another precision (no scaler state) starts the
   // scaler afresh, as a new run would.
   if (scaler_ && rec.grad_scaler) scaler_->load_state_dict(*rec.grad_scaler);
@@ -280,6 +289,8 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
       c->load_state_dict(rec.callbacks.at(c->state_key()));
     } catch (const nlohmann::json::exception& e) {
       VOLT_FAIL("Trainer: checkpoint ", js, ": the state of callback '", c->state_key(), "' is malformed: ", e.what());
+    } catch (const Error& e) {
+      VOLT_FAIL("Trainer: checkpoint ", js, ": callbacks[\"", c->state_key(), "\"]: ", e.what());
     }
   }
 
@@ -302,6 +313,13 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   epoch_ = next_epoch;
   resume_skip_ = epoch_done ? 0 : rec.batches_done;
   pending_rng_ = {{"seed", rec.rng_seed}, {"offset", rec.rng_offset}};
+  // A killed run leaves orphan .safetensors and temp files next to the checkpoint it resumes from; a resumed run
+  // may write into a new version folder and would never see them again. Only provable leftovers go
+  // (cleanup_stale_checkpoint_files: Volt's temp names of dead writers, Volt tensor files without a record).
+  if (strategy_->is_global_zero()) {
+    const fs::path parent = fs::path(stem).parent_path();
+    cleanup_stale_checkpoint_files(parent.empty() ? std::string(".") : parent.string());
+  }
 }
 
 }  // namespace volt

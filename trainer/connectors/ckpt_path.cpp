@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include <volt/nn/serialization.h>
+#include <volt/trainer/checkpoint/files.h>
 #include <volt/trainer/checkpoint/locate.h>
 #include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/trainer.h>
@@ -33,40 +34,65 @@ std::string where(const std::vector<std::shared_ptr<Callback>>& callbacks, const
   return os.str();
 }
 
+// best_model_path of a ModelCheckpoint state read from `file`: untrusted, so it must lie inside the state's
+// dirpath and, links followed, inside one of the directories searched.
+std::string recorded_best_path(const nlohmann::json& state, const std::string& file, const std::string& key,
+                               const std::vector<std::string>& dirs) {
+  const auto text = [&](const char* k) {
+    return state.is_object() && state.contains(k) && state.at(k).is_string() ? state.at(k).get<std::string>()
+                                                                              : std::string();
+  };
+  const std::string best = text("best_model_path"), dir = text("dirpath");
+  if (best.empty()) return best;
+  bool searched = false;
+  for (const auto& d : dirs) searched = searched || path_resolves_within(best, d);
+  VOLT_CHECK(path_lexically_within(best, dir) && searched, "Trainer: ckpt_path=\"best\": checkpoint ", file,
+             ": callbacks[\"", key, "\"] key \"best_model_path\" names \"", best, "\", which lies outside ",
+             dir.empty() ? std::string("its (empty or missing) dirpath") : "its dirpath \"" + dir + "\"",
+             " or outside the checkpoint directories searched; pass a checkpoint path instead");
+  return best;
+}
+
 }  // namespace
 
 std::string Trainer::resolve_ckpt_path(const std::string& ckpt_path) {
   if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
   // Rank 0 looks at the file system and decides; errors are raised on every rank alike.
-  std::string found;
+  std::string found, error;
   bool no_monitor = false;
   if (strategy_->is_global_zero()) {
-    const auto dirs = search_dirs(callbacks_, opt_.default_root_dir);
-    if (ckpt_path == "last") {
-      found = newest_checkpoint(dirs);
-    } else {
-      ModelCheckpoint* mc = nullptr;
-      for (auto& c : callbacks_)
-        if (auto* m = dynamic_cast<ModelCheckpoint*>(c.get()); m && !m->options().monitor.empty()) {
-          mc = m;
-          break;
-        }
-      if (mc) {
-        found = mc->best_model_path();
-        if (found.empty()) {  // a fresh trainer: the newest checkpoint's record of this callback knows
-          const std::string newest = newest_checkpoint(dirs);
-          if (!newest.empty()) {
-            const nlohmann::json j = nn::load_json(newest + ".json");
-            const std::string key = mc->state_key();
-            if (j.contains("callbacks") && j.at("callbacks").contains(key))
-              found = j.at("callbacks").at(key).value("best_model_path", std::string());
-          }
-        }
+    try {
+      const auto dirs = search_dirs(callbacks_, opt_.default_root_dir);
+      if (ckpt_path == "last") {
+        found = newest_checkpoint(dirs);
       } else {
-        no_monitor = true;
+        ModelCheckpoint* mc = nullptr;
+        for (auto& c : callbacks_)
+          if (auto* m = dynamic_cast<ModelCheckpoint*>(c.get()); m && !m->options().monitor.empty()) {
+            mc = m;
+            break;
+          }
+        if (mc) {
+          found = mc->best_model_path();
+          if (found.empty()) {  // a fresh trainer: the newest checkpoint's record of this callback knows
+            const std::string newest = newest_checkpoint(dirs);
+            if (!newest.empty()) {
+              const nlohmann::json j = nn::load_json(newest + ".json");
+              const std::string key = mc->state_key();
+              if (j.contains("callbacks") && j.at("callbacks").contains(key))
+                found = recorded_best_path(j.at("callbacks").at(key), newest + ".json", key, dirs);
+            }
+          }
+        } else {
+          no_monitor = true;
+        }
       }
+    } catch (const Error& e) {
+      error = e.what();  // raised below on every rank, not only here
     }
   }
+  error = strategy_->broadcast_string(error, 0);
+  VOLT_CHECK(error.empty(), error);
   found = strategy_->broadcast_string(found, 0);
   no_monitor = strategy_->reduce_decision(no_monitor, /*all=*/false);
   VOLT_CHECK(!no_monitor, "Trainer: ckpt_path=\"best\" needs a ModelCheckpoint with a monitor (the best "
