@@ -1,4 +1,5 @@
 #include <volt/kernels/autograd.h>
+#include <volt/kernels/grad.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +23,7 @@ thread_local std::vector<std::string> t_scopes;
 thread_local const autograd::PreNodeHook* t_pre_node_hook = nullptr;
 thread_local bool t_seq_active = false;  // a SequenceRangeScope numbers this thread's nodes
 thread_local uint64_t t_seq_next = 0;
+thread_local bool t_create_graph = false;  // the running backward records its formulas (create_graph)
 
 uint64_t take_sequence_nr() { return t_seq_active ? t_seq_next++ : g_sequence.fetch_add(1); }
 
@@ -80,7 +82,10 @@ struct AccumulateGrad : Node {
     if (!impl || !grads[0].defined()) return {};
     Tensor leaf(impl);
     AutogradMeta& m = impl->meta();
-    if (!m.grad.defined()) {
+    if (t_create_graph) {
+      // create_graph: .grad keeps the gradient's graph (a gradient penalty differentiates it again).
+      m.grad = m.grad.defined() ? add(m.grad, grads[0]) : grads[0];
+    } else if (!m.grad.defined()) {
       // Keep the incoming tensor only if nothing else can see it or its storage (the engine hands over its
       // last handle): otherwise in-place updates of one parameter's grad (clipping, scaling) would leak into
       // another tensor. Non-contiguous views are copied so optimizers get dense gradients.
@@ -98,6 +103,27 @@ struct AccumulateGrad : Node {
 
  private:
   std::weak_ptr<TensorImpl> leaf_;
+};
+
+// A node whose formula is written in differentiable ops (attach_differentiable): under create_graph the engine
+// runs it with gradient recording on.
+struct DifferentiableNode : LambdaNode {
+  using LambdaNode::LambdaNode;
+};
+
+// Stands in, under create_graph, for the graph of a backward formula that cannot be recorded: the gradients
+// such a node returned are tied to this one, which throws when anything backpropagates through them.
+struct NotDifferentiableNode : Node {
+  explicit NotDifferentiableNode(std::string op) : op_(std::move(op)) {}
+  std::string name() const override { return op_ + "DoubleBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&) override {
+    VOLT_FAIL("autograd: the second derivative through ", forward_name(op_), " is not implemented: its backward "
+              "formula (", op_, ") is not differentiable, so the gradient computed with create_graph=true cannot "
+              "be differentiated again. docs/autograd.md lists the ops with double backward");
+  }
+
+ private:
+  std::string op_;
 };
 
 }  // namespace
@@ -179,12 +205,14 @@ Edge gradient_edge(const Tensor& t) {
   return {m.grad_accumulator, 0};
 }
 
-void attach(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
-            BackwardFn fn) {
+namespace {
+void attach_node(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
+                 BackwardFn fn, bool differentiable) {
   const bool anomaly = anomaly_enabled();
   if (anomaly) check_forward_outputs(forward_name(name), outputs, inputs);
   if (!any_requires_grad(inputs)) return;
-  auto node = std::make_shared<LambdaNode>(name, std::move(fn));
+  std::shared_ptr<LambdaNode> node = differentiable ? std::make_shared<DifferentiableNode>(name, std::move(fn))
+                                                    : std::make_shared<LambdaNode>(name, std::move(fn));
   if (anomaly) node->anomaly_scope = current_scope();
   else if (trace::active(trace::Layer::module)) node->anomaly_scope = trace::current_module();  // backward ranges per module
   node->sequence_nr = take_sequence_nr();
@@ -204,6 +232,24 @@ void attach(const std::vector<Tensor>& outputs, const std::string& name, const s
     m.requires_grad = true;
   }
 }
+}  // namespace
+
+void attach(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
+            BackwardFn fn) {
+  attach_node(outputs, name, inputs, std::move(fn), false);
+}
+
+void attach_differentiable(const std::vector<Tensor>& outputs, const std::string& name,
+                           const std::vector<Tensor>& inputs, BackwardFn fn) {
+  attach_node(outputs, name, inputs, std::move(fn), true);
+}
+
+bool is_differentiable(const Node& node) {
+  return dynamic_cast<const DifferentiableNode*>(&node) != nullptr ||
+         dynamic_cast<const AccumulateGrad*>(&node) != nullptr;
+}
+
+bool create_graph_enabled() { return t_create_graph; }
 
 uint64_t next_sequence_nr() { return t_seq_active ? t_seq_next : g_sequence.load(); }
 
@@ -212,18 +258,66 @@ PreNodeHookGuard::PreNodeHookGuard(PreNodeHook hook) : hook_(std::move(hook)), p
 }
 PreNodeHookGuard::~PreNodeHookGuard() { t_pre_node_hook = prev_; }
 
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+namespace {
+
+// What autograd::grad asks of the engine: the gradient reaching each of `edges` is captured (summed over every
+// path) instead of flowing on; gradient accumulators never run, and only nodes leading to a captured edge run.
+struct Captures {
+  std::vector<Edge> edges;
+  std::vector<Tensor> grads;  // parallel to edges; undefined: nothing reached it
+};
+
+// Under create_graph, ties the gradients a non-differentiable formula returned to a node that throws when
+// backpropagated through (see NotDifferentiableNode).
+void poison_gradients(const Node& node, std::vector<Tensor>& in_grads, const std::vector<Tensor>& incoming) {
+  auto poison = std::make_shared<NotDifferentiableNode>(node.name());
+  poison->sequence_nr = take_sequence_nr();
+  for (size_t i = 0; i < node.next_edges.size(); ++i) {
+    poison->next_edges.push_back(node.next_edges[i]);
+    poison->input_meta.push_back(node.input_meta[i]);
+  }
+  for (const Tensor& g : incoming)
+    if (g.defined() && g.requires_grad()) {
+      poison->next_edges.push_back(gradient_edge(g));
+      poison->input_meta.push_back({g.shape(), g.dtype(), g.device()});
+    }
+  bool any_edge = false;
+  for (const Edge& e : poison->next_edges) any_edge = any_edge || e.valid();
+  if (!any_edge) return;
+  uint32_t nr = 0;
+  for (Tensor& g : in_grads) {
+    if (!g.defined()) continue;
+    g = g.detach();  // a fresh handle: the formula may have returned an alias of an incoming gradient
+    poison->output_meta.push_back({g.shape(), g.dtype(), g.device()});
+    AutogradMeta& m = g.impl()->meta();
+    m.grad_fn = poison;
+    m.output_nr = nr++;
+    m.requires_grad = true;
+  }
+  poison->num_outputs = nr;
+}
+
+void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                bool create_graph, Captures* captures) {
   VOLT_ASSERT(roots.size() == grads.size(), "run_backward: roots/grads size mismatch");
-  NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  // Without create_graph backward formulas are not themselves recorded; with it they are.
+  EnableGradGuard grad_mode(create_graph);
   AutocastGuard no_autocast(false);  // backward ops run in the dtypes the forward recorded
   BackwardDepth in_backward;
+  struct CreateGraphScope {
+    bool prev = t_create_graph;
+    explicit CreateGraphScope(bool on) { t_create_graph = on; }
+    ~CreateGraphScope() { t_create_graph = prev; }
+  } create_graph_scope(create_graph);
 
   // Seed the root edges.
   std::vector<std::pair<Edge, Tensor>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
-    VOLT_CHECK(r.requires_grad(), "backward: the tensor does not require grad and has no grad_fn; did you "
-               "compute it under no_grad, or forget set_requires_grad(true) on the parameters?");
+    VOLT_CHECK(r.defined(), "backward: output ", i, " is undefined");
+    VOLT_CHECK(r.requires_grad(), "backward: ", roots.size() > 1 ? "output " + std::to_string(i) + " " : std::string("the tensor "),
+               "does not require grad and has no grad_fn; did you compute it under no_grad, or forget "
+               "set_requires_grad(true) on the parameters?");
     Tensor g = grads[i];
     if (!g.defined()) {
       VOLT_CHECK(r.numel() == 1, "backward: a gradient can be implied only for a one-element output, but "
@@ -240,6 +334,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 
   // Count, for every node reachable from the roots, how many edges lead into it.
   std::unordered_map<Node*, int> deps;
+  std::vector<Node*> order;  // reachable nodes, parents before children (DFS preorder)
   std::vector<Node*> stack;
   std::unordered_map<Node*, bool> seen;
   for (auto& [e, g] : seeds)
@@ -250,12 +345,37 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
+    order.push_back(n);
     for (const Edge& e : n->next_edges) {
       if (!e.valid()) continue;
       deps[e.fn.get()]++;
       if (!seen[e.fn.get()]) {
         seen[e.fn.get()] = true;
         stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  // autograd::grad: a node runs only when a captured edge lies below it.
+  std::unordered_map<Node*, bool> needed;
+  if (captures) {
+    std::unordered_map<Node*, bool> captured_node;
+    for (const Edge& e : captures->edges) captured_node[e.fn.get()] = true;
+    // A node is needed when it is captured or any child is needed: iterate to a fixed point (graphs are small
+    // compared with the work of their formulas; each pass is linear).
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        Node* n = *it;
+        if (needed[n]) continue;
+        bool need = captured_node.count(n) > 0;
+        for (const Edge& e : n->next_edges)
+          if (e.valid() && needed[e.fn.get()]) need = true;
+        if (need) {
+          needed[n] = true;
+          changed = true;
+        }
       }
     }
   }
@@ -282,7 +402,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   for (auto& [e, g] : seeds)
     if (e.valid()) accumulate(e, g);
   for (auto& [e, g] : seeds)
-    if (e.valid() && deps[e.fn.get()] == 0 && buffers.count(e.fn.get())) {
+    if (e.valid() && deps[e.fn.get()] == 0 && deps[e.fn.get()] != -1) {
       ready.push(e.fn);
       deps[e.fn.get()] = -1;  // queued
     }
@@ -292,16 +412,34 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
-    Pending p = std::move(buffers[node.get()]);
-    buffers.erase(node.get());
-    for (uint32_t i = 0; i < p.grads.size() && i < node->output_meta.size(); ++i)
-      if (!p.grads[i].defined()) {
-        // An output that received no gradient (one of several outputs unused) contributes zeros.
-        const InputMeta& om = node->output_meta[i];
-        p.grads[i] = zeros(om.shape, om.dtype, om.device);
+    auto buf = buffers.find(node.get());
+    const bool reached = buf != buffers.end();  // some gradient arrived (otherwise only undefined ones did)
+    Pending p;
+    if (reached) {
+      p = std::move(buf->second);
+      buffers.erase(buf);
+    }
+    if (captures) {
+      for (size_t c = 0; c < captures->edges.size(); ++c) {
+        const Edge& e = captures->edges[c];
+        if (e.fn.get() != node.get() || !reached) continue;
+        Tensor g = e.input_nr < p.grads.size() ? p.grads[e.input_nr] : Tensor();
+        if (!g.defined()) {
+          const InputMeta& om = node->output_meta[e.input_nr];
+          g = zeros(om.shape, om.dtype, om.device);
+        }
+        captures->grads[c] = g;
       }
+    }
+    const bool run = reached && (!captures || (needed[node.get()] && dynamic_cast<AccumulateGrad*>(node.get()) == nullptr));
     std::vector<Tensor> in_grads;
-    {
+    if (run) {
+      for (uint32_t i = 0; i < p.grads.size() && i < node->output_meta.size(); ++i)
+        if (!p.grads[i].defined()) {
+          // An output that received no gradient (one of several outputs unused) contributes zeros.
+          const InputMeta& om = node->output_meta[i];
+          p.grads[i] = zeros(om.shape, om.dtype, om.device);
+        }
       if (trace::active(trace::Layer::module) && node->anomaly_scope != traced_module &&
           dynamic_cast<AccumulateGrad*>(node.get()) == nullptr) {
         // Consecutive nodes of one module form that module's backward range; gradient accumulation into a
@@ -313,11 +451,19 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       }
       if (t_pre_node_hook) (*t_pre_node_hook)(*node);
       trace::Range node_range(trace::Layer::backward, [&] { return node->name(); });
-      in_grads = node->apply(p.grads);
-    }
-    if (!retain_graph) {
-      node->release();
-      node->released = true;
+      if (create_graph && !is_differentiable(*node)) {
+        {
+          NoGradGuard ng;
+          in_grads = node->apply(p.grads);
+        }
+        poison_gradients(*node, in_grads, p.grads);
+      } else {
+        in_grads = node->apply(p.grads);
+      }
+      if (!retain_graph) {
+        node->release();
+        node->released = true;
+      }
     }
     VOLT_ASSERT(in_grads.empty() || in_grads.size() == node->next_edges.size(), node->name(),
                 " returned ", in_grads.size(), " gradients for ", node->next_edges.size(), " inputs");
@@ -342,13 +488,62 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         }
         accumulate(e, in_grads[i]);
       }
+      // A child whose parents have all run becomes ready, even if no gradient reached it: it then only passes
+      // the news on, so that nodes below it which other paths do reach are not left waiting.
       int& d = deps[e.fn.get()];
-      if (--d == 0 && buffers.count(e.fn.get())) {
+      if (--d == 0) {
         ready.push(e.fn);
         d = -1;
       }
     }
   }
+}
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  run_engine(roots, grads, retain_graph, /*create_graph=*/false, nullptr);
+}
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph) {
+  VOLT_CHECK(grad_tensors.empty() || grad_tensors.size() == tensors.size(), "autograd::backward: ",
+             grad_tensors.size(), " gradients given for ", tensors.size(), " tensors");
+  std::vector<Tensor> grads = grad_tensors;
+  grads.resize(tensors.size());
+  run_engine(tensors, grads, retain_graph.value_or(create_graph), create_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options) {
+  VOLT_CHECK(!outputs.empty(), "autograd::grad: no outputs given");
+  VOLT_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "autograd::grad: ",
+             grad_outputs.size(), " grad_outputs given for ", outputs.size(), " outputs");
+  Captures captures;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    VOLT_CHECK(in.defined(), "autograd::grad: input ", i, " is undefined");
+    VOLT_CHECK(in.requires_grad(), "autograd::grad: input ", i, " (shape ", in.shape_str(),
+               ") does not require grad; call set_requires_grad(true) on it before computing the outputs");
+    captures.edges.push_back(gradient_edge(in));
+  }
+  captures.grads.resize(inputs.size());
+  std::vector<Tensor> grads = grad_outputs;
+  grads.resize(outputs.size());
+  run_engine(outputs, grads, options.retain_graph.value_or(options.create_graph), options.create_graph, &captures);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (captures.grads[i].defined()) continue;
+    VOLT_CHECK(options.allow_unused || options.materialize_grads, "autograd::grad: input ", i, " (shape ",
+               inputs[i].shape_str(), ") is not used to compute the outputs; pass allow_unused = true to get an "
+               "undefined gradient for it");
+    if (options.materialize_grads) captures.grads[i] = zeros_like(inputs[i]);
+  }
+  return captures.grads;
+}
+
+Tensor grad(const Tensor& output, const Tensor& input, const Tensor& grad_output, const GradOptions& options) {
+  return grad(std::vector<Tensor>{output}, std::vector<Tensor>{input}, std::vector<Tensor>{grad_output},
+              options)[0];
 }
 
 }  // namespace autograd

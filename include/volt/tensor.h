@@ -7,6 +7,7 @@
 #include <volt/config.h>
 #include <volt/kernels/cudnn_benchmark.h>
 #include <volt/kernels/fused_ops.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/graph.h>
 #include <volt/kernels/kernel_support.h>
 #include <volt/kernels/ops.h>

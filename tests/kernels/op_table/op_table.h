@@ -11,6 +11,9 @@
 //             sum(out * w)) and compares every input's gradient with the f64 CPU reference;
 //   FiniteDifferences: (differentiable rows, CPU f64) checks the analytic gradient against central
 //             differences (tests/common/gradcheck.h).
+//   DoubleBackward: (differentiable rows not marked first_order_only, CPU f64) takes the first gradient with
+//             autograd::grad(create_graph=true), weights it with a second fixed random tensor, and checks the
+//             gradient of that against central differences of the first gradient.
 // Random rows (rand/randn) are compared bit for bit with the CPU in the same dtype instead.
 //
 // Adding an op = adding one row in one of the op_table_rows_*.cpp files, e.g.
@@ -91,6 +94,8 @@ struct OpRow {
   double fwd_tol = 1.0, grad_tol = 1.0;     // multiply the per-dtype tolerances
   double gc_atol = 1e-6, gc_rtol = 1e-5;    // finite-difference check tolerances
   bool gradcheck = true;                    // finite differences (off where the op rounds below f64)
+  bool double_backward = true;              // second derivatives (kernels/grad.h) checked too
+  std::string first_order_reason;           // why not, printed when the DoubleBackward case skips
   bool exact_ = false;                      // outputs equal the (dtype-rounded) reference exactly
   bool same_dtype_ref = false;              // reference: the CPU in the case's dtype, bit for bit (RNG)
   bool bitwise_devices = false;             // device outputs equal the CPU's in the same dtype bit for bit
@@ -103,6 +108,8 @@ struct OpRow {
   OpRow& gradcheck_tol(double atol, double rtol) { gc_atol = atol; gc_rtol = rtol; return *this; }
   OpRow& exact() { exact_ = true; return *this; }
   OpRow& no_gradcheck() { gradcheck = false; return *this; }
+  // The op's backward formula is not differentiable (yet): say why; the DoubleBackward case skips saying so.
+  OpRow& first_order_only(std::string why) { double_backward = false; first_order_reason = std::move(why); return *this; }
   // Random-number rows: not differentiable, compared bit for bit with the CPU in the same dtype.
   OpRow& random() { same_dtype_ref = true; exact_ = true; differentiable = false; bitwise_devices = true; return *this; }
   OpRow& bitwise_across_devices() { bitwise_devices = true; return *this; }
