@@ -1,5 +1,7 @@
-// CPU batch norm, f32 and f64: statistics accumulate in double, in two passes (no cancellation for large means).
-// x is (N, C, S) contiguous with S = H*W (1 for 2-D input).
+// CPU batch norm, f32 and f64. x is (N, C, S) contiguous with S = H*W (1 for 2-D input). Statistics in two
+// passes (no cancellation for large means): the sum, then the sum of squared deviations from the mean. Each
+// (n, c) plane of S contiguous values is summed in kLanes partial sums of x's dtype (vectorised), flushed into a
+// double every kBlock values, so that f32 sums of any length keep double-like accuracy.
 #include <algorithm>
 #include <cmath>
 
@@ -10,6 +12,41 @@
 namespace volt::cpu {
 
 namespace {
+
+constexpr int64_t kLanes = 16, kBlock = 512;  // kBlock: a multiple of kLanes
+
+// Returns {sum f(i), sum h(i)} over i in [0, n), the terms computed in T.
+template <class T, class F, class H>
+inline void sum2(int64_t n, F f, H h, double& s1, double& s2) {
+  int64_t i = 0;
+  while (n - i >= kLanes) {
+    const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / kLanes * kLanes);
+    T a[kLanes] = {}, b[kLanes] = {};
+    for (; i < end; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) {
+        a[j] += f(i + j);
+        b[j] += h(i + j);
+      }
+    double ta = 0, tb = 0;
+    for (int64_t j = 0; j < kLanes; ++j) {
+      ta += a[j];
+      tb += b[j];
+    }
+    s1 += ta;
+    s2 += tb;
+  }
+  for (; i < n; ++i) {
+    s1 += f(i);
+    s2 += h(i);
+  }
+}
+
+template <class T, class F>
+inline double sum1(int64_t n, F f) {
+  double s = 0, unused = 0;
+  sum2<T>(n, f, [](int64_t) { return T(0); }, s, unused);
+  return s;
+}
 
 void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                               const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -24,29 +61,36 @@ void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const 
     const T* b = static_cast<const T*>(bias.data_ptr());
     T* sm = static_cast<T*>(save_mean.data_ptr());
     T* si = static_cast<T*>(save_invstd.data_ptr());
+    T* rm = running_mean.defined() ? static_cast<T*>(running_mean.data_ptr()) : nullptr;
+    T* rv = running_var.defined() ? static_cast<T*>(running_var.data_ptr()) : nullptr;
     for (int64_t c = 0; c < C; ++c) {
       double s = 0;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < S; ++i) s += xp[(n * C + c) * S + i];
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = xp + (n * C + c) * S;
+        s += sum1<T>(S, [xr](int64_t i) { return xr[i]; });
+      }
       const double mean = s / count;
       double ss = 0;  // two passes: no cancellation for large means
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < S; ++i) {
-          const double d = xp[(n * C + c) * S + i] - mean;
-          ss += d * d;
-        }
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = xp + (n * C + c) * S;
+        const T m = static_cast<T>(mean);
+        ss += sum1<T>(S, [xr, m](int64_t i) {
+          const T d = xr[i] - m;
+          return d * d;
+        });
+      }
       const double var = ss / count, invstd = 1.0 / std::sqrt(var + eps);
       sm[c] = static_cast<T>(mean);
       si[c] = static_cast<T>(invstd);
-      const double scale = w[c] * invstd, shift = b[c] - mean * scale;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < S; ++i) op[(n * C + c) * S + i] = static_cast<T>(xp[(n * C + c) * S + i] * scale + shift);
-      if (running_mean.defined()) {
-        T* rm = static_cast<T*>(running_mean.data_ptr());
-        rm[c] = static_cast<T>((1 - momentum) * rm[c] + momentum * mean);
+      // out = (x - mean) * (w * invstd) + b
+      const T m = static_cast<T>(mean), scale = static_cast<T>(w[c] * invstd), shift = b[c];
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = xp + (n * C + c) * S;
+        T* orow = op + (n * C + c) * S;
+        for (int64_t i = 0; i < S; ++i) orow[i] = (xr[i] - m) * scale + shift;
       }
-      if (running_var.defined()) {
-        T* rv = static_cast<T*>(running_var.data_ptr());
+      if (rm) rm[c] = static_cast<T>((1 - momentum) * rm[c] + momentum * mean);
+      if (rv) {
         const double unbiased = count > 1 ? ss / (count - 1) : var;
         rv[c] = static_cast<T>((1 - momentum) * rv[c] + momentum * unbiased);
       }
@@ -64,9 +108,12 @@ void batch_norm_forward_eval(const Tensor& out, const Tensor& x, const Tensor& w
     const T *w = static_cast<const T*>(weight.data_ptr()), *b = static_cast<const T*>(bias.data_ptr());
     const T *rm = static_cast<const T*>(running_mean.data_ptr()), *rv = static_cast<const T*>(running_var.data_ptr());
     for (int64_t c = 0; c < C; ++c) {
-      const double scale = w[c] / std::sqrt(static_cast<double>(rv[c]) + eps), shift = b[c] - rm[c] * scale;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < S; ++i) op[(n * C + c) * S + i] = static_cast<T>(xp[(n * C + c) * S + i] * scale + shift);
+      const T scale = static_cast<T>(w[c] / std::sqrt(static_cast<double>(rv[c]) + eps)), m = rm[c], shift = b[c];
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = xp + (n * C + c) * S;
+        T* orow = op + (n * C + c) * S;
+        for (int64_t i = 0; i < S; ++i) orow[i] = (xr[i] - m) * scale + shift;
+      }
     }
   });
 }
@@ -83,25 +130,29 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_weight, const 
     const T* w = static_cast<const T*>(weight.data_ptr());
     const T *sm = static_cast<const T*>(save_mean.data_ptr()), *si = static_cast<const T*>(save_invstd.data_ptr());
     for (int64_t c = 0; c < C; ++c) {
-      const double mean = sm[c], invstd = si[c];
-      double sg = 0, sgx = 0;  // sum(g), sum(g * xhat)
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < S; ++i) {
-          const int64_t j = (n * C + c) * S + i;
-          sg += gp[j];
-          sgx += gp[j] * (xp[j] - mean) * invstd;
-        }
+      const double invstd = si[c];
+      const T m = sm[c];
+      double sg = 0, sgd = 0;  // sum(g), sum(g * (x - mean))
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = xp + (n * C + c) * S;
+        const T* gr = gp + (n * C + c) * S;
+        sum2<T>(S, [gr](int64_t i) { return gr[i]; }, [gr, xr, m](int64_t i) { return gr[i] * (xr[i] - m); }, sg,
+                sgd);
+      }
+      const double sgx = sgd * invstd;  // sum(g * xhat)
       if (grad_weight.defined()) static_cast<T*>(grad_weight.data_ptr())[c] = static_cast<T>(sgx);
       if (grad_bias.defined()) static_cast<T*>(grad_bias.data_ptr())[c] = static_cast<T>(sg);
       if (!grad_x.defined()) continue;
-      // dx = w * invstd * (g - mean(g) - xhat * mean(g * xhat))
+      // dx = w * invstd * (g - mean(g) - xhat * mean(g * xhat)) = k * g + (x - mean) * kx + k0
       T* gx = static_cast<T*>(grad_x.data_ptr());
       const double k = w[c] * invstd, mg = sg / count, mgx = sgx / count;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < S; ++i) {
-          const int64_t j = (n * C + c) * S + i;
-          gx[j] = static_cast<T>(k * (gp[j] - mg - (xp[j] - mean) * invstd * mgx));
-        }
+      const T tk = static_cast<T>(k), tkx = static_cast<T>(-k * invstd * mgx), tk0 = static_cast<T>(-k * mg);
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = xp + (n * C + c) * S;
+        const T* gr = gp + (n * C + c) * S;
+        T* gxr = gx + (n * C + c) * S;
+        for (int64_t i = 0; i < S; ++i) gxr[i] = tk * gr[i] + (xr[i] - m) * tkx + tk0;
+      }
     }
   });
 }

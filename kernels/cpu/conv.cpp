@@ -1,6 +1,15 @@
 // CPU convolution (im2col + GEMM), f32 and f64. All tensors arrive contiguous (kernels/ops/conv_ops.cpp makes
 // them so).
-#include <vector>
+//
+// The batch is processed in chunks of `nb` samples whose patch matrices sit side by side in one column buffer
+// col (C*KH*KW, nb*L), L = OH*OW: one GEMM per chunk for each of the three products, wide enough for the BLAS
+// kernels to run near their peak even where a deep layer's L is 16 or 64 (a GEMM per sample would be 16 columns
+// wide). Chunks hold about kChunkColumns columns (a 32x32 layer: one sample per chunk). A 1x1 convolution with
+// stride 1 and no padding reads its input directly (the patch matrix is the image). im2col/col2im copy whole
+// runs of valid taps (memcpy for stride 1) instead of testing every tap.
+#include <algorithm>
+#include <cstring>
+#include <memory>
 
 #include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/registry.h>
@@ -11,10 +20,15 @@ namespace volt::cpu {
 
 namespace {
 
+// Columns (samples x output positions) per GEMM: above ~512 the BLAS kernels are at their peak; the buffers of a
+// chunk stay within a few MB.
+constexpr int64_t kChunkColumns = 1024;
+
 struct ConvGeom {
   int64_t n, c, h, w, oc, kh, kw, oh, ow;
   int64_t ckk() const { return c * kh * kw; }
   int64_t l() const { return oh * ow; }
+  int64_t hw() const { return h * w; }
 };
 
 ConvGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& out) {
@@ -22,81 +36,181 @@ ConvGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& out) {
           out.size(3)};
 }
 
-// col (C*KH*KW, OH*OW) from one image (C, H, W); out-of-bounds taps read zero.
+// A 1x1 convolution with stride 1 and no padding: the patch matrix of an image (C, H, W) is the image (C, H*W).
+bool is_pointwise(const ConvGeom& g, const Conv2dParams& p) {
+  return g.kh == 1 && g.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
+}
+
+// The output columns [lo, hi) whose input column ow * stride - pad + kj * dil lies in [0, W).
+struct Span {
+  int64_t lo, hi, off;  // off: the input column of output column 0 (may be negative)
+};
+Span valid_span(int64_t kj, int64_t stride, int64_t pad, int64_t dil, int64_t in, int64_t out) {
+  const int64_t off = kj * dil - pad;
+  // ow * stride + off >= 0  <=>  ow >= ceil(-off / stride)
+  int64_t lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  // ow * stride + off <= in - 1  <=>  ow <= floor((in - 1 - off) / stride)
+  int64_t hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+  return {lo, hi, off};
+}
+
+// col rows (C*KH*KW) of row stride ld, columns [0, L) from one image (C, H, W); out-of-bounds taps read zero.
 template <class T>
-void im2col(const T* img, T* col, const ConvGeom& g, const Conv2dParams& p) {
-  for (int64_t c = 0; c < g.c; ++c)
-    for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        T* row = col + ((c * g.kh + ki) * g.kw + kj) * g.l();
+void im2col(const T* img, T* col, int64_t ld, const ConvGeom& g, const Conv2dParams& p) {
+  for (int64_t kj = 0; kj < g.kw; ++kj) {
+    const Span s = valid_span(kj, p.stride_w, p.pad_w, p.dil_w, g.w, g.ow);
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         for (int64_t oh = 0; oh < g.oh; ++oh) {
           const int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
           T* dst = row + oh * g.ow;
           if (ih < 0 || ih >= g.h) {
-            for (int64_t ow = 0; ow < g.ow; ++ow) dst[ow] = T(0);
+            std::fill(dst, dst + g.ow, T(0));
             continue;
           }
-          const T* src = img + (c * g.h + ih) * g.w;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t iw = ow * p.stride_w - p.pad_w + kj * p.dil_w;
-            dst[ow] = (iw >= 0 && iw < g.w) ? src[iw] : T(0);
+          const T* src = img + (c * g.h + ih) * g.w + s.off;
+          std::fill(dst, dst + s.lo, T(0));
+          if (p.stride_w == 1) {
+            std::memcpy(dst + s.lo, src + s.lo, static_cast<size_t>(s.hi - s.lo) * sizeof(T));
+          } else {
+            for (int64_t ow = s.lo; ow < s.hi; ++ow) dst[ow] = src[ow * p.stride_w];
           }
+          std::fill(dst + s.hi, dst + g.ow, T(0));
         }
       }
+  }
 }
 
-// The adjoint of im2col: img (C, H, W) += scatter of col.
+// The adjoint of im2col: img (C, H, W) += scatter of col (rows of stride ld).
 template <class T>
-void col2im(const T* col, T* img, const ConvGeom& g, const Conv2dParams& p) {
-  for (int64_t c = 0; c < g.c; ++c)
-    for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        const T* row = col + ((c * g.kh + ki) * g.kw + kj) * g.l();
+void col2im(const T* col, int64_t ld, T* img, const ConvGeom& g, const Conv2dParams& p) {
+  for (int64_t kj = 0; kj < g.kw; ++kj) {
+    const Span s = valid_span(kj, p.stride_w, p.pad_w, p.dil_w, g.w, g.ow);
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        const T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         for (int64_t oh = 0; oh < g.oh; ++oh) {
           const int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
           if (ih < 0 || ih >= g.h) continue;
-          T* dst = img + (c * g.h + ih) * g.w;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t iw = ow * p.stride_w - p.pad_w + kj * p.dil_w;
-            if (iw >= 0 && iw < g.w) dst[iw] += row[oh * g.ow + ow];
+          T* dst = img + (c * g.h + ih) * g.w + s.off;
+          const T* src = row + oh * g.ow;
+          if (p.stride_w == 1) {
+            for (int64_t ow = s.lo; ow < s.hi; ++ow) dst[ow] += src[ow];
+          } else {
+            for (int64_t ow = s.lo; ow < s.hi; ++ow) dst[ow * p.stride_w] += src[ow];
           }
         }
       }
+  }
 }
 
-GemmDesc row_major(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double beta) {
+GemmDesc row_major(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double beta, int64_t lda, int64_t ldb,
+                   int64_t ldc) {
   GemmDesc d;
   d.m = m;
   d.n = n;
   d.k = k;
   d.trans_a = ta;
   d.trans_b = tb;
-  d.lda = ta ? m : k;
-  d.ldb = tb ? k : n;
-  d.ldc = n;
+  d.lda = lda;
+  d.ldb = ldb;
+  d.ldc = ldc;
   d.beta = beta;
   return d;
 }
 
+// A per-thread buffer of n elements, neither zero-filled nor (up to kKeepBytes) freed between calls: a buffer
+// allocated in each call would fault in and zero its pages every time, megabytes per layer. Larger ones (big
+// images) are freed when the Scratch goes, as the caller's memory should not stay held.
+constexpr int64_t kKeepBytes = int64_t{32} << 20;
+template <class T, int Slot>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) {
+    thread_local std::unique_ptr<T[]> kept;
+    thread_local int64_t kept_size = 0;
+    if (n * static_cast<int64_t>(sizeof(T)) > kKeepBytes) {
+      own_.reset(new T[static_cast<size_t>(n)]);  // default-initialised: no zero fill
+      ptr_ = own_.get();
+      return;
+    }
+    if (n > kept_size) {
+      kept.reset(new T[static_cast<size_t>(n)]);
+      kept_size = n;
+    }
+    ptr_ = kept.get();
+  }
+  T* get() const { return ptr_; }
+
+ private:
+  std::unique_ptr<T[]> own_;
+  T* ptr_ = nullptr;
+};
+
+int64_t chunk_samples(const ConvGeom& g) {
+  return std::clamp<int64_t>((kChunkColumns + g.l() - 1) / std::max<int64_t>(g.l(), 1), 1, std::max<int64_t>(g.n, 1));
+}
+
+// The patch matrix of samples [n0, n0 + nb) as (CKK, nb*L) with row stride ld = nb*L: a pointer into x when one
+// pointwise sample needs no copy, else filled into buf (CKK * nb * L elements).
+template <class T>
+const T* patches(const T* xp, int64_t n0, int64_t nb, const ConvGeom& g, const Conv2dParams& p, T* buf) {
+  const int64_t ld = nb * g.l();
+  if (is_pointwise(g, p) && nb == 1) return xp + n0 * g.c * g.hw();
+  for (int64_t j = 0; j < nb; ++j) {
+    const T* img = xp + (n0 + j) * g.c * g.hw();
+    if (is_pointwise(g, p)) {
+      for (int64_t c = 0; c < g.c; ++c)
+        std::memcpy(buf + c * ld + j * g.l(), img + c * g.hw(), static_cast<size_t>(g.l()) * sizeof(T));
+    } else {
+      im2col(img, buf + j * g.l(), ld, g, p);
+    }
+  }
+  return buf;
+}
 
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
   const ConvGeom g = conv_geom(x, weight, out);
+  if (g.n == 0 || g.oc == 0 || g.l() == 0) return;
   dispatch_f32_f64(x.dtype(), "conv2d", [&](auto tag) {
     using T = decltype(tag);
-    std::vector<T> col(static_cast<size_t>(g.ckk() * g.l()));
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* wp = static_cast<const T*>(weight.data_ptr());
     T* op = static_cast<T*>(out.data_ptr());
     const T* bp = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
-    for (int64_t n = 0; n < g.n; ++n) {
-      T* o = op + n * g.oc * g.l();
-      if (bp)
-        for (int64_t oc = 0; oc < g.oc; ++oc)
-          for (int64_t i = 0; i < g.l(); ++i) o[oc * g.l() + i] = bp[oc];
-      im2col(xp + n * g.c * g.h * g.w, col.data(), g, p);
-      // out[n] (OC, L) = W (OC, CKK) @ col (CKK, L)
-      gemm_ptr(row_major(g.oc, g.l(), g.ckk(), false, false, bp ? 1.0 : 0.0), x.dtype(), wp, col.data(), o);
+    const int64_t L = g.l(), nb_max = chunk_samples(g);
+    const bool direct = is_pointwise(g, p) && nb_max == 1;  // patches() reads x itself
+    Scratch<T, 0> col(direct ? 0 : g.ckk() * nb_max * L);
+    Scratch<T, 1> tmp_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
+      const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
+      const T* cp = patches(xp, n0, nb, g, p, col.get());
+      T* o = op + n0 * g.oc * L;
+      if (nb == 1) {
+        // out[n] (OC, L) = W (OC, CKK) @ col (CKK, L) (+ bias, written first)
+        if (bp)
+          for (int64_t oc = 0; oc < g.oc; ++oc) std::fill(o + oc * L, o + (oc + 1) * L, bp[oc]);
+        gemm_ptr(row_major(g.oc, L, g.ckk(), false, false, bp ? 1.0 : 0.0, g.ckk(), ld, L), x.dtype(), wp, cp, o);
+        continue;
+      }
+      // tmp (OC, nb*L) = W @ col, then out[n0 + j] (OC, L) = tmp[:, j*L : (j+1)*L] + bias
+      T* tmp = tmp_buf.get();
+      gemm_ptr(row_major(g.oc, ld, g.ckk(), false, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, cp, tmp);
+      for (int64_t j = 0; j < nb; ++j)
+        for (int64_t oc = 0; oc < g.oc; ++oc) {
+          const T* src = tmp + oc * ld + j * L;
+          T* dst = o + (j * g.oc + oc) * L;
+          if (bp) {
+            const T b = bp[oc];
+            for (int64_t i = 0; i < L; ++i) dst[i] = src[i] + b;
+          } else {
+            std::memcpy(dst, src, static_cast<size_t>(L) * sizeof(T));
+          }
+        }
     }
   });
 }
@@ -106,27 +220,58 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
   const ConvGeom g = conv_geom(x, weight, grad_out);
   dispatch_f32_f64(x.dtype(), "conv2d backward", [&](auto tag) {
     using T = decltype(tag);
-    std::vector<T> col(static_cast<size_t>(g.ckk() * g.l()));
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* wp = static_cast<const T*>(weight.data_ptr());
     const T* gp = static_cast<const T*>(grad_out.data_ptr());
     T* gx = grad_x.defined() ? static_cast<T*>(grad_x.data_ptr()) : nullptr;
     T* gw = grad_weight.defined() ? static_cast<T*>(grad_weight.data_ptr()) : nullptr;
-    if (gx)
-      for (int64_t i = 0; i < grad_x.numel(); ++i) gx[i] = T(0);
-    if (gw && g.n == 0)
-      for (int64_t i = 0; i < grad_weight.numel(); ++i) gw[i] = T(0);
-    for (int64_t n = 0; n < g.n; ++n) {
-      const T* go = gp + n * g.oc * g.l();
+    const int64_t L = g.l();
+    if (g.n == 0 || g.oc == 0 || L == 0) {  // empty sums
+      if (gx) std::fill(gx, gx + grad_x.numel(), T(0));
+      if (gw) std::fill(gw, gw + grad_weight.numel(), T(0));
+      return;
+    }
+    const bool pointwise = is_pointwise(g, p);
+    const int64_t nb_max = chunk_samples(g);
+    Scratch<T, 0> col(gw && !(pointwise && nb_max == 1) ? g.ckk() * nb_max * L : 0);
+    Scratch<T, 1> got_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
+    Scratch<T, 2> gcol_buf(gx ? g.ckk() * nb_max * L : 0);
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
+      const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
+      // The chunk's output gradient as (OC, nb*L): grad_out[n0] itself for one sample, else gathered.
+      const T* go = gp + n0 * g.oc * L;
+      if (nb > 1) {
+        T* got = got_buf.get();
+        for (int64_t j = 0; j < nb; ++j)
+          for (int64_t oc = 0; oc < g.oc; ++oc)
+            std::memcpy(got + oc * ld + j * L, go + (j * g.oc + oc) * L, static_cast<size_t>(L) * sizeof(T));
+        go = got;
+      }
       if (gw) {
-        im2col(xp + n * g.c * g.h * g.w, col.data(), g, p);
-        // gW (OC, CKK) += gout[n] (OC, L) @ col^T (L, CKK)
-        gemm_ptr(row_major(g.oc, g.ckk(), g.l(), false, true, n > 0 ? 1.0 : 0.0), x.dtype(), go, col.data(), gw);
+        // gW (OC, CKK) (+)= gout (OC, nb*L) @ col^T (nb*L, CKK)
+        const T* cp = patches(xp, n0, nb, g, p, col.get());
+        gemm_ptr(row_major(g.oc, g.ckk(), ld, false, true, n0 > 0 ? 1.0 : 0.0, ld, ld, g.ckk()), x.dtype(), go, cp,
+                 gw);
       }
       if (gx) {
-        // gcol (CKK, L) = W^T (CKK, OC) @ gout[n] (OC, L), scattered back onto the image
-        gemm_ptr(row_major(g.ckk(), g.l(), g.oc, true, false, 0.0), x.dtype(), wp, go, col.data());
-        col2im(col.data(), gx + n * g.c * g.h * g.w, g, p);
+        T* gxn = gx + n0 * g.c * g.hw();
+        // gcol (CKK, nb*L) = W^T (CKK, OC) @ gout (OC, nb*L), scattered back onto the images
+        if (pointwise && nb == 1) {
+          gemm_ptr(row_major(g.ckk(), ld, g.oc, true, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, go, gxn);
+          continue;
+        }
+        T* gcol = gcol_buf.get();
+        gemm_ptr(row_major(g.ckk(), ld, g.oc, true, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, go, gcol);
+        for (int64_t j = 0; j < nb; ++j) {
+          T* img = gxn + j * g.c * g.hw();
+          if (pointwise) {
+            for (int64_t c = 0; c < g.c; ++c)
+              std::memcpy(img + c * g.hw(), gcol + c * ld + j * L, static_cast<size_t>(L) * sizeof(T));
+          } else {
+            std::fill(img, img + g.c * g.hw(), T(0));
+            col2im(gcol + j * L, ld, img, g, p);
+          }
+        }
       }
     }
   });
