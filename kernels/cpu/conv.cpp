@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/registry.h>
@@ -84,6 +85,55 @@ void im2col(const T* img, T* col, int64_t ld, const ConvGeom& g, const Conv2dPar
   }
 }
 
+// Small outputs (OW < kRowCopyMin) copy rows of a few values, where the calls per row cost more than the copy:
+// there im2col/col2im go through a table of each tap's input offset within a channel plane (-1: padding),
+// (KH*KW, L), built once per call.
+constexpr int64_t kRowCopyMin = 16;
+
+std::vector<int32_t> tap_table(const ConvGeom& g, const Conv2dParams& p) {
+  std::vector<int32_t> tab(static_cast<size_t>(g.kh * g.kw * g.l()));
+  int32_t* t = tab.data();
+  for (int64_t ki = 0; ki < g.kh; ++ki)
+    for (int64_t kj = 0; kj < g.kw; ++kj)
+      for (int64_t oh = 0; oh < g.oh; ++oh)
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h, iw = ow * p.stride_w - p.pad_w + kj * p.dil_w;
+          *t++ = (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) ? static_cast<int32_t>(ih * g.w + iw) : -1;
+        }
+  return tab;
+}
+
+template <class T>
+void im2col_table(const T* img, T* col, int64_t ld, const ConvGeom& g, const int32_t* tab) {
+  const int64_t taps = g.kh * g.kw, L = g.l(), hw = g.hw();
+  for (int64_t c = 0; c < g.c; ++c) {
+    const T* src = img + c * hw;
+    for (int64_t t = 0; t < taps; ++t) {
+      const int32_t* tt = tab + t * L;
+      T* dst = col + (c * taps + t) * ld;
+      for (int64_t l = 0; l < L; ++l) {
+        const int32_t o = tt[l];
+        const T v = src[o < 0 ? 0 : o];
+        dst[l] = o < 0 ? T(0) : v;
+      }
+    }
+  }
+}
+
+template <class T>
+void col2im_table(const T* col, int64_t ld, T* img, const ConvGeom& g, const int32_t* tab) {
+  const int64_t taps = g.kh * g.kw, L = g.l(), hw = g.hw();
+  for (int64_t c = 0; c < g.c; ++c) {
+    T* dst = img + c * hw;
+    for (int64_t t = 0; t < taps; ++t) {
+      const int32_t* tt = tab + t * L;
+      const T* src = col + (c * taps + t) * ld;
+      for (int64_t l = 0; l < L; ++l)
+        if (tt[l] >= 0) dst[tt[l]] += src[l];
+    }
+  }
+}
+
 // The adjoint of im2col: img (C, H, W) += scatter of col (rows of stride ld).
 template <class T>
 void col2im(const T* col, int64_t ld, T* img, const ConvGeom& g, const Conv2dParams& p) {
@@ -155,9 +205,10 @@ int64_t chunk_samples(const ConvGeom& g) {
 }
 
 // The patch matrix of samples [n0, n0 + nb) as (CKK, nb*L) with row stride ld = nb*L: a pointer into x when one
-// pointwise sample needs no copy, else filled into buf (CKK * nb * L elements).
+// pointwise sample needs no copy, else filled into buf (CKK * nb * L elements). tab: tap_table's, or null.
 template <class T>
-const T* patches(const T* xp, int64_t n0, int64_t nb, const ConvGeom& g, const Conv2dParams& p, T* buf) {
+const T* patches(const T* xp, int64_t n0, int64_t nb, const ConvGeom& g, const Conv2dParams& p, T* buf,
+                 const int32_t* tab) {
   const int64_t ld = nb * g.l();
   if (is_pointwise(g, p) && nb == 1) return xp + n0 * g.c * g.hw();
   for (int64_t j = 0; j < nb; ++j) {
@@ -166,7 +217,8 @@ const T* patches(const T* xp, int64_t n0, int64_t nb, const ConvGeom& g, const C
       for (int64_t c = 0; c < g.c; ++c)
         std::memcpy(buf + c * ld + j * g.l(), img + c * g.hw(), static_cast<size_t>(g.l()) * sizeof(T));
     } else {
-      im2col(img, buf + j * g.l(), ld, g, p);
+      if (tab) im2col_table(img, buf + j * g.l(), ld, g, tab);
+      else im2col(img, buf + j * g.l(), ld, g, p);
     }
   }
   return buf;
@@ -186,9 +238,11 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
     const bool direct = is_pointwise(g, p) && nb_max == 1;  // patches() reads x itself
     Scratch<T, 0> col(direct ? 0 : g.ckk() * nb_max * L);
     Scratch<T, 1> tmp_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
+    const std::vector<int32_t> tab = !is_pointwise(g, p) && g.ow < kRowCopyMin ? tap_table(g, p) : std::vector<int32_t>();
+    const int32_t* tab_ptr = tab.empty() ? nullptr : tab.data();
     for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
       const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
-      const T* cp = patches(xp, n0, nb, g, p, col.get());
+      const T* cp = patches(xp, n0, nb, g, p, col.get(), tab_ptr);
       T* o = op + n0 * g.oc * L;
       if (nb == 1) {
         // out[n] (OC, L) = W (OC, CKK) @ col (CKK, L) (+ bias, written first)
@@ -236,6 +290,8 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
     Scratch<T, 0> col(gw && !(pointwise && nb_max == 1) ? g.ckk() * nb_max * L : 0);
     Scratch<T, 1> got_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
     Scratch<T, 2> gcol_buf(gx ? g.ckk() * nb_max * L : 0);
+    const std::vector<int32_t> tab = !pointwise && g.ow < kRowCopyMin ? tap_table(g, p) : std::vector<int32_t>();
+    const int32_t* tab_ptr = tab.empty() ? nullptr : tab.data();
     for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
       const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
       // The chunk's output gradient as (OC, nb*L): grad_out[n0] itself for one sample, else gathered.
@@ -249,7 +305,7 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
       }
       if (gw) {
         // gW (OC, CKK) (+)= gout (OC, nb*L) @ col^T (nb*L, CKK)
-        const T* cp = patches(xp, n0, nb, g, p, col.get());
+        const T* cp = patches(xp, n0, nb, g, p, col.get(), tab_ptr);
         gemm_ptr(row_major(g.oc, g.ckk(), ld, false, true, n0 > 0 ? 1.0 : 0.0, ld, ld, g.ckk()), x.dtype(), go, cp,
                  gw);
       }
@@ -269,7 +325,8 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
               std::memcpy(img + c * g.hw(), gcol + c * ld + j * L, static_cast<size_t>(L) * sizeof(T));
           } else {
             std::fill(img, img + g.c * g.hw(), T(0));
-            col2im(gcol + j * L, ld, img, g, p);
+            if (tab_ptr) col2im_table(gcol + j * L, ld, img, g, tab_ptr);
+            else col2im(gcol + j * L, ld, img, g, p);
           }
         }
       }
