@@ -12,6 +12,8 @@
 #   THREADS       intra-op threads for both (default 1)
 #   MODELS        space-separated "model:width" list (default "resnet8:16 resnet18:16")
 #   BATCH (32), OPTIMIZER (sgd), STEPS (10), REPEATS (5), ROUNDS (3)
+#   BASELINE_BENCH  optional: a bench_conv_cpu built from another commit (e.g. before a kernel change), run in
+#                   each round too ("impl":"volt-baseline") and reported as a ratio to torch beside Volt's
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
@@ -49,6 +51,11 @@ for r in $(seq 1 "$rounds"); do
     m="${mw%%:*}" w="${mw##*:}"
     line=$(OPENBLAS_NUM_THREADS="$threads" "$bench" --model "$m" --width "$w" "${common[@]}" 2>/dev/null)
     echo "$line"; echo "$r $line" >> "$results"
+    if [ -n "${BASELINE_BENCH:-}" ]; then
+      line=$(OPENBLAS_NUM_THREADS="$threads" "$BASELINE_BENCH" --model "$m" --width "$w" "${common[@]}" 2>/dev/null |
+             sed 's/"impl":"volt"/"impl":"volt-baseline"/')
+      echo "$line"; echo "$r $line" >> "$results"
+    fi
     line=$(OMP_NUM_THREADS="$threads" "$py" "$anchor" --model "$m" --width "$w" "${common[@]}")
     echo "$line"; echo "$r $line" >> "$results"
   done
@@ -61,9 +68,10 @@ for raw in open(sys.argv[1]):
     rnd, line = raw.split(" ", 1)
     j = json.loads(line)
     key = (j["model"], j["width"])
-    rows.setdefault(key, {}).setdefault(int(rnd), {})["volt" if j["impl"] == "volt" else "torch"] = j
+    impl = j["impl"] if j["impl"].startswith("volt") else "torch"
+    rows.setdefault(key, {}).setdefault(int(rnd), {})[impl] = j
 for (model, width), by_round in rows.items():
-    ratios = []
+    ratios, base_ratios = [], []
     for rnd in sorted(by_round):
         v, t = by_round[rnd]["volt"], by_round[rnd]["torch"]
         ratio = v["ms_per_step_median"] / t["ms_per_step_median"]
@@ -72,6 +80,14 @@ for (model, width), by_round in rows.items():
               f"(fwd {v['fwd_ms']:.2f} bwd {v['bwd_ms']:.2f} opt {v['opt_ms']:.2f}), torch "
               f"{t['ms_per_step_median']:.2f} ms (fwd {t['fwd_ms']:.2f} bwd {t['bwd_ms']:.2f} opt {t['opt_ms']:.2f}),"
               f" volt/torch {ratio:.2f}")
+        if "volt-baseline" in by_round[rnd]:
+            b = by_round[rnd]["volt-baseline"]
+            base_ratios.append(b["ms_per_step_median"] / t["ms_per_step_median"])
+            print(f"# {model} w{width} round {rnd}: baseline volt {b['ms_per_step_median']:.2f} ms "
+                  f"(fwd {b['fwd_ms']:.2f} bwd {b['bwd_ms']:.2f}), baseline/torch {base_ratios[-1]:.2f}")
     print(f"RESULT {model} width {width}: volt/torch step time ratio, median of {len(ratios)} rounds: "
           f"{statistics.median(ratios):.2f} (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")
+    if base_ratios:
+        print(f"RESULT {model} width {width}: baseline/torch step time ratio, median of {len(base_ratios)} rounds: "
+              f"{statistics.median(base_ratios):.2f} (rounds: {', '.join(f'{x:.2f}' for x in base_ratios)})")
 EOF

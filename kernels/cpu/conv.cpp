@@ -10,7 +10,11 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/registry.h>
@@ -103,21 +107,33 @@ std::vector<int32_t> tap_table(const ConvGeom& g, const Conv2dParams& p) {
   return tab;
 }
 
+// dst[l] = src[tab[l]] where tab[l] >= 0, else 0, for l in [0, n).
+template <class T>
+inline void gather_taps(const T* __restrict src, const int32_t* __restrict tab, T* __restrict dst, int64_t n) {
+  int64_t l = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256i zero = _mm256_setzero_si256();
+    for (; l + 8 <= n; l += 8) {
+      const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab + l));
+      const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)));
+      const __m256i safe = _mm256_max_epi32(idx, zero);
+      _mm256_storeu_ps(dst + l, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, safe, valid, 4));
+    }
+  }
+#endif
+  for (; l < n; ++l) {
+    const int32_t o = tab[l];
+    const T v = src[o < 0 ? 0 : o];
+    dst[l] = o < 0 ? T(0) : v;
+  }
+}
+
 template <class T>
 void im2col_table(const T* img, T* col, int64_t ld, const ConvGeom& g, const int32_t* tab) {
   const int64_t taps = g.kh * g.kw, L = g.l(), hw = g.hw();
-  for (int64_t c = 0; c < g.c; ++c) {
-    const T* src = img + c * hw;
-    for (int64_t t = 0; t < taps; ++t) {
-      const int32_t* tt = tab + t * L;
-      T* dst = col + (c * taps + t) * ld;
-      for (int64_t l = 0; l < L; ++l) {
-        const int32_t o = tt[l];
-        const T v = src[o < 0 ? 0 : o];
-        dst[l] = o < 0 ? T(0) : v;
-      }
-    }
-  }
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t t = 0; t < taps; ++t) gather_taps(img + c * hw, tab + t * L, col + (c * taps + t) * ld, L);
 }
 
 template <class T>
