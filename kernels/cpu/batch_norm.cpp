@@ -4,6 +4,10 @@
 // double every kBlock values, so that f32 sums of any length keep double-like accuracy.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include <volt/kernels/backend/batch_norm.h>
 #include <volt/kernels/backend/registry.h>
@@ -15,9 +19,9 @@ namespace {
 
 constexpr int64_t kLanes = 16, kBlock = 512;  // kBlock: a multiple of kLanes
 
-// Returns {sum f(i), sum h(i)} over i in [0, n), the terms computed in T.
+// Adds sum f(i) to s1 and sum h(i) to s2 over i in [0, n), the terms computed in T: the portable loop.
 template <class T, class F, class H>
-inline void sum2(int64_t n, F f, H h, double& s1, double& s2) {
+inline void sum2_loop(int64_t n, F f, H h, double& s1, double& s2) {
   int64_t i = 0;
   while (n - i >= kLanes) {
     const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / kLanes * kLanes);
@@ -41,11 +45,85 @@ inline void sum2(int64_t n, F f, H h, double& s1, double& s2) {
   }
 }
 
-template <class T, class F>
-inline double sum1(int64_t n, F f) {
-  double s = 0, unused = 0;
-  sum2<T>(n, f, [](int64_t) { return T(0); }, s, unused);
+#if defined(__AVX2__) && defined(__FMA__)
+inline double hsum(__m256 v) {
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  double s = 0;
+  for (float x : t) s += x;
   return s;
+}
+
+// The f32 sums with AVX2 over the first n / 16 * 16 values (returned; the caller sums the tail): two
+// accumulators per sum, flushed to double every kBlock values. op(x, g, a, b) adds 8 lanes' terms to a and b;
+// g may be null when unused (op then gets x for it).
+template <class Op>
+inline int64_t sum2_f32(const float* x, const float* g, int64_t n, Op op, double& s1, double& s2) {
+  int64_t i = 0;
+  while (n - i >= 16) {
+    const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / 16 * 16);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    for (; i < end; i += 16) {
+      const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+      const __m256 g0 = g ? _mm256_loadu_ps(g + i) : x0, g1 = g ? _mm256_loadu_ps(g + i + 8) : x1;
+      op(x0, g0, a0, b0);
+      op(x1, g1, a1, b1);
+    }
+    s1 += hsum(_mm256_add_ps(a0, a1));
+    s2 += hsum(_mm256_add_ps(b0, b1));
+  }
+  return i;
+}
+#endif
+
+// sum(x) over a run of n values.
+template <class T>
+inline double run_sum(const T* x, int64_t n) {
+  double s = 0, unused = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float>) {
+    x += sum2_f32(x, nullptr, n, [](__m256 v, __m256, __m256& a, __m256&) { a = _mm256_add_ps(a, v); }, s, unused);
+    n %= 16;
+  }
+#endif
+  sum2_loop<T>(n, [x](int64_t i) { return x[i]; }, [](int64_t) { return T(0); }, s, unused);
+  return s;
+}
+
+// sum((x - m)^2) over a run of n values.
+template <class T>
+inline double run_sum_sq_dev(const T* x, T m, int64_t n) {
+  double s = 0, unused = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256 mv = _mm256_set1_ps(m);
+    x += sum2_f32(x, nullptr, n, [mv](__m256 v, __m256, __m256& a, __m256&) {
+      const __m256 d = _mm256_sub_ps(v, mv);
+      a = _mm256_fmadd_ps(d, d, a);
+    }, s, unused);
+    n %= 16;
+  }
+#endif
+  sum2_loop<T>(n, [x, m](int64_t i) { const T d = x[i] - m; return d * d; }, [](int64_t) { return T(0); }, s, unused);
+  return s;
+}
+
+// sg += sum(g), sgd += sum(g * (x - m)) over a run of n values.
+template <class T>
+inline void run_sum_g_gd(const T* x, const T* g, T m, int64_t n, double& sg, double& sgd) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256 mv = _mm256_set1_ps(m);
+    const int64_t done = sum2_f32(x, g, n, [mv](__m256 v, __m256 gv, __m256& a, __m256& b) {
+      a = _mm256_add_ps(a, gv);
+      b = _mm256_fmadd_ps(gv, _mm256_sub_ps(v, mv), b);
+    }, sg, sgd);
+    x += done;
+    g += done;
+    n -= done;
+  }
+#endif
+  sum2_loop<T>(n, [g](int64_t i) { return g[i]; }, [g, x, m](int64_t i) { return g[i] * (x[i] - m); }, sg, sgd);
 }
 
 void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
@@ -67,17 +145,14 @@ void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const 
       double s = 0;
       for (int64_t n = 0; n < N; ++n) {
         const T* xr = xp + (n * C + c) * S;
-        s += sum1<T>(S, [xr](int64_t i) { return xr[i]; });
+        s += run_sum(xr, S);
       }
       const double mean = s / count;
       double ss = 0;  // two passes: no cancellation for large means
       for (int64_t n = 0; n < N; ++n) {
         const T* xr = xp + (n * C + c) * S;
         const T m = static_cast<T>(mean);
-        ss += sum1<T>(S, [xr, m](int64_t i) {
-          const T d = xr[i] - m;
-          return d * d;
-        });
+        ss += run_sum_sq_dev(xr, m, S);
       }
       const double var = ss / count, invstd = 1.0 / std::sqrt(var + eps);
       sm[c] = static_cast<T>(mean);
@@ -136,8 +211,7 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_weight, const 
       for (int64_t n = 0; n < N; ++n) {
         const T* xr = xp + (n * C + c) * S;
         const T* gr = gp + (n * C + c) * S;
-        sum2<T>(S, [gr](int64_t i) { return gr[i]; }, [gr, xr, m](int64_t i) { return gr[i] * (xr[i] - m); }, sg,
-                sgd);
+        run_sum_g_gd(xr, gr, m, S, sg, sgd);
       }
       const double sgx = sgd * invstd;  // sum(g * xhat)
       if (grad_weight.defined()) static_cast<T*>(grad_weight.data_ptr())[c] = static_cast<T>(sgx);
