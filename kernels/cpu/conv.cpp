@@ -240,49 +240,61 @@ const T* patches(const T* xp, int64_t n0, int64_t nb, const ConvGeom& g, const C
   return buf;
 }
 
+// out (N, OC, OH, OW) = conv(x, w) + bias (bp may be null).
+template <class T>
+void forward_impl(const T* xp, const T* wp, const T* bp, T* op, const ConvGeom& g, const Conv2dParams& p, DType dt) {
+  const int64_t L = g.l(), nb_max = chunk_samples(g);
+  const bool direct = is_pointwise(g, p) && nb_max == 1;  // patches() reads x itself
+  Scratch<T, 0> col(direct ? 0 : g.ckk() * nb_max * L);
+  Scratch<T, 1> tmp_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
+  const std::vector<int32_t> tab = !is_pointwise(g, p) && g.ow < kRowCopyMin ? tap_table(g, p) : std::vector<int32_t>();
+  const int32_t* tab_ptr = tab.empty() ? nullptr : tab.data();
+  for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
+    const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
+    const T* cp = patches(xp, n0, nb, g, p, col.get(), tab_ptr);
+    T* o = op + n0 * g.oc * L;
+    if (nb == 1) {
+      // out[n] (OC, L) = W (OC, CKK) @ col (CKK, L) (+ bias, written first)
+      if (bp)
+        for (int64_t oc = 0; oc < g.oc; ++oc) std::fill(o + oc * L, o + (oc + 1) * L, bp[oc]);
+      gemm_ptr(row_major(g.oc, L, g.ckk(), false, false, bp ? 1.0 : 0.0, g.ckk(), ld, L), dt, wp, cp, o);
+      continue;
+    }
+    // tmp (OC, nb*L) = W @ col, then out[n0 + j] (OC, L) = tmp[:, j*L : (j+1)*L] + bias
+    T* tmp = tmp_buf.get();
+    gemm_ptr(row_major(g.oc, ld, g.ckk(), false, false, 0.0, g.ckk(), ld, ld), dt, wp, cp, tmp);
+    for (int64_t j = 0; j < nb; ++j)
+      for (int64_t oc = 0; oc < g.oc; ++oc) {
+        const T* src = tmp + oc * ld + j * L;
+        T* dst = o + (j * g.oc + oc) * L;
+        if (bp) {
+          const T b = bp[oc];
+          for (int64_t i = 0; i < L; ++i) dst[i] = src[i] + b;
+        } else {
+          std::memcpy(dst, src, static_cast<size_t>(L) * sizeof(T));
+        }
+      }
+  }
+}
+
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
   const ConvGeom g = conv_geom(x, weight, out);
   if (g.n == 0 || g.oc == 0 || g.l() == 0) return;
   dispatch_f32_f64(x.dtype(), "conv2d", [&](auto tag) {
     using T = decltype(tag);
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    const T* wp = static_cast<const T*>(weight.data_ptr());
-    T* op = static_cast<T*>(out.data_ptr());
-    const T* bp = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
-    const int64_t L = g.l(), nb_max = chunk_samples(g);
-    const bool direct = is_pointwise(g, p) && nb_max == 1;  // patches() reads x itself
-    Scratch<T, 0> col(direct ? 0 : g.ckk() * nb_max * L);
-    Scratch<T, 1> tmp_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
-    const std::vector<int32_t> tab = !is_pointwise(g, p) && g.ow < kRowCopyMin ? tap_table(g, p) : std::vector<int32_t>();
-    const int32_t* tab_ptr = tab.empty() ? nullptr : tab.data();
-    for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
-      const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
-      const T* cp = patches(xp, n0, nb, g, p, col.get(), tab_ptr);
-      T* o = op + n0 * g.oc * L;
-      if (nb == 1) {
-        // out[n] (OC, L) = W (OC, CKK) @ col (CKK, L) (+ bias, written first)
-        if (bp)
-          for (int64_t oc = 0; oc < g.oc; ++oc) std::fill(o + oc * L, o + (oc + 1) * L, bp[oc]);
-        gemm_ptr(row_major(g.oc, L, g.ckk(), false, false, bp ? 1.0 : 0.0, g.ckk(), ld, L), x.dtype(), wp, cp, o);
-        continue;
-      }
-      // tmp (OC, nb*L) = W @ col, then out[n0 + j] (OC, L) = tmp[:, j*L : (j+1)*L] + bias
-      T* tmp = tmp_buf.get();
-      gemm_ptr(row_major(g.oc, ld, g.ckk(), false, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, cp, tmp);
-      for (int64_t j = 0; j < nb; ++j)
-        for (int64_t oc = 0; oc < g.oc; ++oc) {
-          const T* src = tmp + oc * ld + j * L;
-          T* dst = o + (j * g.oc + oc) * L;
-          if (bp) {
-            const T b = bp[oc];
-            for (int64_t i = 0; i < L; ++i) dst[i] = src[i] + b;
-          } else {
-            std::memcpy(dst, src, static_cast<size_t>(L) * sizeof(T));
-          }
-        }
-    }
+    forward_impl(static_cast<const T*>(x.data_ptr()), static_cast<const T*>(weight.data_ptr()),
+                 bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr, static_cast<T*>(out.data_ptr()), g,
+                 p, x.dtype());
   });
+}
+
+// A stride-1 convolution's data gradient is itself a convolution: of the output gradient (OC channels, OH x OW)
+// with the weights transposed to (C, OC) and flipped, dilated as the forward, padded by dil*(k-1) - pad. Run as
+// one (im2col + GEMM writing grad_x directly), it replaces the GEMM into a patch-sized buffer (K = OC), the
+// zero-fill and the scatter-add of col2im.
+bool data_grad_as_conv(const ConvGeom& g, const Conv2dParams& p) {
+  return p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= p.dil_h * (g.kh - 1) && p.pad_w <= p.dil_w * (g.kw - 1);
 }
 
 void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_out, const Tensor& x,
@@ -302,50 +314,66 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
       return;
     }
     const bool pointwise = is_pointwise(g, p);
-    const int64_t nb_max = chunk_samples(g);
-    Scratch<T, 0> col(gw && !(pointwise && nb_max == 1) ? g.ckk() * nb_max * L : 0);
-    Scratch<T, 1> got_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
-    Scratch<T, 2> gcol_buf(gx ? g.ckk() * nb_max * L : 0);
-    const std::vector<int32_t> tab = !pointwise && g.ow < kRowCopyMin ? tap_table(g, p) : std::vector<int32_t>();
-    const int32_t* tab_ptr = tab.empty() ? nullptr : tab.data();
-    for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
-      const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
-      // The chunk's output gradient as (OC, nb*L): grad_out[n0] itself for one sample, else gathered.
-      const T* go = gp + n0 * g.oc * L;
-      if (nb > 1) {
-        T* got = got_buf.get();
-        for (int64_t j = 0; j < nb; ++j)
-          for (int64_t oc = 0; oc < g.oc; ++oc)
-            std::memcpy(got + oc * ld + j * L, go + (j * g.oc + oc) * L, static_cast<size_t>(L) * sizeof(T));
-        go = got;
-      }
-      if (gw) {
-        // gW (OC, CKK) (+)= gout (OC, nb*L) @ col^T (nb*L, CKK)
-        const T* cp = patches(xp, n0, nb, g, p, col.get(), tab_ptr);
-        gemm_ptr(row_major(g.oc, g.ckk(), ld, false, true, n0 > 0 ? 1.0 : 0.0, ld, ld, g.ckk()), x.dtype(), go, cp,
-                 gw);
-      }
-      if (gx) {
-        T* gxn = gx + n0 * g.c * g.hw();
-        // gcol (CKK, nb*L) = W^T (CKK, OC) @ gout (OC, nb*L), scattered back onto the images
-        if (pointwise && nb == 1) {
-          gemm_ptr(row_major(g.ckk(), ld, g.oc, true, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, go, gxn);
-          continue;
+    // grad_x as a convolution of grad_out (below, after the loop), or in the loop through col2im
+    T* const gx_as_conv = gx && !pointwise && data_grad_as_conv(g, p) ? gx : nullptr;
+    if (gx_as_conv) gx = nullptr;
+    if (gw || gx) {
+      const int64_t nb_max = chunk_samples(g);
+      Scratch<T, 0> col(gw && !(pointwise && nb_max == 1) ? g.ckk() * nb_max * L : 0);
+      Scratch<T, 1> got_buf(nb_max > 1 ? g.oc * nb_max * L : 0);
+      Scratch<T, 2> gcol_buf(gx ? g.ckk() * nb_max * L : 0);
+      const std::vector<int32_t> tab = !pointwise && g.ow < kRowCopyMin ? tap_table(g, p) : std::vector<int32_t>();
+      const int32_t* tab_ptr = tab.empty() ? nullptr : tab.data();
+      for (int64_t n0 = 0; n0 < g.n; n0 += nb_max) {
+        const int64_t nb = std::min(nb_max, g.n - n0), ld = nb * L;
+        // The chunk's output gradient as (OC, nb*L): grad_out[n0] itself for one sample, else gathered.
+        const T* go = gp + n0 * g.oc * L;
+        if (nb > 1) {
+          T* got = got_buf.get();
+          for (int64_t j = 0; j < nb; ++j)
+            for (int64_t oc = 0; oc < g.oc; ++oc)
+              std::memcpy(got + oc * ld + j * L, go + (j * g.oc + oc) * L, static_cast<size_t>(L) * sizeof(T));
+          go = got;
         }
-        T* gcol = gcol_buf.get();
-        gemm_ptr(row_major(g.ckk(), ld, g.oc, true, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, go, gcol);
-        for (int64_t j = 0; j < nb; ++j) {
-          T* img = gxn + j * g.c * g.hw();
-          if (pointwise) {
-            for (int64_t c = 0; c < g.c; ++c)
-              std::memcpy(img + c * g.hw(), gcol + c * ld + j * L, static_cast<size_t>(L) * sizeof(T));
-          } else {
-            std::fill(img, img + g.c * g.hw(), T(0));
-            if (tab_ptr) col2im_table(gcol + j * L, ld, img, g, tab_ptr);
-            else col2im(gcol + j * L, ld, img, g, p);
+        if (gw) {
+          // gW (OC, CKK) (+)= gout (OC, nb*L) @ col^T (nb*L, CKK)
+          const T* cp = patches(xp, n0, nb, g, p, col.get(), tab_ptr);
+          gemm_ptr(row_major(g.oc, g.ckk(), ld, false, true, n0 > 0 ? 1.0 : 0.0, ld, ld, g.ckk()), x.dtype(), go,
+                   cp, gw);
+        }
+        if (gx) {
+          T* gxn = gx + n0 * g.c * g.hw();
+          // gcol (CKK, nb*L) = W^T (CKK, OC) @ gout (OC, nb*L), scattered back onto the images
+          if (pointwise && nb == 1) {
+            gemm_ptr(row_major(g.ckk(), ld, g.oc, true, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, go, gxn);
+            continue;
+          }
+          T* gcol = gcol_buf.get();
+          gemm_ptr(row_major(g.ckk(), ld, g.oc, true, false, 0.0, g.ckk(), ld, ld), x.dtype(), wp, go, gcol);
+          for (int64_t j = 0; j < nb; ++j) {
+            T* img = gxn + j * g.c * g.hw();
+            if (pointwise) {
+              for (int64_t c = 0; c < g.c; ++c)
+                std::memcpy(img + c * g.hw(), gcol + c * ld + j * L, static_cast<size_t>(L) * sizeof(T));
+            } else {
+              std::fill(img, img + g.c * g.hw(), T(0));
+              if (tab_ptr) col2im_table(gcol + j * L, ld, img, g, tab_ptr);
+              else col2im(gcol + j * L, ld, img, g, p);
+            }
           }
         }
       }
+    }  // the loop's scratch buffers are released to forward_impl here
+    if (gx_as_conv) {
+      // w2 (C, OC, KH, KW) = W (OC, C, KH, KW) transposed and flipped
+      const int64_t kk = g.kh * g.kw;
+      std::unique_ptr<T[]> w2(new T[static_cast<size_t>(g.c * g.oc * kk)]);
+      for (int64_t oc = 0; oc < g.oc; ++oc)
+        for (int64_t c = 0; c < g.c; ++c)
+          for (int64_t t = 0; t < kk; ++t) w2[static_cast<size_t>((c * g.oc + oc) * kk + t)] = wp[(oc * g.c + c) * kk + kk - 1 - t];
+      const ConvGeom g2{g.n, g.oc, g.oh, g.ow, g.c, g.kh, g.kw, g.h, g.w};
+      const Conv2dParams p2{1, 1, p.dil_h * (g.kh - 1) - p.pad_h, p.dil_w * (g.kw - 1) - p.pad_w, p.dil_h, p.dil_w};
+      forward_impl<T>(gp, w2.get(), nullptr, gx_as_conv, g2, p2, x.dtype());
     }
   });
 }
