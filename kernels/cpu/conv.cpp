@@ -6,7 +6,10 @@
 // kernels to run near their peak even where a deep layer's L is 16 or 64 (a GEMM per sample would be 16 columns
 // wide). Chunks hold about kChunkColumns columns (a 32x32 layer: one sample per chunk). A 1x1 convolution with
 // stride 1 and no padding reads its input directly (the patch matrix is the image). im2col/col2im copy whole
-// runs of valid taps (memcpy for stride 1) instead of testing every tap.
+// runs of valid taps (memcpy for stride 1) instead of testing every tap, or, for outputs narrower than
+// kRowCopyMin, gather through a table of tap offsets. The data gradient of a stride-1 convolution runs as a
+// forward convolution of the output gradient (data_grad_as_conv); other strides use col2im. Measured against
+// PyTorch by benchmarks/conv_cpu_vs_torch.sh (docs/benchmarks.md).
 #include <algorithm>
 #include <cstring>
 #include <memory>
