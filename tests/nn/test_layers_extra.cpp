@@ -333,3 +333,14 @@ TEST(Containers, ModuleDictKeysOrderAndErrors) {
   VOLT_EXPECT_ERROR(dict.insert("head", std::make_shared<nn::ReLU>()), "head");
   VOLT_EXPECT_ERROR(dict.insert("a.b", std::make_shared<nn::ReLU>()), "a.b");
 }
+
+// ---- autocast ------------------------------------------------------------------------------------------------
+
+TEST(LayerOpsAutocast, ConvolutionsLowerResamplingKeepsTheDtype) {
+  Tensor x = randn({1, 2, 4, 4}), w = randn({2, 3, 3, 3}), b = randn({3});
+  AutocastGuard on(true, DType::bf16);
+  EXPECT_EQ(conv_transpose2d(x, w, b).dtype(), DType::bf16);
+  EXPECT_EQ(conv1d(randn({1, 2, 5}), randn({3, 2, 2}), randn({3})).dtype(), DType::bf16);
+  EXPECT_EQ(adaptive_avg_pool2d(x, 2).dtype(), DType::f32);
+  EXPECT_EQ(interpolate(x, {.scale_factor = {2.0}, .mode = InterpolateMode::Bilinear}).dtype(), DType::f32);
+}
