@@ -54,7 +54,8 @@ Tensor round(const Tensor& a);
 /// dtype (integer dtypes truncate toward zero).
 Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::f32, Device device = kCPU);
 /// Uniform random integers in [low, high) from the Philox generator (the global one by default), in dtype
-/// (i64 unless given; any numeric dtype that holds low and high - 1). Element i takes 64 random bits from
+/// (i64 unless given; any numeric dtype that holds low and high - 1, for floating dtypes exactly: |v| <= 2^24
+/// for f32, 2^53 f64, 2^11 f16, 2^8 bf16). Element i takes 64 random bits from
 /// Philox counter offset + i/2, so the numbers depend only on (seed, offset, i): the same on the CPU and on
 /// every GPU. The draw advances the generator by ceil(numel / 2) counters.
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::i64, Device device = kCPU,

@@ -165,6 +165,11 @@ uint64_t randint_range(int64_t low, int64_t high, DType dtype) {
   int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
   if (dtype == DType::u8) lo = 0, hi = 255;
   else if (dtype == DType::i32) lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  else if (is_floating(dtype)) {  // every integer of the range exact (as PyTorch checks): |v| <= 2^mantissa digits
+    const int digits = dtype == DType::f64 ? 53 : dtype == DType::f32 ? 24 : dtype == DType::f16 ? 11 : 8;
+    hi = int64_t{1} << digits;
+    lo = -hi;
+  }
   VOLT_CHECK(low >= lo && high - 1 <= hi, "randint: the range [", low, ", ", high, ") does not fit in dtype ",
              dtype_name(dtype), " (values ", lo, " to ", hi, ")");
   return static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
@@ -179,8 +184,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
   const uint64_t span = randint_range(low, high, dtype);
   Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype, device);
-  backend::call<&backend::FactoryKernels::randint>(device, t.dtype(), t, philox_draw(g, device, randint_counters(t.numel())),
-                                                   low, span);
+  const PhiloxArgs rng = philox_draw(g, device, randint_counters(t.numel()));
+  backend::call<&backend::FactoryKernels::randint>(device, t.dtype(), t, rng, low, span);
   return t;
 }
 
