@@ -1,5 +1,5 @@
 // Op table rows (see op_table.h): the math ops of kernels/math_ops.h: sin, cos, erf, log1p, expm1, softplus,
-// elu, mish (twice differentiable), floor and round (gradient zero), linspace and randint.
+// elu, mish, floor and round (gradient zero), linspace and randint; every differentiable row has DoubleBackward.
 // tests/kernels/test_math_ops.cpp checks what the table does not: branches, ties, endpoints, errors.
 #include <cmath>
 
@@ -10,9 +10,6 @@ namespace volt::optable {
 namespace {
 
 using D = DType;
-
-constexpr const char* kPiecewiseConstant =
-    "piecewise constant: the gradient is the constant zero, which carries no graph to differentiate";
 
 // Exact halves and quarters in [-4, 4]: ties of round (half to even), exact in every float type.
 Tensor halves_and_quarters() {
@@ -49,13 +46,13 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                     return t.permute({2, 0, 1});
                   })}));
 
-  // ---- rounding: exact outputs, gradient zero --------------------------------------------------------------
-  r.push_back(row("floor", FWD(floor(x[0])), {U({3, 4}, -3, 3)}).exact().first_order_only(kPiecewiseConstant));
-  r.push_back(row("round", FWD(round(x[0])), {U({3, 4}, -3, 3)}).exact().first_order_only(kPiecewiseConstant));
+  // ---- rounding: exact outputs, gradient zero (and so second derivative zero) ------------------------------
+  r.push_back(row("floor", FWD(floor(x[0])), {U({3, 4}, -3, 3)}).exact());
+  r.push_back(row("round", FWD(round(x[0])), {U({3, 4}, -3, 3)}).exact());
   r.push_back(row("round_ties", FWD(round(x[0])), {Custom(halves_and_quarters)}).no_grad().exact());
   r.push_back(row("floor_ties", FWD(floor(x[0])), {Custom(halves_and_quarters)}).no_grad().exact());
   r.push_back(row("floor_transposed", FWD(floor(x[0])), {U({5, 3}, -3, 3).view(transposed)})
-                  .exact().first_order_only(kPiecewiseConstant));
+                  .exact());
   // Gradients through a composition: x * round(x) has gradient round(x).
   r.push_back(row("x_times_round", FWD(mul(x[0], round(x[0]))), {U({3, 4}, -3, 3)}));
 
