@@ -8,9 +8,11 @@
 
 #include "common/error_message.h"
 #include "common/gradcheck.h"
+#include "common/second_order.h"
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/tensor_ops.h>
+#include <volt/runtime/autocast.h>
 
 using namespace volt;
 using volt::testing::expect_gradients_match;
@@ -351,4 +353,49 @@ TEST(AnyAll, ValuesNaNAndEmpty) {
   Tensor e = zeros({0}, DType::f64);
   EXPECT_EQ(any(e).to(DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{0}));
   EXPECT_EQ(all(e).to(DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{1}));
+}
+
+// ---- autocast --------------------------------------------------------------------------------------------------
+
+TEST(TensorOpsAutocast, NumericallySensitiveOpsRunInFp32) {
+  Tensor h = from_vector<double>({1, 2, 3, 4}, {2, 2}).to(DType::bf16);
+  AutocastGuard g(true, DType::bf16);
+  EXPECT_EQ(logsumexp(h, {1}).dtype(), DType::f32);
+  EXPECT_EQ(cumsum(h, 1).dtype(), DType::f32);
+  EXPECT_EQ(cumprod(h, 1).dtype(), DType::f32);
+  EXPECT_EQ(norm(h).dtype(), DType::f32);
+  EXPECT_EQ(flip(h, {0}).dtype(), DType::bf16);  // no rule: the input's dtype
+  EXPECT_EQ(sort(h).first.dtype(), DType::bf16);
+  EXPECT_EQ(vals(cumsum(h, 1)), (std::vector<double>{1, 3, 3, 7}));
+}
+
+// ---- second derivatives ------------------------------------------------------------------------------------------
+
+TEST(TensorOpsSecondOrder, LogsumexpHessianIsSoftmaxCovariance) {
+  Tensor x = from_vector<double>({0.5, -1.0, 2.0}).set_requires_grad();
+  autograd::GradOptions o;
+  o.create_graph = true;
+  Tensor g = autograd::grad(logsumexp(x), x, Tensor(), o);  // softmax(x)
+  std::vector<double> p = vals(g);
+  for (int64_t i = 0; i < 3; ++i) {
+    Tensor e = zeros({3}, DType::f64);
+    e.narrow(0, i, 1).fill_(1.0);
+    std::vector<double> h = vals(autograd::grad(g, x, e, {.retain_graph = true}));
+    for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(h[j], (i == j ? p[i] : 0.0) - p[i] * p[j], 1e-12) << i << "," << j;
+  }
+}
+
+TEST(TensorOpsSecondOrder, MatchFiniteDifferencesOfFirstGradients) {
+  using volt::testing::expect_second_derivatives_match;
+  Tensor x = from_vector<double>({0.5, -1.5, 0, 2, 0, 1.25, 0.75, -0.5, 1.5, 1.1, 0.9, 0.3}, {3, 4}).set_requires_grad();
+  expect_second_derivatives_match([](const std::vector<Tensor>& in) { return cumprod(in[0], 1); }, {x});
+  expect_second_derivatives_match([](const std::vector<Tensor>& in) { return cumprod(in[0], 0); }, {x});
+  expect_second_derivatives_match([](const std::vector<Tensor>& in) { return norm(in[0], 3.0, {1}); }, {x});
+  expect_second_derivatives_match([](const std::vector<Tensor>& in) { return volt::std(in[0], {0}); }, {x});
+  expect_second_derivatives_match(
+      [](const std::vector<Tensor>& in) { return einsum("ij,kj->ik", {in[0], square(in[0])}); }, {x});
+  expect_second_derivatives_match(
+      [](const std::vector<Tensor>& in) { return square(scatter_add(in[0], 1, from_vector<int64_t>({3, 0, 3}, {3, 1}),
+                                                                    square(in[0]))); },
+      {x});
 }
