@@ -23,7 +23,8 @@ namespace volt {
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 /// The vector p-norm over `dims`: (sum |x|^p)^(1/p) for p > 0, max |x| for p = INFINITY, and also p = 0 (the count
 /// of non-zeros, not differentiable) and p = -INFINITY (min |x|). Floating x. The gradient at x = 0 is 0 (p = 2:
-/// the subgradient PyTorch uses). Under autocast f16/bf16 x runs in fp32.
+/// the subgradient PyTorch uses; p = +-INFINITY: to the first extremal element, where PyTorch splits it among ties).
+/// Under autocast f16/bf16 x runs in fp32.
 Tensor norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 /// sqrt(var(x, dims)): sample (unbiased, the default) or population standard deviation.
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);

@@ -13,6 +13,7 @@
 #include <volt/kernels/ops.h>
 #include <volt/kernels/tensor_ops.h>
 #include <volt/runtime/autocast.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 using volt::testing::expect_gradients_match;
@@ -398,4 +399,42 @@ TEST(TensorOpsSecondOrder, MatchFiniteDifferencesOfFirstGradients) {
       [](const std::vector<Tensor>& in) { return square(scatter_add(in[0], 1, from_vector<int64_t>({3, 0, 3}, {3, 1}),
                                                                     square(in[0]))); },
       {x});
+}
+
+// ---- CUDA against the CPU: long lines (the bitonic sort's padding, many merge steps), ties and NaN ------------------
+
+TEST(TensorOpsCuda, KernelsMatchTheCpuOnLongLinesWithTiesAndNaN) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  // (3, 1000, 2) with values from a small set (many ties) and a few NaNs; sorted along the middle dim.
+  Tensor x = mul(cast(cast(mul(rand_f64({3, 1000, 2}, 21, 0, 1), 17.0), DType::i64), DType::f64), 0.25);
+  x.narrow(1, 10, 1).fill_(kNaN);
+  x.narrow(1, 977, 3).fill_(kNaN);
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64}) {
+    Tensor c = dt == DType::i64 ? cast(mul(x.narrow(1, 100, 500), 4.0), dt) : x.to(dt);
+    Tensor g = c.cuda();
+    for (bool desc : {false, true}) {
+      auto [vc, ic] = sort(c, 1, desc);
+      auto [vg, ig] = sort(g, 1, desc);
+      EXPECT_EQ(ints(ig.cpu()), ints(ic)) << dtype_name(dt) << " descending " << desc;
+      auto [tc, jc] = topk(c, 37, 1, desc);
+      auto [tg, jg] = topk(g, 37, 1, desc);
+      EXPECT_EQ(ints(jg.cpu()), ints(jc)) << dtype_name(dt);
+    }
+    if (dt == DType::i64) continue;
+    Tensor finite = c.narrow(1, 100, 500);
+    EXPECT_EQ(vals(flip(finite.cuda(), {0, 1}).cpu()), vals(flip(finite, {0, 1})));
+    std::vector<double> a = vals(cumsum(finite.cuda(), 1).cpu()), b = vals(cumsum(finite, 1));
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-3 * (1 + std::abs(b[i]))) << i;
+  }
+  // cumprod's backward kernel (zeros included) and the atomicAdd scatters.
+  Tensor p = from_vector<double>({0.5, -1.5, 0, 2, 0, 1.25, 0.75, -0.5, 1.5, 1.1, 0.9, 0.3}, {3, 4});
+  Tensor pc = p.clone().set_requires_grad(), pg = p.cuda().set_requires_grad();
+  cumprod(pc, 1).backward(ones({3, 4}, DType::f64));
+  cumprod(pg, 1).backward(ones({3, 4}, DType::f64, cuda_device(0)));
+  EXPECT_EQ(vals(pg.grad().cpu()), vals(pc.grad()));
+  Tensor idx = from_vector<int64_t>({0, 2, 0, 0, 1, 2, 2});
+  Tensor src = rand_f64({7, 3}, 22);
+  std::vector<double> ia = vals(index_add(zeros({3, 3}, DType::f64).cuda(), 0, idx.cuda(), src.cuda()).cpu()),
+                      ib = vals(index_add(zeros({3, 3}, DType::f64), 0, idx, src));
+  for (size_t i = 0; i < ia.size(); ++i) EXPECT_NEAR(ia[i], ib[i], 1e-12);
 }
