@@ -4,12 +4,16 @@
 # signals every task) or to the last rank only (mode "one"). Every rank must stop with the preempted exit code,
 # rank 0 must have written the checkpoint and called `scontrol requeue 4242` exactly once, and the requeued job
 # (the same command line) must end with final weights byte-identical to an uninterrupted <np>-rank run.
-# Usage: check_preemption_mpi.sh <mpiexec> <preempt_driver> <np> all|one
+# With a fifth argument "async", every run also checkpoints after each optimizer step through AsyncCheckpointing
+# (background writes under DDP; the preemption checkpoint itself is synchronous).
+# Usage: check_preemption_mpi.sh <mpiexec> <preempt_driver> <np> all|one [async]
 set -uo pipefail
 mpiexec="$1"
 driver="$2"
 np="$3"
 mode="$4"
+extra=()
+[ "${5:-}" = async ] && extra=(--async)
 work="$(mktemp -d /tmp/volt_preempt_mpi.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; echo "---- log"; cat "$work/log" 2>/dev/null; exit 1; }
@@ -21,13 +25,13 @@ printf '#!/bin/sh\necho "$@" >> "%s/scontrol.log"\n' "$work" > "$work/bin/scontr
 chmod +x "$work/bin/scontrol"
 
 echo "+ reference" >>"$work/log"
-"$mpiexec" -np "$np" --oversubscribe "$driver" "$work/ref" 3 --ddp --resume auto >>"$work/log" 2>&1 ||
+"$mpiexec" -np "$np" --oversubscribe "$driver" "$work/ref" 3 --ddp --resume auto "${extra[@]}" >>"$work/log" 2>&1 ||
   fail "the uninterrupted run exited with $?"
 [ -f "$work/ref/final.safetensors" ] || fail "the uninterrupted run wrote no final weights"
 
 echo "+ preempted run" >>"$work/log"
 PATH="$work/bin:$PATH" SLURM_JOB_ID=4242 "$mpiexec" -np "$np" --oversubscribe "$driver" "$work/run" 3 --ddp \
-  --resume auto --requeue --step-ms 10 >>"$work/log" 2>&1 &
+  --resume auto --requeue --step-ms 10 "${extra[@]}" >>"$work/log" 2>&1 &
 job=$!
 for _ in $(seq 1 3000); do
   ready=1
@@ -55,9 +59,12 @@ grep -q "requeued=1" "$work/log" || fail "rank 0 did not report the requeue"
 
 echo "+ requeued run" >>"$work/log"
 PATH="$work/bin:$PATH" SLURM_JOB_ID=4242 "$mpiexec" -np "$np" --oversubscribe "$driver" "$work/run" 3 --ddp \
-  --resume auto --requeue >>"$work/log" 2>&1 || fail "the requeued run exited with $?"
+  --resume auto --requeue "${extra[@]}" >>"$work/log" 2>&1 || fail "the requeued run exited with $?"
 cmp "$work/ref/final.safetensors" "$work/run/final.safetensors" >>"$work/log" 2>&1 ||
   fail "the requeued run's final weights differ from the uninterrupted run's"
 [ "$(wc -l < "$work/scontrol.log")" = 1 ] || fail "the finished run called scontrol again"
-echo "preempted at $step on $np ranks (signal to $mode), resumed bit-identically"
+if [ "${5:-}" = async ]; then
+  ls "$ck" | grep -q '^epoch=.*-step=.*\.json$' || fail "no per-step checkpoint was written in the background"
+fi
+echo "preempted at $step on $np ranks (signal to $mode${5:+, $5 checkpoints}), resumed bit-identically"
 echo "preemption check passed"

@@ -29,6 +29,7 @@
 #include <string>
 
 #include <volt/trainer/callback.h>
+#include <volt/trainer/callbacks/interrupt_checkpoint.h>
 
 namespace volt {
 
@@ -48,7 +49,7 @@ struct PreemptionOptions {
   double requeue_timeout_s = 60;
 };
 
-class Preemption : public Callback {
+class Preemption : public Callback, public InterruptCheckpointWriter {
  public:
   explicit Preemption(PreemptionOptions options = {});
   ~Preemption() override;
@@ -67,6 +68,7 @@ class Preemption : public Callback {
   /// Whether the current interrupt is a preemption: the warning signal reached some rank. Decided once per fit,
   /// at the first call from an on_interrupt hook (this callback's or a ModelCheckpoint's). (collective)
   bool agree_preempted(Trainer& trainer);
+  bool writes_interrupt_checkpoint(Trainer& trainer) override { return agree_preempted(trainer); }
 
   /// The last fit stopped for the warning signal.
   bool preempted() const { return preempted_; }

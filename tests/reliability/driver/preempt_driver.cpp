@@ -4,10 +4,11 @@
 // signal sent from outside lands mid-epoch.
 //
 // Usage: preempt_driver <root> <epochs> [--resume auto|<stem>] [--ddp] [--requeue] [--requeue-timeout S]
-//                       [--requeue-command CMD] [--step-ms N] [--signal N] [--signal-before-fit]
+//                       [--requeue-command CMD] [--step-ms N] [--signal N] [--signal-before-fit] [--async]
 //   Writes <root>/pid.<rank> at start and <root>/progress.<rank> once 3 optimizer steps are done. --resume auto
 //   resumes from Preemption::resume_path (nothing: a fresh start). --signal-before-fit raises the warning signal
-//   on itself before fit (a warning during set-up). Exit codes: 0 done (rank 0 wrote <root>/final.safetensors),
+//   on itself before fit (a warning during set-up). --async adds AsyncCheckpointing and a checkpoint after every
+//   optimizer step (written in the background). Exit codes: 0 done (rank 0 wrote <root>/final.safetensors),
 //   42 preempted (one line "preempted checkpoint=... step=... requeued=0|1" on stdout), 128+signal interrupted,
 //   3 error.
 #include <unistd.h>
@@ -25,6 +26,8 @@
 #include <volt/data/data.h>
 #include <volt/nn/nn.h>
 #include <volt/nn/serialization.h>
+#include <volt/trainer/callbacks/async_checkpointing.h>
+#include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/callbacks/preemption.h>
 #include <volt/trainer/trainer.h>
 
@@ -83,13 +86,14 @@ std::shared_ptr<data::DataLoader> make_loader() {
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: preempt_driver <root> <epochs> [--resume auto|<stem>] [--ddp] [--requeue] "
-                 "[--requeue-timeout S] [--requeue-command CMD] [--step-ms N] [--signal N] [--signal-before-fit]\n";
+                 "[--requeue-timeout S] [--requeue-command CMD] [--step-ms N] [--signal N] [--signal-before-fit] "
+                 "[--async]\n";
     return 2;
   }
   g_root = argv[1];
   const int64_t epochs = std::atoll(argv[2]);
   std::string resume;
-  bool ddp = false, signal_before_fit = false;
+  bool ddp = false, signal_before_fit = false, async = false;
   PreemptionOptions popt;
   for (int i = 3; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -108,6 +112,7 @@ int main(int argc, char** argv) {
     else if (flag == "--step-ms") g_step_ms = std::atoi(value().c_str());
     else if (flag == "--signal") popt.signal = std::atoi(value().c_str());
     else if (flag == "--signal-before-fit") signal_before_fit = true;
+    else if (flag == "--async") async = true;
     else {
       std::cerr << "preempt_driver: unknown flag " << flag << "\n";
       return 2;
@@ -123,6 +128,10 @@ int main(int argc, char** argv) {
     TrainerOptions o{.accelerator = "cpu", .devices = "1", .max_epochs = epochs, .enable_progress_bar = false,
                      .enable_model_summary = false, .default_root_dir = g_root, .callbacks = {preemption},
                      .log_every_n_steps = 1, .seed = 20240611};
+    if (async) {
+      o.callbacks.push_back(std::make_shared<AsyncCheckpointing>());
+      o.callbacks.push_back(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.every_n_train_steps = 1}));
+    }
     if (ddp) {
       o.devices = "auto";
       o.strategy = "ddp";
