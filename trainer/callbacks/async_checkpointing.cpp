@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 
+#include <volt/kernels/tensor.h>
 #include <volt/runtime/error.h>
 #include <volt/trainer/collectives.h>
 #include <volt/trainer/trainer.h>
@@ -25,13 +26,14 @@ void AsyncCheckpointing::run() {
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || job_; });
     if (!job_) return;  // stopping and idle
-    std::function<void()> job = std::move(job_);
+    std::function<void(const nn::StateDict&)> job = std::move(job_);
+    nn::StateDict tensors = std::move(job_tensors_);
     const std::string stem = job_stem_;
     lock.unlock();
     std::string error;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      job();
+      job(tensors);
     } catch (const std::exception& e) {
       error = e.what();
     } catch (...) {
@@ -40,6 +42,7 @@ void AsyncCheckpointing::run() {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lock.lock();
     job_ = nullptr;
+    spare_ = std::move(tensors);
     busy_ = false;
     ++done_;
     last_seconds_ = seconds;
@@ -48,10 +51,45 @@ void AsyncCheckpointing::run() {
   }
 }
 
-void AsyncCheckpointing::submit(const std::string& stem, std::function<void()> write) {
+nn::StateDict AsyncCheckpointing::snapshot(const nn::StateDict& state) {
+  nn::StateDict spare;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !busy_; });
+    spare.swap(spare_);
+  }
+  nn::StateDict out;
+  out.reserve(state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& [name, t] = state[i];
+    const Tensor src = t.detach();
+    if (i < spare.size() && spare[i].first == name && spare[i].second.shape() == src.shape() &&
+        spare[i].second.dtype() == src.dtype()) {
+      Tensor buffer = spare[i].second;
+      buffer.copy_(src);
+      out.emplace_back(name, std::move(buffer));
+    } else {
+      out.emplace_back(name, src.is_cuda() ? src.to(kCPU) : src.clone());
+    }
+  }
+  return out;
+}
+
+void AsyncCheckpointing::finish(Collectives& c) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !busy_; });
+    spare_.clear();
+  }
+  settle(c);
+}
+
+void AsyncCheckpointing::submit(const std::string& stem, nn::StateDict tensors,
+                                std::function<void(const nn::StateDict&)> write) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !busy_; });  // at most one in flight (settle already waited; this is the guard)
   job_ = std::move(write);
+  job_tensors_ = std::move(tensors);
   job_stem_ = stem;
   busy_ = true;
   cv_.notify_all();

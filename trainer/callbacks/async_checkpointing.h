@@ -19,7 +19,9 @@
 ///
 /// Synchronous always: saves from on_interrupt hooks ("interrupted", Preemption's "preempted", so that a requeue
 /// follows a complete checkpoint) and checkpoint_layout = sharded (each rank writes its own shard file).
-/// Host memory holds one extra copy of the checkpoint's tensors while a write is in flight.
+/// Host memory on rank 0 holds one extra copy of the checkpoint's tensors from the first save to the end of fit:
+/// the buffers of a finished write are reused by the next snapshot (a copy into memory already mapped instead of
+/// a fresh allocation of the whole checkpoint).
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include <volt/nn/module.h>
 #include <volt/trainer/callback.h>
 
 namespace volt {
@@ -49,8 +52,14 @@ class AsyncCheckpointing : public Callback {
   /// Waits for the write in flight (rank 0) and raises its failure on every rank. Nothing when no write was
   /// queued since the last call. (collective)
   void settle(Collectives& collectives);
-  /// Rank 0: queues `write` (the background half of a save of `stem`). The caller settled first.
-  void submit(const std::string& stem, std::function<void()> write);
+  /// Rank 0: the tensors of `state` copied to host memory of their own (into the buffers of the last write when
+  /// names, shapes and dtypes match).
+  nn::StateDict snapshot(const nn::StateDict& state);
+  /// Rank 0: queues `write(tensors)` (the background half of a save of `stem`); the tensors' buffers are kept
+  /// for the next snapshot afterwards. The caller settled first.
+  void submit(const std::string& stem, nn::StateDict tensors, std::function<void(const nn::StateDict&)> write);
+  /// The end of fit: settle, then drop the kept buffers. (collective)
+  void finish(Collectives& collectives);
   /// Every rank, after the save that queued a write on rank 0.
   void note_queued() { queued_ = true; }
 
@@ -63,7 +72,9 @@ class AsyncCheckpointing : public Callback {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::function<void()> job_;  ///< the queued write, empty when idle
+  std::function<void(const nn::StateDict&)> job_;  ///< the queued write, empty when idle
+  nn::StateDict job_tensors_;
+  nn::StateDict spare_;        ///< the buffers of the last finished write
   std::string job_stem_;
   bool busy_ = false;          ///< a write is queued or running
   bool stop_ = false;

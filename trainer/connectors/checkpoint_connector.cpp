@@ -225,10 +225,7 @@ void Trainer::save_checkpoint(const std::string& path) {
     }
     if (async) {
       // The state as it is now, in host memory of its own: training may change (or free) the originals.
-      nn::StateDict snapshot;
-      snapshot.reserve(sd.size());
-      for (auto& [k, t] : sd) snapshot.emplace_back(k, t.is_cuda() ? t.detach().to(kCPU) : t.detach().clone());
-      async->submit(stem, [stem, snapshot = std::move(snapshot), j = std::move(j)]() mutable {
+      async->submit(stem, async->snapshot(sd), [stem, j = std::move(j)](const nn::StateDict& snapshot) mutable {
         nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", snapshot, {{"format", "volt-checkpoint"}});
         j["safetensors_digest"] = nn::digest_to_json(weights);
         nn::save_json_atomic(stem + ".json", j);

@@ -254,7 +254,7 @@ void Trainer::finish_fit() {
   }
   // fit never returns with a background checkpoint write in flight, nor with its failure unreported.
   for (auto& c : callbacks_)
-    if (auto* a = dynamic_cast<AsyncCheckpointing*>(c.get())) a->settle(*strategy_);
+    if (auto* a = dynamic_cast<AsyncCheckpointing*>(c.get())) a->finish(*strategy_);
   if (opt_.enable_model_summary && strategy_->is_global_zero())
     std::cout << "Memory at the end of fit: " << memory_report({strategy_->root_device()}) << "\n" << std::flush;
   detach(interrupt_signal_ != 0 ? RunStatus::interrupted : RunStatus::success);
