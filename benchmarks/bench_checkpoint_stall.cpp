@@ -31,7 +31,7 @@ namespace {
 
 constexpr int64_t kWidth = 3072, kLayers = 13, kOut = 512, kBatch = 4;
 
-// 13 x Linear(3072, 3072) + Linear(3072, 512): 124,293,632 parameters (GPT-2 small has 124.4M).
+// 13 x Linear(3072, 3072) + Linear(3072, 512): 124,296,704 parameters (GPT-2 small has 124.4M).
 struct Wide : TrainModule {
   std::vector<std::unique_ptr<nn::Linear>> layers;
   Wide() {
