@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Preemption under mpirun: preempt_driver trains under DDP on <np> ranks with auto_requeue and a fake scontrol
 # first on PATH; once every rank has taken 3 optimizer steps, SIGUSR1 goes to every rank (mode "all", as SLURM
-# signals every task) or to the last rank only (mode "one"). Every rank must stop with the preempted exit code,
+# signals every task), to the last rank only (mode "one") or to mpirun, which forwards it (mode "launcher"). Every rank must stop with the preempted exit code,
 # rank 0 must have written the checkpoint and called `scontrol requeue 4242` exactly once, and the requeued job
 # (the same command line) must end with final weights byte-identical to an uninterrupted <np>-rank run.
 # With a fifth argument "async", every run also checkpoints after each optimizer step through AsyncCheckpointing
 # (background writes under DDP; the preemption checkpoint itself is synchronous).
-# Usage: check_preemption_mpi.sh <mpiexec> <preempt_driver> <np> all|one [async]
+# Usage: check_preemption_mpi.sh <mpiexec> <preempt_driver> <np> all|one|launcher [async]
 set -uo pipefail
 mpiexec="$1"
 driver="$2"
@@ -40,11 +40,12 @@ for _ in $(seq 1 3000); do
   sleep 0.01
 done
 [ "$ready" = 1 ] || { kill "$job" 2>/dev/null; fail "the ranks never got under way"; }
-if [ "$mode" = all ]; then
-  for ((r = 0; r < np; r++)); do kill -USR1 "$(cat "$work/run/pid.$r")"; done
-else
-  kill -USR1 "$(cat "$work/run/pid.$((np - 1))")"
-fi
+case "$mode" in
+  all) for ((r = 0; r < np; r++)); do kill -USR1 "$(cat "$work/run/pid.$r")"; done ;;
+  one) kill -USR1 "$(cat "$work/run/pid.$((np - 1))")" ;;
+  launcher) kill -USR1 "$job" ;;  # mpirun forwards SIGUSR1 to every rank
+  *) kill "$job"; fail "unknown mode $mode" ;;
+esac
 wait "$job"
 rc=$?
 [ "$rc" = 42 ] || fail "the preempted job exited with $rc, expected 42 (preempted)"
