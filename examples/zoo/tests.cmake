@@ -1,0 +1,9 @@
+# The zoo's CTests (docs/zoo.md): every program with --check on the CPU (finite-difference gradients and the loss
+# falling by its stated margin), labelled "examples;zoo" (ctest -L zoo). Each takes 5-30 s on 2 cores.
+get_property(_zoo_models GLOBAL PROPERTY VOLT_ZOO_MODELS)
+foreach(model ${_zoo_models})
+  if(TARGET zoo_${model})
+    add_test(NAME zoo_${model} COMMAND zoo_${model} --check --accelerator cpu)
+    set_tests_properties(zoo_${model} PROPERTIES TIMEOUT 300 LABELS "examples;zoo")
+  endif()
+endforeach()
