@@ -24,6 +24,7 @@ thread_local const autograd::PreNodeHook* t_pre_node_hook = nullptr;
 thread_local bool t_seq_active = false;  // a SequenceRangeScope numbers this thread's nodes
 thread_local uint64_t t_seq_next = 0;
 thread_local bool t_create_graph = false;  // the running backward records its formulas (create_graph)
+thread_local const std::shared_ptr<Node>* t_running_node = nullptr;  // the node whose formula is running
 
 uint64_t take_sequence_nr() { return t_seq_active ? t_seq_next++ : g_sequence.fetch_add(1); }
 
@@ -251,6 +252,53 @@ bool is_differentiable(const Node& node) {
 
 bool create_graph_enabled() { return t_create_graph; }
 
+Tensor saved_output(const Tensor& out, uint32_t output_nr) {
+  if (!t_create_graph || !t_running_node || !out.defined()) return out;
+  const std::shared_ptr<Node>& node = *t_running_node;
+  VOLT_ASSERT(output_nr < node->num_outputs, "saved_output: output ", output_nr, " of ", node->name());
+  Tensor t = out.detach();
+  AutogradMeta& m = t.impl()->meta();
+  m.grad_fn = node;
+  m.output_nr = output_nr;
+  m.requires_grad = true;
+  return t;
+}
+
+std::vector<Tensor> composite_backward(const std::vector<Tensor>& inputs, const std::vector<Tensor>& grads,
+                                       const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& composed) {
+  VOLT_ASSERT(t_create_graph, "composite_backward runs only inside a backward with create_graph");
+  std::vector<Tensor> outs = composed(inputs);
+  VOLT_ASSERT(outs.size() == grads.size(), "composite_backward: ", outs.size(), " outputs for ", grads.size(),
+              " gradients");
+  std::vector<Tensor> roots, seeds, wrt;
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i].defined() && outs[i].requires_grad() && grads[i].defined()) {
+      roots.push_back(outs[i]);
+      seeds.push_back(grads[i].dtype() == outs[i].dtype() ? grads[i] : grads[i].to(outs[i].dtype()));
+    }
+  std::vector<size_t> slot;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].defined() && inputs[k].requires_grad()) {
+      wrt.push_back(inputs[k]);
+      slot.push_back(k);
+    }
+  std::vector<Tensor> result(inputs.size());
+  if (roots.empty() || wrt.empty()) return result;
+  std::vector<Tensor> g = grad(roots, wrt, seeds, {.retain_graph = true, .create_graph = true, .allow_unused = true});
+  for (size_t j = 0; j < slot.size(); ++j) result[slot[j]] = g[j];
+  return result;
+}
+
+Tensor linear_in_grad(const Tensor& result, const Tensor& g, const std::string& name,
+                      std::function<Tensor(const Tensor&)> adjoint) {
+  if (!t_create_graph || !result.defined() || !g.defined() || !g.requires_grad()) return result;
+  Tensor r = result.detach();
+  attach_differentiable(r, name, {g}, [adjoint = std::move(adjoint)](const std::vector<Tensor>& gg) {
+    return std::vector<Tensor>{adjoint(gg[0])};
+  });
+  return r;
+}
+
 uint64_t next_sequence_nr() { return t_seq_active ? t_seq_next : g_sequence.load(); }
 
 PreNodeHookGuard::PreNodeHookGuard(PreNodeHook hook) : hook_(std::move(hook)), prev_(t_pre_node_hook) {
@@ -451,6 +499,12 @@ void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& gra
       }
       if (t_pre_node_hook) (*t_pre_node_hook)(*node);
       trace::Range node_range(trace::Layer::backward, [&] { return node->name(); });
+      const std::shared_ptr<Node>* prev_running = t_running_node;
+      t_running_node = &node;
+      struct RestoreRunning {
+        const std::shared_ptr<Node>* prev;
+        ~RestoreRunning() { t_running_node = prev; }
+      } restore_running{prev_running};
       if (create_graph && !is_differentiable(*node)) {
         {
           NoGradGuard ng;

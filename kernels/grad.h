@@ -11,7 +11,9 @@
 /// node with attach_differentiable. Passing a create_graph backward through any other node still computes the
 /// first gradient, but the gradient it returns is tied to a node that throws, naming the op, if anything ever
 /// backpropagates through it: the graph is never lost silently.
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <volt/kernels/autograd.h>
@@ -55,6 +57,26 @@ inline void attach_differentiable(const Tensor& output, const std::string& name,
                                   BackwardFn fn) {
   attach_differentiable(std::vector<Tensor>{output}, name, inputs, std::move(fn));
 }
+
+/// Inside a backward formula: the op's own output, which the formula captured detached (`out.detach()`). Under
+/// create_graph it comes back tied to the node being run (as its output `output_nr`), so a second derivative
+/// flows through the op again, as PyTorch's saved outputs do; otherwise it is returned as is.
+Tensor saved_output(const Tensor& out, uint32_t output_nr = 0);
+
+/// Inside a backward formula that is linear in the incoming gradient `g` and does not depend on the inputs'
+/// values (a copy into a slice, an index or scatter kernel, a fixed mask): `result` was computed from `g` by a
+/// kernel. Under create_graph (when `g` requires grad) the result is tied to `g` by a node named `name` whose
+/// backward is `adjoint` (the op's own forward map applied to the result's gradient); otherwise it is returned
+/// as is.
+Tensor linear_in_grad(const Tensor& result, const Tensor& g, const std::string& name,
+                      std::function<Tensor(const Tensor&)> adjoint);
+
+/// Inside a backward formula under create_graph, for an op whose fast backward is a fused kernel: the gradients
+/// of `composed(inputs)` (the op's forward re-expressed in differentiable ops, returning one tensor per output of
+/// the op) weighted by `grads`, recorded so they can be differentiated again. One result per input: undefined
+/// for inputs that are undefined or need no gradient.
+std::vector<Tensor> composite_backward(const std::vector<Tensor>& inputs, const std::vector<Tensor>& grads,
+                                       const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& composed);
 
 /// True when `node` was attached with attach_differentiable (or is a gradient accumulator).
 bool is_differentiable(const Node& node);

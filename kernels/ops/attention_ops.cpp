@@ -5,6 +5,7 @@
 
 #include <volt/kernels/backend/attention.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -59,6 +60,29 @@ bool mask_geometry(const Tensor& m, const Shape& shape, AttnMaskGeom& g) {
   return true;
 }
 
+// masked_softmax in differentiable ops (its backward under create_graph differentiates this): masked keys get
+// a huge negative logit, so their weight underflows to exactly 0, and are then multiplied by 0, which also zeroes
+// rows with every key masked.
+Tensor masked_softmax_composed(const Tensor& scores, const Tensor& mask, const Tensor& additive, bool causal,
+                               double scale) {
+  const DType dt = scores.dtype();
+  Tensor z = mul(dt == DType::f16 || dt == DType::bf16 ? scores.to(DType::f32) : scores, scale);
+  if (additive.defined()) z = add(z, additive.to(z.dtype()));
+  const Shape& s = z.shape();
+  const int64_t L = s[s.size() - 2], S = s.back();
+  Tensor keep = ones(s, DType::boolean, z.device());
+  if (mask.defined() && mask.dtype() == DType::boolean) keep = mask.expand(s);
+  if (causal) {  // keep j <= i
+    Tensor i = arange(L, DType::i64, z.device()).reshape({L, 1});
+    Tensor j = arange(S, DType::i64, z.device()).reshape({1, S});
+    Tensor lower = le(j, i);
+    keep = where(lower, keep, zeros({}, DType::boolean, z.device()));
+  }
+  Tensor kf = keep.to(z.dtype());
+  Tensor w = softmax(where(keep, z, full({}, -1e30, z.dtype(), z.device())), -1);
+  return mul(w, kf).to(dt);
+}
+
 // softmax over the last dim of (scores * scale + additive mask), with keys outside a bool mask or the causal
 // triangle at weight 0 and all-masked rows all 0. scores (..., L, S); mask undefined, bool or in the accumulation
 // dtype, broadcastable to scores. Differentiable in scores and in an additive mask.
@@ -87,8 +111,14 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
   const bool additive = p.mask == AttnMaskKind::Additive;
   const bool bias_grad = additive && mask.requires_grad();
   const Shape mask_shape = additive ? mask.shape() : Shape{};
-  autograd::attach(out, "ScaledDotProductAttentionBackward", {scores, additive ? mask : Tensor()},
-                   [y, p, bias_grad, mask_shape](const std::vector<Tensor>& grads) {
+  autograd::attach_differentiable(out, "ScaledDotProductAttentionBackward", {scores, additive ? mask : Tensor()},
+                   [y, p, bias_grad, mask_shape, scores, mask](const std::vector<Tensor>& grads) {
+                     if (autograd::create_graph_enabled())
+                       return autograd::composite_backward(
+                           {scores, p.mask == AttnMaskKind::Additive ? mask : Tensor()}, grads,
+                           [&](const std::vector<Tensor>& in) {
+                             return std::vector<Tensor>{masked_softmax_composed(in[0], mask, in[1], p.causal, p.scale)};
+                           });
                      const Device d = y.device();
                      Tensor g = grads[0].dtype() == y.dtype() ? grads[0].contiguous() : grads[0].to(y.dtype()).contiguous();
                      Tensor gs = empty(y.shape(), y.dtype(), d);

@@ -5,6 +5,7 @@
 #include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/pool.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -58,6 +59,38 @@ Shape pool_out_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
 
 // ---- conv2d -------------------------------------------------------------------------------------------------
 
+namespace {
+// conv2d's two backward products as differentiable functions, used by its backward under create_graph. With
+// y = conv2d(x, w): data_grad(g, w) = dL/dx and weight_grad(x, g) = dL/dw. Both are bilinear; each one's
+// derivatives are the other two products, so they differentiate to any order:
+//   data_grad(g, w):   d/dg = conv2d(., w),       d/dw = weight_grad(., g)
+//   weight_grad(x, g): d/dx = data_grad(g, .),    d/dg = conv2d(x, .)
+Tensor conv2d_params(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  return conv2d(x, w, Tensor(), {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, {p.dil_h, p.dil_w});
+}
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Tensor& w_like, const Conv2dParams& p);
+Tensor conv2d_data_grad(const Tensor& g, const Tensor& w, const Tensor& x_like, const Conv2dParams& p) {
+  Tensor gd = g.detach().contiguous(), wd = w.detach().contiguous(), xd = x_like.detach().contiguous();
+  Tensor dx = empty(xd.shape(), xd.dtype(), xd.device());
+  backend::call<&backend::ConvKernels::conv2d_backward>(gd.device(), xd.dtype(), dx, Tensor(), gd, xd, wd, p);
+  autograd::attach_differentiable(dx, "Conv2dDataGradBackward", {g, w}, [g, w, x_like, p](const std::vector<Tensor>& gg) {
+    return std::vector<Tensor>{g.requires_grad() ? conv2d_params(gg[0], w, p) : Tensor(),
+                               w.requires_grad() ? conv2d_weight_grad(gg[0], g, w, p) : Tensor()};
+  });
+  return dx;
+}
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Tensor& w_like, const Conv2dParams& p) {
+  Tensor gd = g.detach().contiguous(), xd = x.detach().contiguous(), wd = w_like.detach().contiguous();
+  Tensor dw = empty(wd.shape(), wd.dtype(), wd.device());
+  backend::call<&backend::ConvKernels::conv2d_backward>(gd.device(), xd.dtype(), Tensor(), dw, gd, xd, wd, p);
+  autograd::attach_differentiable(dw, "Conv2dWeightGradBackward", {x, g}, [x, g, p](const std::vector<Tensor>& gg) {
+    return std::vector<Tensor>{x.requires_grad() ? conv2d_data_grad(g, gg[0], x, p) : Tensor(),
+                               g.requires_grad() ? conv2d_params(x, gg[0], p) : Tensor()};
+  });
+  return dw;
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation) {
   trace::Range op_range(trace::Layer::op, "conv2d");
   if (autocast_detail::wants_lower(x) || autocast_detail::wants_lower(weight) || autocast_detail::wants_lower(bias))
@@ -97,7 +130,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   trace::count_flops(conv_flops);
   backend::call<&backend::ConvKernels::conv2d_forward>(x.device(), xc.dtype(), out, xc, wc, bc, p);
   const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  autograd::attach(out, "Conv2dBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "Conv2dBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled()) {
+      trace::count_flops(conv_flops * (static_cast<uint64_t>(gx) + static_cast<uint64_t>(gw)));
+      Tensor dx = gx ? conv2d_data_grad(g[0], weight, x, p) : Tensor();
+      Tensor dw = gw ? conv2d_weight_grad(x, g[0], weight, p) : Tensor();
+      Tensor db = gb ? sum(g[0], {0, 2, 3}).to(bias.dtype()) : Tensor();
+      return std::vector<Tensor>{dx, dw, db};
+    }
     Tensor go = g[0].contiguous();
     Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
     Tensor dw = gw ? empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
@@ -127,11 +167,21 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   backend::call<&backend::PoolKernels::max_pool2d_forward>(x.device(), xc.dtype(), out, idx, xc, p);
   Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
   Shape xs = xc.shape();
-  autograd::attach(out, "MaxPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
+  // The backward routes each output's gradient to its window's argmax: linear in the gradient, with the adjoint
+  // picking the gradient's values at the same positions. The CPU keeps those positions, so under create_graph
+  // the backward differentiates to that selection; on CUDA (cuDNN recomputes them) it stays first-order.
+  using AttachFn = void (*)(const std::vector<Tensor>&, const std::string&, const std::vector<Tensor>&, BackwardFn);
+  AttachFn attach_fn = idx.defined() ? AttachFn(&autograd::attach_differentiable) : AttachFn(&autograd::attach);
+  Shape os = out.shape();
+  attach_fn(std::vector<Tensor>{out}, "MaxPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    backend::call<&backend::PoolKernels::max_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so,
-                                                              idx, p);
-    return std::vector<Tensor>{dx};
+    backend::call<&backend::PoolKernels::max_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].detach().contiguous(),
+                                                              sx, so, idx, p);
+    return std::vector<Tensor>{autograd::linear_in_grad(dx, g[0], "MaxPool2dBackwardBackward", [idx, xs, os](const Tensor& gg) {
+      Tensor flat_idx = clamp(idx, 0.0, std::nullopt).reshape({os[0], os[1], os[2] * os[3]});
+      Tensor picked = gather(gg.reshape({xs[0], xs[1], xs[2] * xs[3]}), 2, flat_idx).reshape(os);
+      return where(ge(idx, 0.0), picked, zeros_like(picked));
+    })};
   });
   return out;
 }
@@ -148,16 +198,42 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
   backend::call<&backend::PoolKernels::avg_pool2d_forward>(x.device(), xc.dtype(), out, xc, p);
   Tensor so = x.is_cuda() ? out.detach() : Tensor(), sx = x.is_cuda() ? xc : Tensor();
   Shape xs = xc.shape();
-  autograd::attach(out, "AvgPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "AvgPool2dBackward", {x}, [=](const std::vector<Tensor>& g) {
     Tensor dx = empty(xs, g[0].dtype(), g[0].device());
-    backend::call<&backend::PoolKernels::avg_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].contiguous(), sx, so,
-                                                              p);
-    return std::vector<Tensor>{dx};
+    backend::call<&backend::PoolKernels::avg_pool2d_backward>(dx.device(), dx.dtype(), dx, g[0].detach().contiguous(),
+                                                              sx, so, p);
+    // Linear in the gradient; its adjoint is the pooling itself.
+    return std::vector<Tensor>{autograd::linear_in_grad(dx, g[0], "AvgPool2dBackwardBackward", [=](const Tensor& gg) {
+      return avg_pool2d(gg, kernel, stride, padding);
+    })};
   });
   return out;
 }
 
 // ---- batch norm ---------------------------------------------------------------------------------------------
+
+namespace {
+// batch_norm in differentiable ops (its backward under create_graph differentiates this), in the statistics'
+// dtype `wdt`: with running statistics (evaluation) they are constants; without, the batch's mean and biased
+// variance over every dim but the channels.
+Tensor batch_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, DType wdt, double eps) {
+  const int64_t C = x.size(1);
+  Shape bshape(static_cast<size_t>(x.dim()), 1);
+  bshape[1] = C;
+  std::vector<int64_t> rdims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != 1) rdims.push_back(d);
+  Tensor xf = x.to(wdt);
+  Tensor m = running_mean.defined() ? running_mean.reshape(bshape) : mean(xf, rdims, /*keepdim=*/true);
+  Tensor centered = sub(xf, m);
+  Tensor v = running_var.defined() ? running_var.reshape(bshape) : mean(square(centered), rdims, /*keepdim=*/true);
+  Tensor y = div(centered, sqrt(add(v, eps)));
+  if (weight.defined()) y = mul(y, weight.to(wdt).reshape(bshape));
+  if (bias.defined()) y = add(y, bias.to(wdt).reshape(bshape));
+  return y.to(x.dtype());
+}
+}  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean, Tensor running_var,
                   bool training, double momentum, double eps) {
@@ -217,7 +293,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     Tensor mean = empty({C}, wdt, x.device()), invstd = empty({C}, wdt, x.device());
     backend::call<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), xc.dtype(), out, mean, invstd, xc,
                                                                         w, b, running_mean, running_var, momentum, eps);
-    autograd::attach(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    autograd::attach_differentiable(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+      if (autograd::create_graph_enabled())
+        return autograd::composite_backward({x, weight, bias}, g, [&](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{batch_norm_composed(in[0], in[1], in[2], Tensor(), Tensor(), wdt, eps)};
+        });
       Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
       Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
       Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
@@ -232,7 +312,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   Tensor rm = running_mean.detach(), rv = running_var.detach();
   backend::call<&backend::BatchNormKernels::batch_norm_forward_eval>(x.device(), xc.dtype(), out, xc, w, b, rm, rv,
                                                                      eps);
-  autograd::attach(out, "BatchNormEvalBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "BatchNormEvalBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled())
+      return autograd::composite_backward({x, weight, bias}, g, [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{batch_norm_composed(in[0], in[1], in[2], rm, rv, wdt, eps)};
+      });
     // Statistics are constants here: out = x * scale + shift per channel.
     Shape bshape(static_cast<size_t>(xc.dim()), 1);
     bshape[1] = C;

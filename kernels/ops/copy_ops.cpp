@@ -1,6 +1,7 @@
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/graph.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -18,7 +19,7 @@ Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   Tensor out = empty(shape(), dtype(), device());
   backend::call<&backend::ElementwiseKernels::cast>(device(), out.dtype(), out, *this);
-  autograd::attach(out, "ContiguousBackward", {*this}, [](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "ContiguousBackward", {*this}, [](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0]};
   });
   return out;
@@ -27,7 +28,7 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   backend::call<&backend::ElementwiseKernels::cast>(device(), out.dtype(), out, *this);
-  autograd::attach(out, "CloneBackward", {*this}, [](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "CloneBackward", {*this}, [](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0]};
   });
   return out;
@@ -39,7 +40,7 @@ Tensor Tensor::to(DType dt) const {
   backend::call<&backend::ElementwiseKernels::cast>(device(), out.dtype(), out, *this);
   if (is_floating(dt) && is_floating(dtype())) {
     DType src = dtype();
-    autograd::attach(out, "CastBackward", {*this}, [src](const std::vector<Tensor>& g) {
+    autograd::attach_differentiable(out, "CastBackward", {*this}, [src](const std::vector<Tensor>& g) {
       return std::vector<Tensor>{g[0].to(src)};
     });
   }
@@ -63,7 +64,7 @@ Tensor Tensor::to(Device dev, bool non_blocking) const {
   copy_bytes(out.data_ptr(), dev, src.data_ptr(), src.device(), out.nbytes(), async ? &s : nullptr);
   if (async) keep_alive_until_done(src.storage(), s);  // the pinned buffer must outlive the queued copy
   Device from = device();
-  autograd::attach(out, "ToDeviceBackward", {*this}, [from](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "ToDeviceBackward", {*this}, [from](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].to(from)};
   });
   return out;

@@ -1,9 +1,12 @@
+#include <cmath>
 #include <string>
 
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/derivatives.h>
 
 namespace volt {
 
@@ -71,6 +74,15 @@ Tensor scalar_op(UnaryOp op, const Tensor& a, double s, const char* name) {
   return out;
 }
 
+// clamp's backward: the gradient where the input was inside [lo, hi], zero elsewhere. The map is linear in the
+// gradient and its own adjoint, so under create_graph it differentiates to itself, to any order.
+Tensor clamp_grad(const Tensor& g, const Tensor& saved_in, const ElemParams& p) {
+  Tensor r = grad_op(BinaryOp::ClampGrad, g.detach(), saved_in, p);
+  return autograd::linear_in_grad(r, g, "ClampBackwardBackward",
+                                  [saved_in, p](const Tensor& gg) { return clamp_grad(gg, saved_in, p); });
+}
+
+
 }  // namespace
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -86,12 +98,33 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+// gelu'(x) as a differentiable function of x (used by gelu's backward under create_graph).
+//   exact:  Phi(x) + x phi(x), whose derivative is phi(x) (2 - x^2);
+//   tanh:   0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)), composed of differentiable ops.
+Tensor gelu_derivative(const Tensor& x, bool tanh_form) {
+  if (tanh_form) {
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    Tensor x2 = square(x);
+    Tensor t = tanh(mul(mul(x, add(mul(x2, c), 1.0)), k));
+    Tensor inner = mul(add(mul(x2, 3.0 * c), 1.0), k);
+    return add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, rsub(square(t), 1.0)), inner), 0.5));
+  }
+  Tensor xd = x.detach();
+  Tensor d = grad_op(BinaryOp::GeluGrad, ones_like(xd), xd);
+  autograd::attach_differentiable(d, "GeluDerivativeBackward", {x}, [x](const std::vector<Tensor>& g) {
+    Tensor x2 = square(x);
+    Tensor phi = mul(exp(mul(x2, -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
+    return std::vector<Tensor>{mul(g[0], mul(phi, rsub(x2, 2.0)))};
+  });
+  return d;
+}
+
 // ---- binary -------------------------------------------------------------------------------------------------
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(BinaryOp::Add, a, b, "add");
   Shape sa = a.shape(), sb = b.shape();
-  autograd::attach(out, "AddBackward", {a, b}, [sa, sb](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "AddBackward", {a, b}, [sa, sb](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], sa), sum_to(g[0], sb)};
   });
   return out;
@@ -100,7 +133,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(BinaryOp::Sub, a, b, "sub");
   Shape sa = a.shape(), sb = b.shape();
-  autograd::attach(out, "SubBackward", {a, b}, [sa, sb](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "SubBackward", {a, b}, [sa, sb](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], sa), sum_to(neg(g[0]), sb)};
   });
   return out;
@@ -109,9 +142,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(BinaryOp::Mul, a, b, "mul");
   bool ga = a.requires_grad(), gb = b.requires_grad();
-  Tensor sa = gb ? a.detach() : Tensor(), sb = ga ? b.detach() : Tensor();
+  // Inputs are captured undetached (here and below): under create_graph the formula's ops record through them.
+  Tensor sa = gb ? a : Tensor(), sb = ga ? b : Tensor();
   Shape sha = a.shape(), shb = b.shape();
-  autograd::attach(out, "MulBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "MulBackward", {a, b}, [=](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{ga ? sum_to(mul(g[0], sb), sha) : Tensor(), gb ? sum_to(mul(g[0], sa), shb) : Tensor()};
   });
   return out;
@@ -123,11 +157,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
     return div(a.to(DType::f32), b.to(DType::f32));
   Tensor out = binary_op(BinaryOp::Div, a, b, "div");
   bool ga = a.requires_grad(), gb = b.requires_grad();
-  Tensor sb = b.detach(), so = gb ? out.detach() : Tensor();
+  Tensor sb = b, so = gb ? out.detach() : Tensor();
   Shape sha = a.shape(), shb = b.shape();
-  autograd::attach(out, "DivBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "DivBackward", {a, b}, [=](const std::vector<Tensor>& g) {
     Tensor gdiv = div(g[0], sb);
-    return std::vector<Tensor>{ga ? sum_to(gdiv, sha) : Tensor(), gb ? sum_to(neg(mul(gdiv, so)), shb) : Tensor()};
+    return std::vector<Tensor>{ga ? sum_to(gdiv, sha) : Tensor(),
+                               gb ? sum_to(neg(mul(gdiv, autograd::saved_output(so))), shb) : Tensor()};
   });
   return out;
 }
@@ -137,12 +172,12 @@ Tensor pow(const Tensor& a, const Tensor& b) {
     return pow(autocast_detail::fp32(a), autocast_detail::fp32(b));
   Tensor out = binary_op(BinaryOp::Pow, a, b, "pow");
   bool ga = a.requires_grad(), gb = b.requires_grad();
-  Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
+  Tensor sa = a, sb = b, so = out.detach();
   Shape sha = a.shape(), shb = b.shape();
-  autograd::attach(out, "PowBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "PowBackward", {a, b}, [=](const std::vector<Tensor>& g) {
     Tensor da, db;
     if (ga) da = sum_to(mul(g[0], mul(sb, pow(sa, sub(sb, 1.0)))), sha);
-    if (gb) db = sum_to(mul(g[0], mul(so, log(sa))), shb);
+    if (gb) db = sum_to(mul(g[0], mul(autograd::saved_output(so), log(sa))), shb);
     return std::vector<Tensor>{da, db};
   });
   return out;
@@ -150,9 +185,9 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
   Tensor out = binary_op(is_max ? BinaryOp::Maximum : BinaryOp::Minimum, a, b, is_max ? "maximum" : "minimum");
-  Tensor sa = a.detach(), sb = b.detach();
+  Tensor sa = a.detach(), sb = b.detach();  // only compared: the winner mask is constant
   Shape sha = a.shape(), shb = b.shape();
-  autograd::attach(out, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, is_max ? "MaximumBackward" : "MinimumBackward", {a, b}, [=](const std::vector<Tensor>& g) {
     // The winner takes the gradient; a tie splits it evenly (the subgradient PyTorch uses).
     DType dt = g[0].dtype();
     Tensor wa = add((is_max ? gt(sa, sb) : lt(sa, sb)).to(dt), mul(eq(sa, sb).to(dt), 0.5));
@@ -167,13 +202,13 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false);
 
 Tensor add(const Tensor& a, double s) {
   Tensor out = scalar_op(UnaryOp::AddScalar, a, s, "add");
-  autograd::attach(out, "AddScalarBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  autograd::attach_differentiable(out, "AddScalarBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }
 Tensor mul(const Tensor& a, double s) {
   Tensor out = scalar_op(UnaryOp::MulScalar, a, s, "mul");
-  autograd::attach(out, "MulScalarBackward", {a}, [s](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "MulScalarBackward", {a}, [s](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{mul(g[0], s)};
   });
   return out;
@@ -184,16 +219,16 @@ Tensor div(const Tensor& a, double s) {
 }
 Tensor rsub(const Tensor& a, double s) {
   Tensor out = scalar_op(UnaryOp::RSubScalar, a, s, "rsub");
-  autograd::attach(out, "RSubBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
+  autograd::attach_differentiable(out, "RSubBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
   return out;
 }
 Tensor rdiv(const Tensor& a, double s) {
   if (autocast_detail::wants_fp32(a)) return rdiv(autocast_detail::fp32(a), s);
   Tensor in = is_floating(a.dtype()) ? a : a.to(DType::f32);
   Tensor out = scalar_op(UnaryOp::RDivScalar, in, s, "rdiv");
-  Tensor so = out.detach(), sa = in.detach();
-  autograd::attach(out, "RDivBackward", {in}, [so, sa](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{neg(div(mul(g[0], so), sa))};  // d(s/a) = -s/a^2 = -out/a
+  Tensor so = out.detach(), sa = in;
+  autograd::attach_differentiable(out, "RDivBackward", {in}, [so, sa](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{neg(div(mul(g[0], autograd::saved_output(so)), sa))};  // d(s/a) = -s/a^2 = -out/a
   });
   return out;
 }
@@ -202,9 +237,10 @@ Tensor pow(const Tensor& a, double e) {
   ElemParams p;
   p.a = e;
   Tensor out = unary_op(UnaryOp::PowScalar, a, "pow", p);
-  Tensor sa = a.detach();
-  autograd::attach(out, "PowScalarBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{grad_op(BinaryOp::PowScalarGrad, g[0], sa, p)};
+  Tensor sa = a;
+  autograd::attach_differentiable(out, "PowScalarBackward", {a}, [sa, p, e](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled()) return std::vector<Tensor>{mul(g[0], mul(pow(sa, e - 1.0), e))};
+    return std::vector<Tensor>{grad_op(BinaryOp::PowScalarGrad, g[0], sa.detach(), p)};
   });
   return out;
 }
@@ -213,41 +249,43 @@ Tensor pow(const Tensor& a, double e) {
 
 Tensor neg(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Neg, a, "neg", {}, false);
-  autograd::attach(out, "NegBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
+  autograd::attach_differentiable(out, "NegBackward", {a}, [](const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
   return out;
 }
 Tensor exp(const Tensor& a) {
   if (autocast_detail::wants_fp32(a)) return exp(autocast_detail::fp32(a));
   Tensor out = unary_op(UnaryOp::Exp, a, "exp");
   Tensor so = out.detach();
-  autograd::attach(out, "ExpBackward", {a}, [so](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], so)}; });
+  autograd::attach_differentiable(out, "ExpBackward", {a}, [so](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(g[0], autograd::saved_output(so))};
+  });
   return out;
 }
 Tensor log(const Tensor& a) {
   if (autocast_detail::wants_fp32(a)) return log(autocast_detail::fp32(a));
   Tensor out = unary_op(UnaryOp::Log, a, "log");
-  Tensor sa = a.detach();
-  autograd::attach(out, "LogBackward", {a}, [sa](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], sa)}; });
+  Tensor sa = a;
+  autograd::attach_differentiable(out, "LogBackward", {a}, [sa](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], sa)}; });
   return out;
 }
 Tensor sqrt(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Sqrt, a, "sqrt");
   Tensor so = out.detach();
-  autograd::attach(out, "SqrtBackward", {a}, [so](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{div(mul(g[0], 0.5), so)};
+  autograd::attach_differentiable(out, "SqrtBackward", {a}, [so](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{div(mul(g[0], 0.5), autograd::saved_output(so))};
   });
   return out;
 }
 Tensor abs(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Abs, a, "abs", {}, false);
-  Tensor sa = a.detach();
-  autograd::attach(out, "AbsBackward", {a}, [sa](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], sign(sa))}; });
+  Tensor sa = a.detach();  // sign(a) is piecewise constant
+  autograd::attach_differentiable(out, "AbsBackward", {a}, [sa](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], sign(sa))}; });
   return out;
 }
 Tensor square(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Square, a, "square", {}, false);
-  Tensor sa = a.detach();
-  autograd::attach(out, "SquareBackward", {a}, [sa](const std::vector<Tensor>& g) {
+  Tensor sa = a;
+  autograd::attach_differentiable(out, "SquareBackward", {a}, [sa](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{mul(mul(g[0], sa), 2.0)};
   });
   return out;
@@ -256,7 +294,9 @@ Tensor sign(const Tensor& a) { return unary_op(UnaryOp::Sign, a, "sign", {}, fal
 Tensor relu(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Relu, a, "relu", {}, false);
   Tensor so = out.detach();
-  autograd::attach(out, "ReluBackward", {a}, [so](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "ReluBackward", {a}, [so](const std::vector<Tensor>& g) {
+    // Under create_graph: the same mask as a constant factor (the second derivative is zero).
+    if (autograd::create_graph_enabled()) return std::vector<Tensor>{mul(g[0], gt(so, 0.0).to(g[0].dtype()))};
     return std::vector<Tensor>{grad_op(BinaryOp::ReluGrad, g[0], so)};
   });
   return out;
@@ -266,7 +306,8 @@ Tensor leaky_relu(const Tensor& a, double slope) {
   p.a = slope;
   Tensor out = unary_op(UnaryOp::LeakyRelu, a, "leaky_relu", p);
   Tensor sa = a.detach();
-  autograd::attach(out, "LeakyReluBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "LeakyReluBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled()) return std::vector<Tensor>{where(gt(sa, 0.0), g[0], mul(g[0], p.a))};
     return std::vector<Tensor>{grad_op(BinaryOp::LeakyReluGrad, g[0], sa, p)};
   });
   return out;
@@ -274,7 +315,11 @@ Tensor leaky_relu(const Tensor& a, double slope) {
 Tensor sigmoid(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Sigmoid, a, "sigmoid");
   Tensor so = out.detach();
-  autograd::attach(out, "SigmoidBackward", {a}, [so](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "SigmoidBackward", {a}, [so](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled()) {  // g * y * (1 - y), through the output
+      Tensor y = autograd::saved_output(so);
+      return std::vector<Tensor>{mul(g[0], mul(y, rsub(y, 1.0)))};
+    }
     return std::vector<Tensor>{grad_op(BinaryOp::SigmoidGrad, g[0], so)};
   });
   return out;
@@ -282,7 +327,11 @@ Tensor sigmoid(const Tensor& a) {
 Tensor tanh(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Tanh, a, "tanh");
   Tensor so = out.detach();
-  autograd::attach(out, "TanhBackward", {a}, [so](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "TanhBackward", {a}, [so](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled()) {  // g * (1 - y^2), through the output
+      Tensor y = autograd::saved_output(so);
+      return std::vector<Tensor>{mul(g[0], rsub(square(y), 1.0))};
+    }
     return std::vector<Tensor>{grad_op(BinaryOp::TanhGrad, g[0], so)};
   });
   return out;
@@ -290,9 +339,10 @@ Tensor tanh(const Tensor& a) {
 Tensor gelu(const Tensor& a, GeluApproximate approximate) {
   const bool tanh_form = approximate == GeluApproximate::Tanh;
   Tensor out = unary_op(tanh_form ? UnaryOp::GeluTanh : UnaryOp::Gelu, a, "gelu");
-  Tensor sa = a.detach();
-  autograd::attach(out, "GeluBackward", {a}, [sa, tanh_form](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{grad_op(tanh_form ? BinaryOp::GeluTanhGrad : BinaryOp::GeluGrad, g[0], sa)};
+  Tensor sa = a;
+  autograd::attach_differentiable(out, "GeluBackward", {a}, [sa, tanh_form](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled()) return std::vector<Tensor>{mul(g[0], gelu_derivative(sa, tanh_form))};
+    return std::vector<Tensor>{grad_op(tanh_form ? BinaryOp::GeluTanhGrad : BinaryOp::GeluGrad, g[0], sa.detach())};
   });
   return out;
 }
@@ -304,9 +354,13 @@ GeluApproximate parse_gelu_approximate(std::string_view approximate) {
 Tensor gelu(const Tensor& a, std::string_view approximate) { return gelu(a, parse_gelu_approximate(approximate)); }
 Tensor silu(const Tensor& a) {
   Tensor out = unary_op(UnaryOp::Silu, a, "silu");
-  Tensor sa = a.detach();
-  autograd::attach(out, "SiluBackward", {a}, [sa](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{grad_op(BinaryOp::SiluGrad, g[0], sa)};
+  Tensor sa = a;
+  autograd::attach_differentiable(out, "SiluBackward", {a}, [sa](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled()) {  // silu'(x) = s (1 + x (1 - s)), s = sigmoid(x)
+      Tensor s = sigmoid(sa);
+      return std::vector<Tensor>{mul(g[0], mul(s, add(mul(sa, rsub(s, 1.0)), 1.0)))};
+    }
+    return std::vector<Tensor>{grad_op(BinaryOp::SiluGrad, g[0], sa.detach())};
   });
   return out;
 }
@@ -319,8 +373,8 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
   p.b = hi.value_or(0);
   Tensor out = unary_op(UnaryOp::Clamp, a, "clamp", p, false);
   Tensor sa = a.detach();
-  autograd::attach(out, "ClampBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{grad_op(BinaryOp::ClampGrad, g[0], sa, p)};
+  autograd::attach_differentiable(out, "ClampBackward", {a}, [sa, p](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{clamp_grad(g[0], sa, p)};
   });
   return out;
 }
@@ -365,7 +419,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = empty(shape, dt, x.device());
   backend::call<&backend::ElementwiseKernels::where>(out.device(), out.dtype(), out, c, x, y);
   Shape sa = a.shape(), sb = b.shape();
-  autograd::attach(out, "WhereBackward", {a, b}, [c, sa, sb](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "WhereBackward", {a, b}, [c, sa, sb](const std::vector<Tensor>& g) {
     Tensor z = zeros_like(g[0]);
     return std::vector<Tensor>{sum_to(where(c, g[0], z), sa), sum_to(where(c, z, g[0]), sb)};
   });

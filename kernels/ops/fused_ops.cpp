@@ -9,6 +9,7 @@
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/fused_ops.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -76,8 +77,13 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
   const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   const DType weight_dt = weight.defined() ? weight.dtype() : pdt, bias_dt = bias.defined() ? bias.dtype() : pdt;
   Tensor s_saved = s.detach();
-  autograd::attach(std::vector<Tensor>{s, y}, "ResidualLayerNormBackward", {x, residual, weight, bias},
+  autograd::attach_differentiable(std::vector<Tensor>{s, y}, "ResidualLayerNormBackward", {x, residual, weight, bias},
                    [=](const std::vector<Tensor>& grads) {
+    if (autograd::create_graph_enabled())  // the same function from recorded ops: x + r, then layer_norm
+      return autograd::composite_backward({x, residual, weight, bias}, grads, [&](const std::vector<Tensor>& in) {
+        Tensor sum_in = add(in[0], in[1]);
+        return std::vector<Tensor>{sum_in, layer_norm(sum_in, {g.row_size}, in[2], in[3], eps)};
+      });
     auto in_dtype = [&](const Tensor& t) { return (t.dtype() == xc.dtype() ? t : t.to(xc.dtype())).contiguous(); };
     Tensor ds_other = in_dtype(grads[0]), dy = in_dtype(grads[1]);
     Tensor ds = empty(xc.shape(), xc.dtype(), dev);
@@ -153,7 +159,16 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
   Tensor loss = cast(mul(total, scale), out_dt);
   if (need_grad) {
     auto used = std::make_shared<bool>(false);
-    autograd::attach(loss, "FusedCrossEntropyBackward", {logits}, [=](const std::vector<Tensor>& grads) {
+    // With the gradient written over the logits (grad_in_logits) the logits are gone, so a second derivative
+    // cannot be formed: that node stays first-order (differentiating through it again names the op).
+    using AttachFn = void (*)(const std::vector<Tensor>&, const std::string&, const std::vector<Tensor>&, BackwardFn);
+    AttachFn attach_fn = in_place ? AttachFn(&autograd::attach) : AttachFn(&autograd::attach_differentiable);
+    FusedCrossEntropyOptions o = opt;
+    attach_fn(std::vector<Tensor>{loss}, "FusedCrossEntropyBackward", {logits}, [=](const std::vector<Tensor>& grads) {
+      if (!in_place && autograd::create_graph_enabled())
+        return autograd::composite_backward({logits}, grads, [&](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{cast(cross_entropy(in[0], target, o.reduction, o.ignore_index), out_dt)};
+        });
       Tensor coef = cast(grads[0], DType::f64).reshape({});
       if (!in_place) return std::vector<Tensor>{mul(grad, cast(coef, T))};
       VOLT_CHECK(!*used, "fused_cross_entropy: a second backward through a loss whose gradient was written in place "

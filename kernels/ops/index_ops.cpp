@@ -9,6 +9,7 @@
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/index.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 
 namespace volt {
@@ -121,7 +122,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       needs.push_back(t.requires_grad());
     }
   }
-  autograd::attach(out, "CatBackward", tensors, [d, sizes, dtypes, needs](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "CatBackward", tensors, [d, sizes, dtypes, needs](const std::vector<Tensor>& g) {
     std::vector<Tensor> r;
     int64_t off = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -174,8 +175,10 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
                                                         outer, D, inner);
   Shape in_shape = s;
   DType dt = a.dtype();
-  autograd::attach(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{index_add_backward(g[0], idx, in_shape, dt, outer, D, inner)};
+  autograd::attach_differentiable(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
+    Tensor gi = index_add_backward(g[0].detach(), idx, in_shape, dt, outer, D, inner);
+    return std::vector<Tensor>{autograd::linear_in_grad(gi, g[0], "IndexSelectBackwardBackward",
+                                                        [d, idx](const Tensor& gg) { return index_select(gg, d, idx); })};
   });
   return out;
 }
@@ -202,10 +205,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
                                                         idx, 1, V, D);
   Shape w_shape = weight.shape();
   DType dt = weight.dtype();
-  autograd::attach(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
-    Tensor gw = index_add_backward(g[0], idx, w_shape, dt, 1, V, D);
+  autograd::attach_differentiable(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
+    Tensor gw = index_add_backward(g[0].detach(), idx, w_shape, dt, 1, V, D);
     if (pad >= 0) gw.narrow(0, pad, 1).zero_();  // the padding row is not trained
-    return std::vector<Tensor>{gw};
+    return std::vector<Tensor>{autograd::linear_in_grad(gw, g[0], "EmbeddingBackwardBackward", [idx, pad](const Tensor& gg) {
+      Tensor rows = embedding(gg, idx);
+      return pad < 0 ? rows : where(eq(idx, static_cast<double>(pad)).unsqueeze(-1), zeros_like(rows), rows);
+    })};
   });
   return out;
 }
@@ -235,14 +241,15 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
                                                   make_geometry(index.shape(), src.strides(), d));
   Shape in_shape = a.shape();
   DType dt = a.dtype();
-  autograd::attach(out, "GatherBackward", {a}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "GatherBackward", {a}, [=](const std::vector<Tensor>& g) {
     DType acc = accum_dtype(dt);
     Tensor grad = zeros(in_shape, acc, g[0].device());
-    Tensor gc = g[0].to(acc).contiguous();
+    Tensor gc = g[0].detach().to(acc).contiguous();
     if (gc.numel() > 0)
       backend::call<&backend::IndexKernels::scatter_add>(grad.device(), grad.dtype(), grad, gc, idx,
                                                          make_geometry(idx.shape(), grad.strides(), d));
-    return std::vector<Tensor>{grad.to(dt)};
+    return std::vector<Tensor>{autograd::linear_in_grad(grad.to(dt), g[0], "GatherBackwardBackward",
+                                                        [d, idx](const Tensor& gg) { return gather(gg, d, idx); })};
   });
   return out;
 }

@@ -5,7 +5,9 @@
 #include <volt/kernels/backend/linalg.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/bias_act.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
+#include <volt/kernels/ops/derivatives.h>
 #include <volt/kernels/ops/autocast_util.h>
 
 namespace volt {
@@ -235,11 +237,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = mm_raw(a, b);
   if (!autograd::any_requires_grad({&a, &b})) return out;  // no closure to build on the inference path
   bool ga = a.requires_grad(), gb = b.requires_grad();
-  Tensor sa = gb ? a.detach() : Tensor(), sb = ga ? b.detach() : Tensor();
+  Tensor sa = gb ? a : Tensor(), sb = ga ? b : Tensor();  // undetached: create_graph records through them
   Shape sha = a.shape(), shb = b.shape();
-  autograd::attach(out, "MatmulBackward", {a, b}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "MatmulBackward", {a, b}, [=](const std::vector<Tensor>& g) {
     Tensor da, db;
-    if (sha.size() == 2 && shb.size() == 2) {  // no broadcast to undo, no transposed views to build
+    if (autograd::create_graph_enabled()) {  // the same products through the public (recorded) op
+      if (ga) da = sum_to(matmul(g[0], transpose_last(sb)), sha);
+      if (gb) db = sum_to(matmul(transpose_last(sa), g[0]), shb);
+    } else if (sha.size() == 2 && shb.size() == 2) {  // no broadcast to undo, no transposed views to build
       if (ga) da = mm2(g[0], sb, false, true);
       if (gb) db = mm2(sa, g[0], true, false);
     } else {
@@ -274,11 +279,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   linear_into(out, pre, x, weight, bias, act);
   if (!needs_grad) return out;
   bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  Tensor sx = gw ? x.detach() : Tensor(), sw = gx ? weight.detach() : Tensor();
+  // Undetached (create_graph records through them); a GELU's second derivative recomputes the pre-activation
+  // from all three.
+  const bool gelu_act = act == Activation::GELU || act == Activation::GELUTanh;
+  Tensor sx = gw || gelu_act ? x : Tensor(), sw = gx || gelu_act ? weight : Tensor();
+  Tensor sbias = gelu_act ? bias : Tensor();
   Tensor saved = biasact::saves_out(act) ? out.detach() : pre;
   const char* name = act == Activation::None ? "LinearBackward" : "LinearActivationBackward";
-  autograd::attach(out, name, {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, name, {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     Tensor gp = g[0], dx, dw, db;  // gp: the gradient of the pre-activation, (rows, out)
+    if (autograd::create_graph_enabled()) {  // the same formula in recorded ops
+      if (act == Activation::ReLU) gp = mul(g[0], gt(saved, 0.0).to(g[0].dtype()));
+      if (gelu_act) gp = mul(g[0], gelu_derivative(linear(sx, sw, sbias), act == Activation::GELUTanh));
+      if (gb) db = sum(gp, {0});
+      if (gx) dx = matmul(gp, sw);
+      if (gw) dw = matmul(gp.transpose(0, 1), sx);
+      return std::vector<Tensor>{dx, dw, db};
+    }
     if (act == Activation::None) {
       if (gb) db = sum(g[0], {0});
     } else {
@@ -289,8 +306,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
       backend::call<&backend::LinalgKernels::bias_act_bwd>(go.device(), go.dtype(), gp, db, go, saved, rows, outf,
                                                            act);
     }
-    if (gx) dx = mm2(gp, sw, false, false);  // (rows, out) @ (out, in)
-    if (gw) dw = mm2(gp, sx, true, false);   // (rows, out)^T @ (rows, in)
+    if (gx) dx = mm2(gp, sw.detach(), false, false);  // (rows, out) @ (out, in)
+    if (gw) dw = mm2(gp, sx.detach(), true, false);   // (rows, out)^T @ (rows, in)
     return std::vector<Tensor>{dx, dw, db};
   });
   return out;

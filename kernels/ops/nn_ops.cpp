@@ -3,6 +3,7 @@
 #include <volt/kernels/backend/loss.h>
 #include <volt/kernels/backend/softmax.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 #include <volt/kernels/ops/philox_draw.h>
@@ -34,9 +35,11 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* op) {
   // Backward in terms of the saved output (composed of differentiable ops, so double backward works):
   //   softmax:     dx = y * (g - sum(g * y))
   //   log_softmax: dx = g - exp(y) * sum(g)
-  autograd::attach(out, log ? "LogSoftmaxBackward" : "SoftmaxBackward", {a}, [so, d, log](const std::vector<Tensor>& g) {
-    if (log) return std::vector<Tensor>{sub(g[0], mul(exp(so), sum(g[0], {d}, true)))};
-    return std::vector<Tensor>{mul(so, sub(g[0], sum(mul(g[0], so), {d}, true)))};
+  autograd::attach_differentiable(out, log ? "LogSoftmaxBackward" : "SoftmaxBackward", {a},
+                                  [so, d, log](const std::vector<Tensor>& g) {
+    Tensor y = autograd::saved_output(so);  // under create_graph: the output, tied to this node
+    if (log) return std::vector<Tensor>{sub(g[0], mul(exp(y), sum(g[0], {d}, true)))};
+    return std::vector<Tensor>{mul(y, sub(g[0], sum(mul(g[0], y), {d}, true)))};
   });
   return out;
 }
@@ -97,6 +100,26 @@ LossReduction to_loss_reduction(Reduction r) {
   return LossReduction::Mean;
 }
 
+// The class loss in differentiable ops (the backward under create_graph differentiates this):
+//   per position: -((1 - eps) * logp[target] + eps / C * sum_c logp[c]), zero where target == ignore_index,
+// with logp = log_softmax(input) (cross_entropy) or the input itself (nll_loss, eps = 0); mean divides by the
+// number of positions not ignored.
+Tensor class_loss_composed(const Tensor& input, const Tensor& target, const CeParams& p) {
+  const int64_t cdim = input.dim() == 1 ? 0 : 1;
+  const double c = static_cast<double>(input.size(cdim));
+  Tensor logp = p.nll ? input : log_softmax(input, cdim);
+  Tensor valid = ne(target, static_cast<double>(p.ignore_index));
+  Tensor safe = where(valid, target, zeros_like(target));
+  Tensor picked = gather(logp, cdim, safe.unsqueeze(cdim)).squeeze(cdim);
+  Tensor per = neg(mul(picked, 1.0 - p.label_smoothing));
+  if (p.label_smoothing > 0) per = sub(per, mul(sum(logp, {cdim}), p.label_smoothing / c));
+  per = where(valid, per, zeros_like(per));
+  if (p.reduction == LossReduction::None) return per;
+  Tensor total = sum(per);
+  if (p.reduction == LossReduction::Sum) return total;
+  return div(total, sum(valid.to(total.dtype())));
+}
+
 Tensor class_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                   double label_smoothing, bool nll, const char* op, const char* input_name) {
   if (autocast_detail::wants_fp32(input))
@@ -118,8 +141,12 @@ Tensor class_loss(const Tensor& input, const Tensor& target, Reduction reduction
   Tensor count = empty({}, acc_dtype(x.dtype()), dev);  // non-ignored targets, the mean's divisor
   backend::call<&backend::LossKernels::class_loss_fwd>(dev, x.dtype(), out, lse, count, x, t, geom.n, geom.c,
                                                        geom.inner, p);
-  autograd::attach(out, nll ? "NllLossBackward" : "CrossEntropyBackward", {input},
-                   [x, t, lse, count, geom, p](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, nll ? "NllLossBackward" : "CrossEntropyBackward", {input},
+                   [x, t, lse, count, geom, p, input, target](const std::vector<Tensor>& g) {
+                     if (autograd::create_graph_enabled())
+                       return autograd::composite_backward({input}, g, [&](const std::vector<Tensor>& in) {
+                         return std::vector<Tensor>{class_loss_composed(in[0], target, p)};
+                       });
                      // Fused: grad = g_row * (softmax - (1 - eps) * onehot - eps / C), zero on ignored rows.
                      Tensor go = g[0].dtype() == x.dtype() ? g[0].contiguous() : g[0].to(x.dtype()).contiguous();
                      Tensor gi = empty(x.shape(), x.dtype(), x.device());
@@ -128,6 +155,17 @@ Tensor class_loss(const Tensor& input, const Tensor& target, Reduction reduction
                      return std::vector<Tensor>{gi};
                    });
   return out;
+}
+
+// dropout's backward: the gradient times the kept mask and the scale. Linear in the gradient and its own adjoint,
+// so under create_graph it differentiates to itself.
+Tensor dropout_grad(const Tensor& g, const Tensor& mask, double scale) {
+  Tensor go = g.detach().contiguous();
+  Tensor gi = empty(go.shape(), go.dtype(), go.device());
+  if (gi.numel() > 0)
+    backend::call<&backend::DropoutKernels::dropout_bwd>(go.device(), go.dtype(), gi, go, mask, scale);
+  return autograd::linear_in_grad(gi, g, "DropoutBackwardBackward",
+                                  [mask, scale](const Tensor& gg) { return dropout_grad(gg, mask, scale); });
 }
 
 }  // namespace
@@ -180,12 +218,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
   if (x.numel() > 0)
     backend::call<&backend::DropoutKernels::dropout_fwd>(x.device(), x.dtype(), out, mask, x, rng, p);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  autograd::attach(out, "DropoutBackward", {a}, [mask, scale](const std::vector<Tensor>& gr) {
-    Tensor go = gr[0].contiguous();
-    Tensor gi = empty(go.shape(), go.dtype(), go.device());
-    if (gi.numel() > 0)
-      backend::call<&backend::DropoutKernels::dropout_bwd>(go.device(), go.dtype(), gi, go, mask, scale);
-    return std::vector<Tensor>{gi};
+  autograd::attach_differentiable(out, "DropoutBackward", {a}, [mask, scale](const std::vector<Tensor>& gr) {
+    return std::vector<Tensor>{dropout_grad(gr[0], mask, scale)};
   });
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 
@@ -32,6 +33,26 @@ void check_param(const Tensor& t, const Tensor& x, const Shape& shape, const cha
              pdt != x.dtype() ? " or " + std::string(dtype_name(pdt)) : std::string());
 }
 
+// The normalisation in differentiable ops (the backward under create_graph differentiates this): each of g.rows
+// rows of g.row_size values is normalised with its biased variance, then scaled and shifted by weight and bias
+// (per channel for group_norm, over the trailing normalized_shape for layer_norm).
+Tensor norm_composed(const Tensor& x, const NormGeom& g, const Tensor& weight, const Tensor& bias, double eps,
+                     bool per_channel) {
+  const DType pdt = stat_dtype(x.dtype());
+  Tensor rows = x.to(pdt).reshape({g.rows, g.row_size});
+  Tensor centered = sub(rows, mean(rows, {1}, /*keepdim=*/true));
+  Tensor normed = div(centered, sqrt(add(mean(square(centered), {1}, /*keepdim=*/true), eps))).reshape(x.shape());
+  auto affine_shape = [&](const Tensor& p) {
+    if (!per_channel) return p;
+    Shape s{p.numel()};
+    for (int64_t i = 2; i < x.dim(); ++i) s.push_back(1);
+    return p.reshape(s);
+  };
+  if (weight.defined()) normed = mul(normed, affine_shape(weight.to(pdt)));
+  if (bias.defined()) normed = add(normed, affine_shape(bias.to(pdt)));
+  return normed.to(x.dtype());
+}
+
 // Runs the normalisation described by `g` on checked arguments and attaches the backward.
 Tensor norm_impl(const Tensor& x, const NormGeom& g, const Tensor& weight, const Tensor& bias, double eps,
                  const char* backward_name) {
@@ -48,7 +69,12 @@ Tensor norm_impl(const Tensor& x, const NormGeom& g, const Tensor& weight, const
   const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   const DType weight_dt = weight.defined() ? weight.dtype() : pdt, bias_dt = bias.defined() ? bias.dtype() : pdt;
   const Shape wshape = weight.defined() ? weight.shape() : Shape{}, bshape = bias.defined() ? bias.shape() : Shape{};
-  autograd::attach(out, backward_name, {x, weight, bias}, [=](const std::vector<Tensor>& grads) {
+  const bool per_channel = std::string(backward_name) == "GroupNormBackward";
+  autograd::attach_differentiable(out, backward_name, {x, weight, bias}, [=](const std::vector<Tensor>& grads) {
+    if (autograd::create_graph_enabled())
+      return autograd::composite_backward({x, weight, bias}, grads, [g, eps, per_channel](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{norm_composed(in[0], g, in[1], in[2], eps, per_channel)};
+      });
     Tensor dx = gx ? empty(xc.shape(), xc.dtype(), dev) : Tensor();
     Tensor dw = gw ? empty({w.numel()}, pdt, dev) : Tensor();
     Tensor db = gb ? empty({b.numel()}, pdt, dev) : Tensor();

@@ -3,6 +3,7 @@
 
 #include <volt/kernels/backend/reduce.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
 #include <volt/kernels/ops/reduce_util.h>
@@ -69,7 +70,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
     backend::call<&backend::ReduceKernels::sum_cols>(in.device(), p.input2d.dtype(), out, p.input2d);
   }
   Shape in_shape = a.shape(), kd = p.keepdim_shape;
-  autograd::attach(out, "SumBackward", {a}, [in_shape, kd](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "SumBackward", {a}, [in_shape, kd](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].reshape(kd).expand(in_shape).contiguous()};
   });
   return out;
@@ -136,7 +137,7 @@ std::pair<Tensor, Tensor> extremum_dim(const Tensor& a, int64_t dim, bool keepdi
   if (is_bool) vals = vals.to(DType::boolean);
   Shape in_shape = a.shape();
   Tensor sidx = idx;
-  autograd::attach(vals, is_max ? "MaxBackward" : "MinBackward", {a}, [L, in_shape, sidx](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(vals, is_max ? "MaxBackward" : "MinBackward", {a}, [L, in_shape, sidx](const std::vector<Tensor>& g) {
     // The gradient goes to the selected (first) extremum: scatter through a one-hot mask over the reduced dim.
     Tensor idx3 = sidx.reshape({L.outer, 1, L.inner});
     Tensor pos = arange(L.r, DType::i64, g[0].device()).reshape({1, L.r, 1});
@@ -159,7 +160,7 @@ Tensor extremum_all(const Tensor& a, bool is_max, const char* op) {
   backend::call<&backend::ReduceKernels::arg_reduce>(in.device(), in.dtype(), vals, idx, in, 1, in.numel(), 1, is_max);
   if (is_bool) vals = vals.to(DType::boolean);
   Tensor sa = a.detach(), so = vals.detach();
-  autograd::attach(vals, is_max ? "MaxAllBackward" : "MinAllBackward", {a}, [sa, so](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(vals, is_max ? "MaxAllBackward" : "MinAllBackward", {a}, [sa, so](const std::vector<Tensor>& g) {
     // Ties share the gradient evenly (PyTorch's rule for the full reduction).
     Tensor hit = eq(sa, so);
     Tensor share = div(g[0], sum(hit).to(g[0].dtype()));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 
 namespace volt {
@@ -63,7 +64,7 @@ std::optional<Shape> view_strides(const Tensor& t, const Shape& shape) {
 
 void attach_reshape_backward(const Tensor& out, const Tensor& in, const char* name) {
   Shape in_shape = in.shape();
-  autograd::attach(out, name, {in}, [in_shape](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, name, {in}, [in_shape](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].reshape(in_shape)};
   });
 }
@@ -105,7 +106,7 @@ Tensor Tensor::permute(const Shape& dims) const {
     inverse[d] = static_cast<int64_t>(i);
   }
   Tensor out = make_view(*this, s, st, offset());
-  autograd::attach(out, "PermuteBackward", {*this}, [inverse](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "PermuteBackward", {*this}, [inverse](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].permute(inverse)};
   });
   return out;
@@ -141,10 +142,12 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape in_shape = shape();
   DType dt = dtype();
   Device dev = device();
-  autograd::attach(out, "SliceBackward", {*this}, [=](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "SliceBackward", {*this}, [=](const std::vector<Tensor>& g) {
     Tensor gi = zeros(in_shape, dt, dev);
-    gi.slice(d, start, end, step).copy_(g[0]);
-    return std::vector<Tensor>{gi};
+    gi.slice(d, start, end, step).copy_(g[0].detach());
+    // Linear in g: under create_graph its own backward takes the same slice of the incoming gradient.
+    return std::vector<Tensor>{autograd::linear_in_grad(gi, g[0], "SliceBackwardBackward",
+                                                        [=](const Tensor& gg) { return gg.slice(d, start, end, step); })};
   });
   return out;
 }
@@ -186,7 +189,7 @@ Tensor Tensor::expand(const Shape& target) const {
   if (s == shape()) return *this;
   Tensor out = make_view(*this, s, st, offset());
   Shape in_shape = shape();
-  autograd::attach(out, "ExpandBackward", {*this}, [in_shape](const std::vector<Tensor>& g) {
+  autograd::attach_differentiable(out, "ExpandBackward", {*this}, [in_shape](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], in_shape)};
   });
   return out;

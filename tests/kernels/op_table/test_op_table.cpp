@@ -2,6 +2,7 @@
 //   OpTable/OpTableTest.Forward/<row>_<device>_<dtype>
 //   OpTable/OpTableGradTest.Backward/<row>_<device>_<dtype>         (differentiable rows)
 //   OpTable/OpTableGradcheck.FiniteDifferences/<row>                 (differentiable rows, CPU f64)
+//   OpTable/OpTableDoubleBackward.FiniteDifferences/<row>            (the same rows: second derivatives)
 // CUDA cases are always registered; without a GPU they skip with the reason.
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "kernels/op_table/op_table.h"
+#include "common/second_order.h"
 #include <volt/runtime/cuda_api.h>
 
 namespace volt::optable {
@@ -293,9 +295,22 @@ TEST_P(OpTableGradcheck, FiniteDifferences) {
                                         1e-6, r.gc_atol, r.gc_rtol);
 }
 
+class OpTableDoubleBackward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OpTableDoubleBackward, FiniteDifferences) {
+  const OpRow& r = *GetParam().row;
+  if (!r.double_backward) GTEST_SKIP() << r.name << ": first derivatives only: " << r.first_order_reason;
+  Inputs x = leaves(r, rounded_inputs(r, DType::f64), kCPU, DType::f64, true);
+  const OpRow* rp = &r;
+  volt::testing::expect_second_derivatives_match([rp](const Inputs& in) { return run(*rp, in, {kCPU, DType::f64}); },
+                                                 x, 1e-6, r.gc_atol, r.gc_rtol);
+}
+
 INSTANTIATE_TEST_SUITE_P(OpTable, OpTableTest, ::testing::ValuesIn(all_cases(false)), case_name);
 INSTANTIATE_TEST_SUITE_P(OpTable, OpTableGradTest, ::testing::ValuesIn(all_cases(true)), case_name);
 INSTANTIATE_TEST_SUITE_P(OpTable, OpTableGradcheck, ::testing::ValuesIn(gradcheck_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.row->name; });
+INSTANTIATE_TEST_SUITE_P(OpTable, OpTableDoubleBackward, ::testing::ValuesIn(gradcheck_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.row->name; });
 
 }  // namespace
