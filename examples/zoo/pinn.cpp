@@ -8,8 +8,9 @@
 // --check, in f64: (1) autograd's u'(x) and u''(x) at 8 points match the central differences
 // (u(x+h) - u(x-h)) / 2h and (u(x+h) - 2u(x) + u(x-h)) / h^2 (h 1e-5 and 1e-4; rtol 1e-5, atol 1e-6); (2) the
 // loss's gradients with respect to four parameters match central differences of the loss (rtol 1e-5); after
-// training, the loss falls to at most 0.01 x its first value (last 20 steps vs the first 20) and u is within
-// 0.05 of sin(pi x) on a grid of 101 points.
+// training, the loss falls to at most 0.001 x its first value (last 20 steps vs the first 20) and u is within
+// 0.03 of sin(pi x) on a grid of 101 points (measured over 3 seeds: loss ~45 -> 0.0004-0.002, max error
+// 0.004-0.013, under 1 s).
 #include <cmath>
 #include <random>
 
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
     Trainer trainer(zoo::trainer_options(args));
     trainer.fit(model, loader);
     if (args.check) {
-      ok &= zoo::check_loss_fell("pinn", model.curve, 20, 0.01);
+      ok &= zoo::check_loss_fell("pinn", model.curve, 20, 0.001);
       model.to(kCPU);
       NoGradGuard ng;
       std::vector<double> grid(101);
@@ -119,8 +120,8 @@ int main(int argc, char** argv) {
       const std::vector<double> u = model.net(from_vector<double>(grid, {101, 1}).to(DType::f32)).to_vector<double>();
       double worst = 0;
       for (size_t i = 0; i < grid.size(); ++i) worst = std::max(worst, std::abs(u[i] - solution(grid[i])));
-      const bool close = worst <= 0.05;
-      std::printf("pinn: max |u(x) - sin(pi x)| on 101 points %.4f, required <= 0.05: %s\n", worst, close ? "ok" : "FAILED");
+      const bool close = worst <= 0.03;
+      std::printf("pinn: max |u(x) - sin(pi x)| on 101 points %.4f, required <= 0.03: %s\n", worst, close ? "ok" : "FAILED");
       ok &= close;
     }
     return ok;

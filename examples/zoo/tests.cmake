@@ -7,11 +7,3 @@ foreach(model ${_zoo_models})
     set_tests_properties(zoo_${model} PROPERTIES TIMEOUT 300 LABELS "examples;zoo")
   endif()
 endforeach()
-# TEMPORARY: the WGAN-GP and PINN differentiate through create_graph gradients; until every op they use has a
-# differentiable backward on main, "the second derivative through X is not implemented" is a skip (77), any
-# other error a failure. Remove once both pass.
-foreach(model wgan_gp pinn)
-  if(TARGET zoo_${model})
-    set_tests_properties(zoo_${model} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "VOLT_ZOO_SKIP_MISSING_DOUBLE_BACKWARD=1")
-  endif()
-endforeach()

@@ -2,14 +2,16 @@
 // batch one critic step on  D(fake) - D(real) + lambda * (|grad_x D(x_hat)| - 1)^2  (x_hat a random point on the
 // segment between a real and a fake sample; the penalty's gradient is taken with autograd::grad(create_graph),
 // so the critic's update differentiates through it: a second derivative), and every 5th batch one generator
-// step on -D(G(z)). The critic is a tanh MLP, the generator a ReLU MLP.
+// step on -D(G(z)). Both networks are ReLU MLPs; Adam(betas 0.5, 0.9) with the critic's learning rate above the
+// generator's (1e-3 vs 3e-4: with equal rates the generator's samples kept hopping between modes).
 //
-//   build/examples/zoo/zoo_wgan_gp [--steps 1200] [--accelerator cpu|gpu] [--check]
+//   build/examples/zoo/zoo_wgan_gp [--steps 4000] [--accelerator cpu|gpu] [--check]
 // (--steps counts optimizer steps of both networks, as the Trainer does under manual optimisation.)
 // --check, in f64 on a fixed batch: (1) the penalty's input gradient grad_x D matches central differences of D,
 // (2) the gradient of the whole critic loss (penalty included, so second derivatives of D) with respect to four
 // critic parameters matches central differences of that loss (rtol 1e-5); then after training, the energy
-// distance between 1024 generated and 1024 real points falls to at most 0.3 x its value before training.
+// distance between 1024 generated and 1024 held-out real points falls to at most 0.15 x its value before
+// training (measured over 5 seeds: ~1.4 -> 0.03-0.10, ~3 s).
 #include <cmath>
 #include <random>
 
@@ -49,7 +51,7 @@ std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t out, std::shared_ptr<nn:
 
 struct WganGp : TrainModule {
   std::shared_ptr<nn::Sequential> generator = mlp(kLatent, 2, std::make_shared<nn::ReLU>(), std::make_shared<nn::ReLU>());
-  std::shared_ptr<nn::Sequential> critic = mlp(2, 1, std::make_shared<nn::Tanh>(), std::make_shared<nn::Tanh>());
+  std::shared_ptr<nn::Sequential> critic = mlp(2, 1, std::make_shared<nn::ReLU>(), std::make_shared<nn::ReLU>());
 
   WganGp() {
     automatic_optimization = false;
@@ -98,7 +100,7 @@ struct WganGp : TrainModule {
   }
   Optimizers configure_optimizers() override {
     Optimizers o;
-    o.optimizers.push_back(std::make_shared<optim::Adam>(generator->parameters(), optim::AdamOptions{.lr = 1e-3, .betas = {0.5, 0.9}}));
+    o.optimizers.push_back(std::make_shared<optim::Adam>(generator->parameters(), optim::AdamOptions{.lr = 3e-4, .betas = {0.5, 0.9}}));
     o.optimizers.push_back(std::make_shared<optim::Adam>(critic->parameters(), optim::AdamOptions{.lr = 1e-3, .betas = {0.5, 0.9}}));
     return o;
   }
@@ -120,7 +122,7 @@ double energy_distance(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const zoo::Args args = zoo::parse_args(argc, argv, "zoo_wgan_gp", 1200);
+  const zoo::Args args = zoo::parse_args(argc, argv, "zoo_wgan_gp", 4000);
   return zoo::run("wgan_gp", [&] {
     seed_everything(args.seed);
     const Tensor points = eight_gaussians(4096, args.seed + 1), held_out = eight_gaussians(1024, args.seed + 2);
@@ -152,12 +154,12 @@ int main(int argc, char** argv) {
     const double before = energy_distance(model.generate(1024, DType::f32, kCPU).detach(), held_out);
     auto loader = std::make_shared<data::DataLoader>(
         std::make_shared<data::TensorDataset>(points, Tensor()),
-        data::DataLoaderOptions{.batch_size = 64, .shuffle = true, .drop_last = true, .seed = args.seed});
+        data::DataLoaderOptions{.batch_size = 256, .shuffle = true, .drop_last = true, .seed = args.seed});
     Trainer trainer(zoo::trainer_options(args));
     trainer.fit(model, loader);
     model.to(kCPU);
     const double after = energy_distance(model.generate(1024, DType::f32, kCPU).detach(), held_out);
-    if (args.check) ok &= zoo::check_fell("wgan_gp", "energy distance to held-out data", before, after, 0.3);
+    if (args.check) ok &= zoo::check_fell("wgan_gp", "energy distance to held-out data", before, after, 0.15);
     return ok;
   });
 }

@@ -198,14 +198,6 @@ inline int run(const char* name, const std::function<bool()>& body) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s: %s\n", name, e.what());
-    // Until every op the WGAN-GP and PINN differentiate twice has a differentiable backward, their CTests set
-    // VOLT_ZOO_SKIP_MISSING_DOUBLE_BACKWARD and report that error as a skip (exit 77) instead of a failure.
-    const std::string what = e.what();
-    if (std::getenv("VOLT_ZOO_SKIP_MISSING_DOUBLE_BACKWARD") && what.find("second derivative through") != std::string::npos &&
-        what.find("is not implemented") != std::string::npos) {
-      std::fprintf(stderr, "%s: SKIPPED (a second derivative this model needs is not implemented yet)\n", name);
-      return 77;
-    }
     return 1;
   }
 }
