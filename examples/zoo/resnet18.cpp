@@ -15,6 +15,7 @@
 #include <volt/data/data_loader.h>
 #include <volt/data/dataset.h>
 #include <volt/data/transforms.h>
+#include <volt/nn/layers/adaptive_pool.h>
 #include <volt/nn/nn.h>
 #include <volt/trainer/train_module.h>
 #include "examples/zoo/zoo_check.h"
@@ -71,6 +72,7 @@ struct ResNet18 : TrainModule {
   nn::Conv2d conv1{3, kWidth, 3, 1, 1, /*bias=*/false};
   nn::BatchNorm2d bn1{kWidth};
   nn::Sequential layer1, layer2, layer3, layer4;
+  nn::AdaptiveAvgPool2d pool{1};  // (B, C, H, W) -> (B, C, 1, 1)
   nn::Linear fc{8 * kWidth, kClasses};
   zoo::LossCurve curve;
 
@@ -86,6 +88,7 @@ struct ResNet18 : TrainModule {
       register_module("layer" + std::to_string(i + 1), *stages[i]);
       in = out;
     }
+    register_module("avgpool", pool);
     register_module("fc", fc);
   }
   std::string type_name() const override { return "ResNet18"; }
@@ -93,8 +96,7 @@ struct ResNet18 : TrainModule {
   Tensor forward(const Tensor& x) {  // (B, 3, 32, 32) -> logits (B, 10)
     Tensor h = bn1(conv1(x)).relu();
     h = layer4(layer3(layer2(layer1(h))));  // (B, 64, 4, 4)
-    // TODO(zoo): nn::AdaptiveAvgPool2d(1) once it is in the library; pooling to 1x1 is the mean over H and W.
-    return fc(mean(h, {2, 3}));
+    return fc(pool(h).flatten(1));
   }
   Tensor training_step(const Batch& b, int64_t) override {
     Tensor loss = cross_entropy(forward(b.input), b.target);

@@ -10,6 +10,7 @@
 
 #include <volt/data/data_loader.h>
 #include <volt/data/dataset.h>
+#include <volt/nn/losses.h>
 #include <volt/nn/nn.h>
 #include <volt/trainer/train_module.h>
 #include "examples/zoo/zoo_check.h"
@@ -36,10 +37,6 @@ Tensor bar_images(int64_t n, uint64_t seed) {
   return from_vector<float>(px, {n, kPixels});
 }
 
-// BCE with logits, elementwise: max(x, 0) - x * y + log(1 + exp(-|x|)) (stable for any x).
-// TODO(zoo): binary_cross_entropy_with_logits once it is in the library.
-Tensor bce_with_logits(const Tensor& x, const Tensor& y) { return x.relu() - x * y + log(exp(-abs(x)) + 1.0); }
-
 struct Vae : TrainModule {
   nn::Linear enc{kPixels, kHidden}, mu{kHidden, kLatent}, logvar{kHidden, kLatent};
   nn::Linear dec1{kLatent, kHidden}, dec2{kHidden, kPixels};
@@ -61,7 +58,7 @@ struct Vae : TrainModule {
     Tensor z = m + exp(lv * 0.5) * eps;
     Tensor logits = dec2(dec1(z).relu());
     const double batch = static_cast<double>(x.size(0));
-    Tensor reconstruction = sum(bce_with_logits(logits, x)) / batch;
+    Tensor reconstruction = nn::binary_cross_entropy_with_logits(logits, x, Tensor(), Reduction::Sum) / batch;
     Tensor kl = sum((lv + 1.0 - m * m - exp(lv)) * -0.5) / batch;
     return reconstruction + kl;
   }
