@@ -3,7 +3,7 @@
 // byte vocabulary, trained with cross-entropy on the next character of windows of 32 characters, backpropagating
 // through time over the whole window.
 //
-//   build/examples/zoo/zoo_lstm_lm [--steps 300] [--accelerator cpu|gpu] [--check]
+//   build/examples/zoo/zoo_lstm_lm [--steps 300] [--accelerator cpu|gpu] [--data other.txt] [--check]
 // --check: gradients of the embedding, the LSTM's input, hidden and bias weights and the head match central
 // differences in f64 (rtol 1e-5); the loss falls to at most 0.6 x its first value (last 20 steps vs the first
 // 20) and below the corpus's bigram entropy H(next byte | byte), which the program computes: a model that only
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   const zoo::Args args = zoo::parse_args(argc, argv, "zoo_lstm_lm", 300);
   return zoo::run("lstm_lm", [&] {
     seed_everything(args.seed);
-    const Corpus corpus = read_corpus(VOLT_SOURCE_DIR "/examples/corpus/licenses.txt");
+    const Corpus corpus = read_corpus(args.data.empty() ? VOLT_SOURCE_DIR "/examples/corpus/licenses.txt" : args.data);
     // Non-overlapping windows: input characters [i, i + T), targets [i + 1, i + T + 1).
     const int64_t n = (static_cast<int64_t>(corpus.ids.size()) - 1) / kSeq;
     const Tensor tokens = from_vector<int64_t>(corpus.ids, {static_cast<int64_t>(corpus.ids.size())});

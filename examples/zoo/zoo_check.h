@@ -28,15 +28,17 @@ struct Args {
   std::string accelerator = "cpu";  // --accelerator cpu | gpu
   bool check = false;            // --check: run the finite-difference check and assert the loss fell
   uint64_t seed = 0;             // --seed
+  std::string data;              // --data PATH: the data file of a program that reads one (zoo_lstm_lm's corpus)
 };
 
-// --steps N, --accelerator cpu|gpu, --seed N, --check. Exits with status 2 and a message on anything else.
+// --steps N, --accelerator cpu|gpu, --seed N, --data PATH, --check. Exits with status 2 and a message on anything
+// else.
 inline Args parse_args(int argc, char** argv, const char* name, int64_t default_steps) {
   Args a;
   a.steps = default_steps;
   auto usage = [&](const std::string& why) {
     std::cerr << name << ": " << why << "\nusage: " << name
-              << " [--steps N] [--accelerator cpu|gpu] [--seed N] [--check]\n";
+              << " [--steps N] [--accelerator cpu|gpu] [--seed N] [--data PATH] [--check]\n";
     std::exit(2);
   };
   for (int i = 1; i < argc; ++i) {
@@ -60,6 +62,8 @@ inline Args parse_args(int argc, char** argv, const char* name, int64_t default_
       a.accelerator = value();
       if (a.accelerator != "cpu" && a.accelerator != "gpu" && a.accelerator != "cuda")
         usage("--accelerator: expected cpu or gpu, got '" + a.accelerator + "'");
+    } else if (f == "--data") {
+      a.data = value();
     } else if (f == "--check") {
       a.check = true;
     } else {
