@@ -4,6 +4,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/layer_ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/derivatives.h>
 
 namespace volt {
 
@@ -47,33 +48,12 @@ Tensor conv_transpose2d_core(const Tensor& x, const Tensor& weight, const Conv2d
   // contributes nothing.
   const int64_t ch = (oh + 2 * p.pad_h - p.dil_h * (kh - 1) - 1) / p.stride_h + 1;
   const int64_t cw = (ow + 2 * p.pad_w - p.dil_w * (kw - 1) - 1) / p.stride_w + 1;
-  Tensor xc = x.detach().contiguous();
-  if (ch != h || cw != w) {
-    Tensor padded = zeros({n, cin, ch, cw}, x.dtype(), x.device());
-    padded.narrow(2, 0, h).narrow(3, 0, w).copy_(xc);
-    xc = padded;
-  }
-  Tensor wc = weight.detach().contiguous();
-  Tensor out = empty({n, cout, oh, ow}, x.dtype(), x.device());
-  // conv2d_backward reads its `x` argument only for the data gradient's geometry (its values feed the weight
-  // gradient alone), so the output tensor itself serves as that argument.
-  backend::call<&backend::ConvKernels::conv2d_backward>(x.device(), x.dtype(), out, Tensor(), xc, out, wc, p);
-  const bool gx = x.requires_grad(), gw = weight.requires_grad();
-  const Pair stride{p.stride_h, p.stride_w}, padding{p.pad_h, p.pad_w}, dilation{p.dil_h, p.dil_w};
-  autograd::attach(out, "ConvTranspose2dBackward", {x, weight}, [=](const std::vector<Tensor>& g) {
-    AutocastGuard exact(false);  // the gradient keeps the forward's dtype
-    Tensor go = g[0].contiguous();
-    Tensor dx, dw;
-    if (gx) {
-      dx = conv2d(go, wc, Tensor(), stride, padding, dilation);
-      if (ch != h || cw != w) dx = dx.narrow(2, 0, h).narrow(3, 0, w).contiguous();
-    }
-    if (gw) {
-      dw = empty(wc.shape(), wc.dtype(), wc.device());
-      backend::call<&backend::ConvKernels::conv2d_backward>(go.device(), go.dtype(), Tensor(), dw, xc, go, wc, p);
-    }
-    return std::vector<Tensor>{dx, dw};
-  });
+  // The transposed convolution is conv2d's input gradient with x as the upstream gradient: conv2d_data_grad,
+  // differentiable to any order (its derivatives are conv2d and conv2d's weight gradient).
+  Tensor xg = x;
+  if (ch != h) xg = cat({xg, zeros({n, cin, ch - h, w}, x.dtype(), x.device())}, 2);
+  if (cw != w) xg = cat({xg, zeros({n, cin, ch, cw - w}, x.dtype(), x.device())}, 3);
+  Tensor out = conv2d_data_grad(xg, weight, {n, cout, oh, ow}, p);
   return out;
 }
 

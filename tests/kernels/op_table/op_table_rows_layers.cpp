@@ -8,34 +8,27 @@
 namespace volt::optable {
 namespace {
 
-const char* kConvBackward = "its backward runs the convolution backend's kernels, which are not differentiable";
-
 const bool kRows = add_rows([](std::vector<OpRow>& r) {
   // ---- convolution -------------------------------------------------------------------------------------------
   r.push_back(row("conv1d_stride_pad_dilation_groups", FWD(conv1d(x[0], x[1], x[2], 2, 1, 2, 2)),
                   {U({2, 4, 9}), U({6, 2, 3}), U({6})})
                   .tol(3)
-                  .gradcheck_tol(1e-5, 1e-5)
-                  .first_order_only("conv1d runs conv2d, whose backward kernels are not differentiable"));
+                  .gradcheck_tol(1e-5, 1e-5));
   r.push_back(row("conv1d_unbatched_nobias", FWD(conv1d(x[0], x[1])), {U({3, 7}), U({2, 3, 2})})
-                  .tol(3)
-                  .first_order_only("conv1d runs conv2d, whose backward kernels are not differentiable"));
+                  .tol(3));
   r.push_back(row("conv_transpose2d_stride_outpad", FWD(conv_transpose2d(x[0], x[1], x[2], {2, 2}, {1, 1}, {1, 1})),
                   {U({2, 3, 4, 4}), U({3, 2, 3, 3}), U({2})})
                   .tol(3)
-                  .gradcheck_tol(1e-5, 1e-5)
-                  .first_order_only(kConvBackward));
+                  .gradcheck_tol(1e-5, 1e-5));
   // output_padding at the stride (allowed by dilation 2): the zero-padded path; groups split the channels.
   r.push_back(row("conv_transpose2d_groups_dilation",
                   FWD(conv_transpose2d(x[0], x[1], x[2], {1, 2}, {1, 0}, {1, 1}, 2, {2, 1})),
                   {U({1, 4, 3, 3}), U({4, 2, 2, 3}), U({4})})
                   .tol(3)
-                  .gradcheck_tol(1e-5, 1e-5)
-                  .first_order_only(kConvBackward));
+                  .gradcheck_tol(1e-5, 1e-5));
   r.push_back(row("conv_transpose2d_transposed_nobias", FWD(conv_transpose2d(x[0], x[1])),
                   {U({3, 2, 4, 4}).view(transposed), U({3, 2, 2, 2})})
-                  .tol(3)
-                  .first_order_only(kConvBackward));
+                  .tol(3));
 
   // ---- interpolation and adaptive pooling ----------------------------------------------------------------------
   r.push_back(row("interpolate_nearest_scale", FWD(interpolate(x[0], {.scale_factor = {2.0, 1.5}})),
