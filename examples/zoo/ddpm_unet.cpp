@@ -10,7 +10,7 @@
 //   build/examples/zoo/zoo_ddpm_unet [--steps 150] [--accelerator cpu|gpu] [--check]
 // --check: gradients of the time MLP, a GroupNorm scale, the attention's qkv projection, the upsampling conv and
 // the output conv match central differences in f64 (rtol 1e-5); the noise-prediction loss falls to at most
-// 0.5 x its first value (last 20 steps vs the first 20).
+// 0.3 x its first value (last 20 steps vs the first 20; measured over 3 seeds: 0.51-0.71 -> 0.076-0.083, 12-14 s).
 #include <cmath>
 #include <random>
 
@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
         data::DataLoaderOptions{.batch_size = 32, .shuffle = true, .drop_last = true, .seed = args.seed});
     Trainer trainer(zoo::trainer_options(args));
     trainer.fit(model, loader);
-    if (args.check) ok &= zoo::check_loss_fell("ddpm_unet", model.curve, 20, 0.5);
+    if (args.check) ok &= zoo::check_loss_fell("ddpm_unet", model.curve, 20, 0.3);
     return ok;
   });
 }

@@ -8,8 +8,9 @@
 //
 //   build/examples/zoo/zoo_gnn [--steps 200] [--accelerator cpu|gpu] [--check]
 // --check: gradients of both layers' weights and the head match central differences in f64 (rtol 1e-5); the loss
-// falls to at most 0.5 x its first value (last 20 steps vs the first 20), and the held-out accuracy is at least
-// 0.8 (the features alone give about 0.5).
+// falls to at most 0.1 x its first value (last 20 steps vs the first 20), and the held-out accuracy is at least
+// 0.8, where a node's own features allow about 0.55 (the Bayes rule on them). Measured over 4 seeds: loss
+// 0.74-0.86 -> 0.002-0.003, held-out accuracy 0.92-0.97, under 1 s.
 #include <algorithm>
 #include <random>
 
@@ -26,13 +27,13 @@ namespace {
 
 constexpr int64_t kNodes = 300, kCommunities = 4, kFeatures = 8, kHidden = 32;
 
-struct Graph {
+struct SbmGraph {
   Tensor features;      // (N, F) f32
   Tensor src, dst;      // (E) i64: directed edges src -> dst (both directions of every undirected edge)
   Tensor labels;        // (N) i64
 };
 
-Graph block_model(uint64_t seed) {
+SbmGraph block_model(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   std::normal_distribution<float> noise(0.f, 1.f);
@@ -65,7 +66,7 @@ struct SageLayer : nn::Module {
   }
   // h (N, in); src, dst (E); inv_degree (N, 1) -> (N, out)
   Tensor forward(const Tensor& h, const Tensor& src, const Tensor& dst, const Tensor& inv_degree) {
-    Tensor messages = h.index_select(0, src);                               // (E, in): one per edge
+    Tensor messages = index_select(h, 0, src);                  // (E, in): one per edge
     Tensor summed = index_add(zeros_like(h), 0, dst, messages);             // (N, in): summed per destination
     return relu(self_lin(h) + neigh_lin(summed * inv_degree));
   }
@@ -77,7 +78,7 @@ struct Gnn : TrainModule {
   Tensor features, src, dst, inv_degree;  // the graph, as buffers (they follow the module to a device or dtype)
   zoo::LossCurve curve;
 
-  explicit Gnn(const Graph& g) {
+  explicit Gnn(const SbmGraph& g) {
     register_module("layer1", layer1);
     register_module("layer2", layer2);
     register_module("head", head);
@@ -95,7 +96,7 @@ struct Gnn : TrainModule {
     return head(h);
   }
   Tensor loss_of(const Tensor& nodes, const Tensor& labels) {
-    return cross_entropy(logits().index_select(0, nodes), labels);
+    return cross_entropy(index_select(logits(), 0, nodes), labels);
   }
   Tensor training_step(const Batch& b, int64_t) override {
     Tensor loss = loss_of(b.input, b.target);
@@ -112,7 +113,7 @@ int main(int argc, char** argv) {
   const zoo::Args args = zoo::parse_args(argc, argv, "zoo_gnn", 200);
   return zoo::run("gnn", [&] {
     seed_everything(args.seed);
-    const Graph g = block_model(args.seed + 1);
+    const SbmGraph g = block_model(args.seed + 1);
     std::printf("gnn: %lld nodes, %lld directed edges, %lld communities\n", static_cast<long long>(kNodes),
                 static_cast<long long>(g.src.numel()), static_cast<long long>(kCommunities));
     // 60% of the nodes (a seeded permutation) for training, the rest held out.
@@ -126,22 +127,22 @@ int main(int argc, char** argv) {
     if (args.check) {  // a fresh model in f64, the loss on 16 training nodes
       Gnn m(g);
       m.to(DType::f64);
-      const Tensor nodes = train_nodes.narrow(0, 0, 16), labels = g.labels.index_select(0, nodes);
+      const Tensor nodes = train_nodes.narrow(0, 0, 16), labels = index_select(g.labels, 0, nodes);
       ok &= zoo::check_gradients("gnn", m, {"layer1.self.weight", "layer1.neigh.weight", "layer2.neigh.weight", "head.weight"},
                                  [&] { return m.loss_of(nodes, labels); });
     }
     Gnn model(g);
     auto loader = std::make_shared<data::DataLoader>(
-        std::make_shared<data::TensorDataset>(train_nodes.contiguous(), g.labels.index_select(0, train_nodes)),
+        std::make_shared<data::TensorDataset>(train_nodes.contiguous(), index_select(g.labels, 0, train_nodes)),
         data::DataLoaderOptions{.batch_size = 60, .shuffle = true, .drop_last = true, .seed = args.seed});
     Trainer trainer(zoo::trainer_options(args));
     trainer.fit(model, loader);
     if (args.check) {
-      ok &= zoo::check_loss_fell("gnn", model.curve, 20, 0.5);
+      ok &= zoo::check_loss_fell("gnn", model.curve, 20, 0.1);
       model.to(kCPU);
       NoGradGuard ng;
-      const std::vector<int64_t> pred = argmax(model.logits().index_select(0, test_nodes), 1).to_vector<int64_t>();
-      const std::vector<int64_t> truth = g.labels.index_select(0, test_nodes).to_vector<int64_t>();
+      const std::vector<int64_t> pred = argmax(index_select(model.logits(), 0, test_nodes), 1).to_vector<int64_t>();
+      const std::vector<int64_t> truth = index_select(g.labels, 0, test_nodes).to_vector<int64_t>();
       double correct = 0;
       for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == truth[i];
       const double accuracy = correct / static_cast<double>(pred.size());
