@@ -14,9 +14,13 @@ int main() {
     const Tensor x = randn({4, 3}, DType::f64);
     auto right = [&] { return sum(square(layer(x))); };
     // Half of the square's dependence on the weights is hidden from autograd: the gradient is half the truth.
-    auto wrong = [&] { Tensor y = layer(x); return sum(y * y.detach()); };
+    auto wrong = [&] {
+      Tensor y = layer(x);
+      return sum(y * y.detach());
+    };
     const bool accepts_right = zoo::check_gradients("selftest (right gradient)", layer, {"weight", "bias"}, right);
-    const bool rejects_wrong = !zoo::check_gradients("selftest (half gradient, must fail)", layer, {"weight", "bias"}, wrong);
+    const bool rejects_wrong =
+        !zoo::check_gradients("selftest (half gradient, must fail)", layer, {"weight", "bias"}, wrong);
     const bool close_ok = zoo::check_close("selftest (close)", {1.0, 2.0}, {1.0 + 1e-9, 2.0}, 1e-6, 0);
     const bool close_rejects = !zoo::check_close("selftest (not close, must fail)", {1.0}, {1.01}, 1e-3, 0);
     zoo::LossCurve flat, falling;

@@ -46,7 +46,7 @@ Tensor sinusoidal_embedding(const Tensor& t, int64_t dim) {
   const int64_t half = dim / 2;
   Tensor k = arange(half, t.dtype(), t.device());
   Tensor freqs = exp(k * (-std::log(10000.0) / static_cast<double>(half)));  // (half)
-  Tensor args = t.unsqueeze(1) * freqs.unsqueeze(0);                          // (B, half)
+  Tensor args = t.unsqueeze(1) * freqs.unsqueeze(0);                         // (B, half)
   return cat({sin(args), cos(args)}, 1);
 }
 
@@ -57,7 +57,10 @@ struct ResBlock : nn::Module {
   std::shared_ptr<nn::Conv2d> skip;  // 1x1 when the width changes
 
   ResBlock(int64_t in, int64_t out)
-      : norm1(kGroups, in), norm2(kGroups, out), conv1(in, out, 3, 1, 1), conv2(out, out, 3, 1, 1),
+      : norm1(kGroups, in),
+        norm2(kGroups, out),
+        conv1(in, out, 3, 1, 1),
+        conv2(out, out, 3, 1, 1),
         time_proj(kTimeDim, out) {
     register_module("norm1", norm1);
     register_module("conv1", conv1);
@@ -67,7 +70,9 @@ struct ResBlock : nn::Module {
     if (in != out) skip = register_module("skip", std::make_shared<nn::Conv2d>(in, out, 1));
   }
   std::string type_name() const override { return "ResBlock"; }
-  Tensor operator()(const Tensor& x, const Tensor& temb) { return call_scoped([&] { return forward(x, temb); }); }
+  Tensor operator()(const Tensor& x, const Tensor& temb) {
+    return call_scoped([&] { return forward(x, temb); });
+  }
   Tensor forward(const Tensor& x, const Tensor& temb) {  // x (B, in, H, W), temb (B, time_dim)
     Tensor h = conv1(silu(norm1(x)));
     h = h + time_proj(silu(temb)).unsqueeze(2).unsqueeze(3);  // (B, out, 1, 1) broadcast over H, W
@@ -132,9 +137,9 @@ struct DdpmUnet : TrainModule {
 
   Tensor forward(const Tensor& x, const Tensor& t) {  // x (B, 1, 16, 16), t (B) float -> predicted noise
     Tensor temb = time2(silu(time1(sinusoidal_embedding(t, kTimeDim))));
-    Tensor skip = down_block(conv_in(x), temb);                    // (B, C, 16, 16)
-    Tensor h = attention(mid_block(downsample(skip), temb));       // (B, 2C, 8, 8)
-    h = up_block(cat({up_conv(upsample(h)), skip}, 1), temb);      // (B, C, 16, 16)
+    Tensor skip = down_block(conv_in(x), temb);                // (B, C, 16, 16)
+    Tensor h = attention(mid_block(downsample(skip), temb));   // (B, 2C, 8, 8)
+    h = up_block(cat({up_conv(upsample(h)), skip}, 1), temb);  // (B, C, 16, 16)
     return conv_out(silu(norm_out(h)));
   }
   // The noise-prediction loss for clean images x0, steps t (B) i64 and noise eps.

@@ -28,9 +28,9 @@ namespace {
 constexpr int64_t kNodes = 300, kCommunities = 4, kFeatures = 8, kHidden = 32;
 
 struct SbmGraph {
-  Tensor features;      // (N, F) f32
-  Tensor src, dst;      // (E) i64: directed edges src -> dst (both directions of every undirected edge)
-  Tensor labels;        // (N) i64
+  Tensor features;  // (N, F) f32
+  Tensor src, dst;  // (E) i64: directed edges src -> dst (both directions of every undirected edge)
+  Tensor labels;    // (N) i64
 };
 
 SbmGraph block_model(uint64_t seed) {
@@ -66,8 +66,8 @@ struct SageLayer : nn::Module {
   }
   // h (N, in); src, dst (E); inv_degree (N, 1) -> (N, out)
   Tensor forward(const Tensor& h, const Tensor& src, const Tensor& dst, const Tensor& inv_degree) {
-    Tensor messages = index_select(h, 0, src);                  // (E, in): one per edge
-    Tensor summed = index_add(zeros_like(h), 0, dst, messages);             // (N, in): summed per destination
+    Tensor messages = index_select(h, 0, src);                   // (E, in): one per edge
+    Tensor summed = index_add(zeros_like(h), 0, dst, messages);  // (N, in): summed per destination
     return relu(self_lin(h) + neigh_lin(summed * inv_degree));
   }
 };
@@ -128,7 +128,8 @@ int main(int argc, char** argv) {
       Gnn m(g);
       m.to(DType::f64);
       const Tensor nodes = train_nodes.narrow(0, 0, 16), labels = index_select(g.labels, 0, nodes);
-      ok &= zoo::check_gradients("gnn", m, {"layer1.self.weight", "layer1.neigh.weight", "layer2.neigh.weight", "head.weight"},
+      ok &= zoo::check_gradients("gnn", m,
+                                 {"layer1.self.weight", "layer1.neigh.weight", "layer2.neigh.weight", "head.weight"},
                                  [&] { return m.loss_of(nodes, labels); });
     }
     Gnn model(g);

@@ -79,7 +79,7 @@ struct LstmLm : TrainModule {
   std::string type_name() const override { return "LstmLm"; }
 
   Tensor loss_of(const Tensor& x, const Tensor& y) {  // x, y (B, T) i64
-    Tensor h = lstm(embed(x)).output;                   // (B, T, hidden)
+    Tensor h = lstm(embed(x)).output;                 // (B, T, hidden)
     return cross_entropy(head(h).reshape({-1, vocab}), y.reshape({-1}));
   }
   Tensor training_step(const Batch& b, int64_t) override {
@@ -110,10 +110,9 @@ int main(int argc, char** argv) {
       LstmLm m(corpus.vocab);
       m.to(DType::f64);
       const Tensor x = inputs.narrow(0, 0, 2).narrow(1, 0, 8), y = targets.narrow(0, 0, 2).narrow(1, 0, 8);
-      ok &= zoo::check_gradients("lstm_lm", m,
-                                 {"embed.weight", "lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_hh_l0",
-                                  "head.weight"},
-                                 [&] { return m.loss_of(x, y); });
+      ok &= zoo::check_gradients(
+          "lstm_lm", m, {"embed.weight", "lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_hh_l0", "head.weight"},
+          [&] { return m.loss_of(x, y); });
     }
     LstmLm model(corpus.vocab);
     auto loader = std::make_shared<data::DataLoader>(

@@ -90,7 +90,10 @@ int main(int argc, char** argv) {
       const Tensor x = xs.narrow(0, 0, 8).to(DType::f64), f = fs.narrow(0, 0, 8).to(DType::f64);
       // (1) u' and u'' from autograd vs central differences of u.
       const auto d = m.derivatives(x);
-      auto u_at = [&](double shift) { NoGradGuard ng; return m.net(x + shift).to_vector<double>(); };
+      auto u_at = [&](double shift) {
+        NoGradGuard ng;
+        return m.net(x + shift).to_vector<double>();
+      };
       const double h1 = 1e-5, h2 = 1e-4;
       const std::vector<double> p1 = u_at(h1), m1 = u_at(-h1), p2 = u_at(h2), m2 = u_at(-h2), u0 = u_at(0);
       std::vector<double> fd1(8), fd2(8);
@@ -121,7 +124,8 @@ int main(int argc, char** argv) {
       double worst = 0;
       for (size_t i = 0; i < grid.size(); ++i) worst = std::max(worst, std::abs(u[i] - solution(grid[i])));
       const bool close = worst <= 0.03;
-      std::printf("pinn: max |u(x) - sin(pi x)| on 101 points %.4f, required <= 0.03: %s\n", worst, close ? "ok" : "FAILED");
+      std::printf("pinn: max |u(x) - sin(pi x)| on 101 points %.4f, required <= 0.03: %s\n", worst,
+                  close ? "ok" : "FAILED");
       ok &= close;
     }
     return ok;

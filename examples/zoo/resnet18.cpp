@@ -58,8 +58,10 @@ struct BasicBlock : nn::UnaryModule {
     register_module("conv2", conv2);
     register_module("bn2", bn2);
     if (stride != 1 || in != out)
-      downsample = register_module("downsample", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-          std::make_shared<nn::Conv2d>(in, out, 1, stride, 0, /*bias=*/false), std::make_shared<nn::BatchNorm2d>(out)}));
+      downsample = register_module(
+          "downsample", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+                            std::make_shared<nn::Conv2d>(in, out, 1, stride, 0, /*bias=*/false),
+                            std::make_shared<nn::BatchNorm2d>(out)}));
   }
   std::string type_name() const override { return "BasicBlock"; }
   Tensor forward(const Tensor& x) override {
@@ -121,19 +123,22 @@ int main(int argc, char** argv) {
       ResNet18 m;
       m.to(DType::f64);
       const Tensor x = images.narrow(0, 0, 2).to(DType::f64), y = labels.narrow(0, 0, 2);
-      ok &= zoo::check_gradients("resnet18", m,
-                                 {"conv1.weight", "layer1.0.bn1.weight", "layer3.0.downsample.0.weight",
-                                  "layer4.1.conv2.weight", "fc.weight"},
-                                 [&] { return cross_entropy(m.forward(x), y); },
-                                 // ~100k ReLUs: at h = 1e-6 one of them sometimes crosses its kink inside the step
-                                 {.h = 1e-7});
+      ok &= zoo::check_gradients(
+          "resnet18", m,
+          {"conv1.weight", "layer1.0.bn1.weight", "layer3.0.downsample.0.weight", "layer4.1.conv2.weight", "fc.weight"},
+          [&] { return cross_entropy(m.forward(x), y); },
+          // ~100k ReLUs: at h = 1e-6 one of them sometimes crosses its kink inside the step
+          {.h = 1e-7});
     }
     ResNet18 model;
     auto loader = std::make_shared<data::DataLoader>(
         std::make_shared<data::TensorDataset>(images, labels),
-        data::DataLoaderOptions{.batch_size = 32, .shuffle = true, .drop_last = true, .seed = args.seed,
-                                .sample_transform = data::compose({data::random_crop(32, 32, 4),
-                                                                   data::random_horizontal_flip()})});
+        data::DataLoaderOptions{
+            .batch_size = 32,
+            .shuffle = true,
+            .drop_last = true,
+            .seed = args.seed,
+            .sample_transform = data::compose({data::random_crop(32, 32, 4), data::random_horizontal_flip()})});
     Trainer trainer(zoo::trainer_options(args));
     trainer.fit(model, loader);
     if (args.check) ok &= zoo::check_loss_fell("resnet18", model.curve, 10, 0.25);

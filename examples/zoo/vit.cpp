@@ -36,7 +36,8 @@ std::pair<Tensor, Tensor> segment_images(int64_t n, uint64_t seed) {
     const int r0 = static_cast<int>(rng() % (kSide - len * dr[c]));
     const int c0 = dc[c] < 0 ? len - 1 + static_cast<int>(rng() % (kSide - len + 1))
                              : static_cast<int>(rng() % (kSide - len * dc[c]));
-    for (int k = 0; k < len; ++k) px[static_cast<size_t>(s * kSide * kSide + (r0 + k * dr[c]) * kSide + c0 + k * dc[c])] += 1.f;
+    for (int k = 0; k < len; ++k)
+      px[static_cast<size_t>(s * kSide * kSide + (r0 + k * dr[c]) * kSide + c0 + k * dc[c])] += 1.f;
     labels[static_cast<size_t>(s)] = c;
   }
   return {from_vector<float>(px, {n, 1, kSide, kSide}), from_vector<int64_t>(labels, {n})};
@@ -55,9 +56,11 @@ struct Vit : TrainModule {
     cls_token = register_parameter("cls_token", randn({1, 1, kDim}) * 0.02);
     pos_embedding = register_parameter("pos_embedding", randn({1, kTokens + 1, kDim}) * 0.02);
     for (int64_t i = 0; i < kLayers; ++i)
-      blocks.push_back(register_module("block" + std::to_string(i), std::make_shared<nn::TransformerEncoderLayer>(
-          kDim, kHeads, 2 * kDim, /*dropout=*/0.0, nn::TransformerActivation::GELU, 1e-5, /*batch_first=*/true,
-          /*norm_first=*/true)));
+      blocks.push_back(register_module(
+          "block" + std::to_string(i),
+          std::make_shared<nn::TransformerEncoderLayer>(kDim, kHeads, 2 * kDim, /*dropout=*/0.0,
+                                                        nn::TransformerActivation::GELU, 1e-5, /*batch_first=*/true,
+                                                        /*norm_first=*/true)));
     register_module("norm", norm);
     register_module("head", head);
   }
@@ -65,8 +68,8 @@ struct Vit : TrainModule {
 
   Tensor forward(const Tensor& x) {  // (B, 1, 16, 16) -> logits (B, classes)
     const int64_t B = x.size(0);
-    Tensor tokens = patch(x).flatten(2).transpose(1, 2);                             // (B, 16, dim)
-    Tensor h = cat({cls_token.expand({B, 1, kDim}), tokens}, 1) + pos_embedding;   // (B, 17, dim)
+    Tensor tokens = patch(x).flatten(2).transpose(1, 2);                          // (B, 16, dim)
+    Tensor h = cat({cls_token.expand({B, 1, kDim}), tokens}, 1) + pos_embedding;  // (B, 17, dim)
     for (auto& block : blocks) h = (*block)(h);
     return head(norm(h.select(1, 0)));
   }

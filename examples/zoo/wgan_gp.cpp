@@ -50,7 +50,8 @@ std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t out, std::shared_ptr<nn:
 }
 
 struct WganGp : TrainModule {
-  std::shared_ptr<nn::Sequential> generator = mlp(kLatent, 2, std::make_shared<nn::ReLU>(), std::make_shared<nn::ReLU>());
+  std::shared_ptr<nn::Sequential> generator =
+      mlp(kLatent, 2, std::make_shared<nn::ReLU>(), std::make_shared<nn::ReLU>());
   std::shared_ptr<nn::Sequential> critic = mlp(2, 1, std::make_shared<nn::ReLU>(), std::make_shared<nn::ReLU>());
 
   WganGp() {
@@ -100,8 +101,10 @@ struct WganGp : TrainModule {
   }
   Optimizers configure_optimizers() override {
     Optimizers o;
-    o.optimizers.push_back(std::make_shared<optim::Adam>(generator->parameters(), optim::AdamOptions{.lr = 3e-4, .betas = {0.5, 0.9}}));
-    o.optimizers.push_back(std::make_shared<optim::Adam>(critic->parameters(), optim::AdamOptions{.lr = 1e-3, .betas = {0.5, 0.9}}));
+    o.optimizers.push_back(
+        std::make_shared<optim::Adam>(generator->parameters(), optim::AdamOptions{.lr = 3e-4, .betas = {0.5, 0.9}}));
+    o.optimizers.push_back(
+        std::make_shared<optim::Adam>(critic->parameters(), optim::AdamOptions{.lr = 1e-3, .betas = {0.5, 0.9}}));
     return o;
   }
 };
@@ -143,12 +146,14 @@ int main(int argc, char** argv) {
         up[j] += h;
         down[j] -= h;
         fd[j] = (sum((*m.critic)(from_vector<double>(up, {8, 2}))).item() -
-                 sum((*m.critic)(from_vector<double>(down, {8, 2}))).item()) / (2 * h);
+                 sum((*m.critic)(from_vector<double>(down, {8, 2}))).item()) /
+                (2 * h);
       }
       ok &= zoo::check_close("wgan_gp: grad_x D vs central differences of D", g, fd, 1e-6, 1e-9);
       // (2) the critic loss's parameter gradients, through the penalty's create_graph gradient.
-      ok &= zoo::check_gradients("wgan_gp", m, {"critic.0.weight", "critic.2.bias", "critic.2.weight", "critic.4.weight"},
-                                 [&] { return m.critic_loss(real, fake, t); });
+      ok &=
+          zoo::check_gradients("wgan_gp", m, {"critic.0.weight", "critic.2.bias", "critic.2.weight", "critic.4.weight"},
+                               [&] { return m.critic_loss(real, fake, t); });
     }
     WganGp model;
     const double before = energy_distance(model.generate(1024, DType::f32, kCPU).detach(), held_out);

@@ -24,11 +24,11 @@
 namespace volt::zoo {
 
 struct Args {
-  int64_t steps = 0;             // optimizer steps (--steps)
+  int64_t steps = 0;                // optimizer steps (--steps)
   std::string accelerator = "cpu";  // --accelerator cpu | gpu
-  bool check = false;            // --check: run the finite-difference check and assert the loss fell
-  uint64_t seed = 0;             // --seed
-  std::string data;              // --data PATH: the data file of a program that reads one (zoo_lstm_lm's corpus)
+  bool check = false;               // --check: run the finite-difference check and assert the loss fell
+  uint64_t seed = 0;                // --seed
+  std::string data;                 // --data PATH: the data file of a program that reads one (zoo_lstm_lm's corpus)
 };
 
 // --steps N, --accelerator cpu|gpu, --seed N, --data PATH, --check. Exits with status 2 and a message on anything
@@ -115,14 +115,15 @@ inline bool check_loss_fell(const std::string& name, const LossCurve& curve, siz
     std::printf("%s: loss check FAILED: %zu losses recorded, need at least %zu\n", name.c_str(), n, 2 * k);
     return false;
   }
-  return check_fell(name, std::to_string(n) + " steps, loss (mean of the first " + std::to_string(k) +
-                              " -> mean of the last " + std::to_string(k) + ")",
+  return check_fell(name,
+                    std::to_string(n) + " steps, loss (mean of the first " + std::to_string(k) +
+                        " -> mean of the last " + std::to_string(k) + ")",
                     curve.mean_of(0, k), curve.mean_of(n - k, n), ratio);
 }
 
 struct GradCheckOptions {
-  int64_t per_parameter = 3;  // elements checked per named parameter, spread over the tensor
-  double h = 1e-6;            // central-difference step (ReLU networks: smaller, so fewer kinks fall inside it)
+  int64_t per_parameter = 3;        // elements checked per named parameter, spread over the tensor
+  double h = 1e-6;                  // central-difference step (ReLU networks: smaller, so fewer kinks fall inside it)
   double rtol = 1e-5, atol = 1e-8;  // |autograd - fd| <= atol + rtol * max(|autograd|, |fd|)
 };
 
@@ -169,9 +170,10 @@ inline bool check_gradients(const std::string& name, nn::Module& m, const std::v
       }
     }
   }
-  std::printf("%s: %d gradient elements of %zu parameters vs central differences (h %.0e, rtol %.0e, atol %.0e), "
-              "worst error %.3f of the tolerance: %s\n",
-              name.c_str(), checked, params.size(), o.h, o.rtol, o.atol, worst, ok ? "ok" : "FAILED");
+  std::printf(
+      "%s: %d gradient elements of %zu parameters vs central differences (h %.0e, rtol %.0e, atol %.0e), "
+      "worst error %.3f of the tolerance: %s\n",
+      name.c_str(), checked, params.size(), o.h, o.rtol, o.atol, worst, ok ? "ok" : "FAILED");
   return ok;
 }
 
