@@ -7,15 +7,19 @@
 // throttled virtual CPUs) it is lower, by about the steps' spread. benchmarks/ddp_scaling.sh --ceiling runs it
 // beside bench_train to separate the machine's part of a DDP shortfall from Volt's.
 //
-//   bench_lockstep [--step-us 2000] [--steps 1000]         one process: calibrates the work, prints "iters"
-//   mpirun -np N --bind-to core bench_lockstep --iters I   N ranks doing exactly that work
+//   bench_lockstep [--step-us 2000] [--steps 1000] [--repeats 3]   one process: calibrates the work, prints "iters"
+//   mpirun -np N --bind-to core bench_lockstep --iters I             N ranks doing exactly that work
 //
 // The work is --iters chain links, or, without it, as many as rank 0 measures to take --step-us on its core (the
 // fastest of several timed runs). Compare runs with the same "iters": a second calibration, on a machine busy
 // with the other ranks' start-up, would give the N-rank run different work.
 //
-// Prints one JSON line (rank 0), steady state (the first tenth of the steps, at least 10, left out):
-//   {"bench":"lockstep","np":N,"step_us":target,"iters":I,"steps":S,"us_per_step":rank 0's mean step,
+// --repeats R runs the timed loop R times (default 3). Prints one JSON line (rank 0), steady state (the first tenth
+// of each loop's steps, at least 10, left out); "us_per_step" is the median over the repeats of rank 0's mean
+// step, with the fastest and slowest repeat in "us_per_step_min" / "us_per_step_max", and the other fields come
+// from that median repeat:
+//   {"bench":"lockstep","np":N,"step_us":target,"iters":I,"steps":S,"repeats":R,"us_per_step":rank 0's mean step,
+//    "us_per_step_min":...,"us_per_step_median":(= us_per_step),"us_per_step_max":...,
 //    "busy_us":mean work time per rank and step,"busy_sd_us":its standard deviation over all ranks' steps,
 //    "wait_us":mean time per rank and step in the all-reduce,"collective_us":mean per step of the smallest wait
 //    (the last rank's),"skew_us":mean per step of the largest wait less the smallest}
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "benchmarks/steady_state.h"
@@ -71,31 +76,13 @@ double iterations_per_us() {
   return best;
 }
 
-}  // namespace
+struct Repeat {
+  double us_per_step = 0, busy_mean = 0, busy_sd = 0;
+  volt::bench::SyncSplit split;
+};
 
-int main(int argc, char** argv) {
-  double step_us = 2000;
-  int64_t steps = 1000, fixed_iters = 0;
-  CLI::App app{"Lockstep ceiling: N ranks repeating fixed CPU work with an all-reduce per step"};
-  app.add_option("--step-us", step_us, "the work per step, in microseconds of this machine's fastest core")
-      ->check(CLI::Range(1.0, 1e7));
-  app.add_option("--steps", steps, "steps to run (the first tenth, at least 10, is warm-up)")
-      ->check(CLI::Range(int64_t{20}, int64_t{100'000'000}));
-  app.add_option("--iters", fixed_iters, "the work per step in chain links, instead of calibrating --step-us")
-      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000}));
-  CLI11_PARSE(app, argc, argv);
-
-  MPI_Init(&argc, &argv);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  // The same work on every rank: --iters, or rank 0's calibration, broadcast.
-  int64_t iters = fixed_iters;
-  if (iters == 0) {
-    if (rank == 0) iters = std::max<int64_t>(1, std::llround(step_us * iterations_per_us()));
-    MPI_Bcast(&iters, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  }
-
+// One timed loop of `steps` lockstep steps; the statistics are meaningful on rank 0 only.
+Repeat run_loop(int64_t iters, int64_t steps, int rank, int world) {
   const int64_t warmup = volt::bench::warmup_steps(steps);
   std::vector<double> busy, wait;  // this rank's steady-state steps
   busy.reserve(static_cast<size_t>(steps));
@@ -120,26 +107,68 @@ int main(int argc, char** argv) {
   std::vector<double> all_busy(static_cast<size_t>(n) * world), all_wait(static_cast<size_t>(n) * world);
   MPI_Gather(busy.data(), n, MPI_DOUBLE, all_busy.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Gather(wait.data(), n, MPI_DOUBLE, all_wait.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  Repeat r;
+  if (rank != 0) return r;
+  double step_sum = 0, busy_sum = 0;
+  for (int i = 0; i < n; ++i) step_sum += busy[static_cast<size_t>(i)] + wait[static_cast<size_t>(i)];
+  for (double b : all_busy) busy_sum += b;
+  const double count = static_cast<double>(all_busy.size());
+  r.busy_mean = busy_sum / count;
+  double var = 0;
+  for (double b : all_busy) var += (b - r.busy_mean) * (b - r.busy_mean);
+  r.busy_sd = std::sqrt(var / count);
+  r.us_per_step = step_sum / n;
+  std::vector<std::vector<double>> waits(static_cast<size_t>(world));
+  for (int q = 0; q < world; ++q)
+    waits[static_cast<size_t>(q)].assign(all_wait.begin() + static_cast<ptrdiff_t>(q) * n,
+                                         all_wait.begin() + static_cast<ptrdiff_t>(q + 1) * n);
+  r.split = volt::bench::split_sync_waits(waits);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double step_us = 2000;
+  int64_t steps = 1000, fixed_iters = 0;
+  int repeats = 3;
+  CLI::App app{"Lockstep ceiling: N ranks repeating fixed CPU work with an all-reduce per step"};
+  app.add_option("--step-us", step_us, "the work per step, in microseconds of this machine's fastest core")
+      ->check(CLI::Range(1.0, 1e7));
+  app.add_option("--steps", steps, "steps to run (the first tenth, at least 10, is warm-up)")
+      ->check(CLI::Range(int64_t{20}, int64_t{100'000'000}));
+  app.add_option("--iters", fixed_iters, "the work per step in chain links, instead of calibrating --step-us")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000}));
+  app.add_option("--repeats", repeats, "timed loops to run; the median one is reported")
+      ->check(CLI::Range(1, 1000));
+  CLI11_PARSE(app, argc, argv);
+
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  // The same work on every rank: --iters, or rank 0's calibration, broadcast.
+  int64_t iters = fixed_iters;
+  if (iters == 0) {
+    if (rank == 0) iters = std::max<int64_t>(1, std::llround(step_us * iterations_per_us()));
+    MPI_Bcast(&iters, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  }
+
+  std::vector<Repeat> runs;
+  for (int r = 0; r < repeats; ++r) runs.push_back(run_loop(iters, steps, rank, world));
   if (rank == 0) {
-    double step_sum = 0, busy_sum = 0;
-    for (int i = 0; i < n; ++i) step_sum += busy[static_cast<size_t>(i)] + wait[static_cast<size_t>(i)];
-    for (double b : all_busy) busy_sum += b;
-    const double count = static_cast<double>(all_busy.size());
-    const double busy_mean = busy_sum / count;
-    double var = 0;
-    for (double b : all_busy) var += (b - busy_mean) * (b - busy_mean);
-    std::vector<std::vector<double>> waits(static_cast<size_t>(world));
-    for (int r = 0; r < world; ++r)
-      waits[static_cast<size_t>(r)].assign(all_wait.begin() + static_cast<ptrdiff_t>(r) * n,
-                                           all_wait.begin() + static_cast<ptrdiff_t>(r + 1) * n);
-    const volt::bench::SyncSplit split = volt::bench::split_sync_waits(waits);
+    std::sort(runs.begin(), runs.end(), [](const Repeat& a, const Repeat& b) { return a.us_per_step < b.us_per_step; });
+    const Repeat& med = runs[runs.size() / 2];
     // The requested length, or null when --iters fixed the work instead.
     const std::string target = fixed_iters ? std::string("null") : fmt_us(step_us);
-    std::printf("{\"bench\":\"lockstep\",\"np\":%d,\"step_us\":%s,\"iters\":%lld,\"steps\":%lld,"
-                "\"us_per_step\":%.1f,\"busy_us\":%.1f,\"busy_sd_us\":%.1f,\"wait_us\":%.1f,"
-                "\"collective_us\":%.1f,\"skew_us\":%.1f}\n",
-                world, target.c_str(), static_cast<long long>(iters), static_cast<long long>(steps), step_sum / n,
-                busy_mean, std::sqrt(var / count), split.wait_us, split.collective_us, split.skew_us);
+    std::printf("{\"bench\":\"lockstep\",\"np\":%d,\"step_us\":%s,\"iters\":%lld,\"steps\":%lld,\"repeats\":%d,"
+                "\"us_per_step\":%.1f,\"us_per_step_min\":%.1f,\"us_per_step_median\":%.1f,\"us_per_step_max\":%.1f,"
+                "\"busy_us\":%.1f,"
+                "\"busy_sd_us\":%.1f,\"wait_us\":%.1f,\"collective_us\":%.1f,\"skew_us\":%.1f}\n",
+                world, target.c_str(), static_cast<long long>(iters), static_cast<long long>(steps), repeats,
+                med.us_per_step, runs.front().us_per_step, med.us_per_step, runs.back().us_per_step, med.busy_mean,
+                med.busy_sd,
+                med.split.wait_us, med.split.collective_us, med.split.skew_us);
     std::fflush(stdout);
   }
   MPI_Finalize();

@@ -60,10 +60,10 @@ for ((i = 1; i <= pairs; ++i)); do
   if ((ceiling)); then
     # The same step length as this pair's one-process run.
     us="$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["us_per_step"])' "$one")"
-    lone="$("$lockstep" --step-us "$us" --steps "$steps" | grep '^{')" ||
+    lone="$("$lockstep" --step-us "$us" --steps "$steps" --repeats 1 | grep '^{')" ||
       { echo "ddp_scaling.sh: the one-process bench_lockstep run failed" >&2; exit 1; }
     iters="$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["iters"])' "$lone")"
-    lmany="$("$mpirun" -np "$np" "${bind[@]}" "$lockstep" --iters "$iters" --steps "$steps" | grep '^{')" ||
+    lmany="$("$mpirun" -np "$np" "${bind[@]}" "$lockstep" --iters "$iters" --steps "$steps" --repeats 1 | grep '^{')" ||
       { echo "ddp_scaling.sh: the $np-rank bench_lockstep run failed" >&2; exit 1; }
     lines+=("$lone" "$lmany")
   fi

@@ -21,6 +21,7 @@
 #include <volt/kernels/backend/recording.h>
 #include <volt/kernels/backend/reduce.h>
 #include <volt/kernels/backend/softmax.h>
+#include <volt/kernels/backend/tensor_ops.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_graph.h>
 #include <volt/runtime/error.h>

@@ -74,6 +74,12 @@ for t in test_runtime test_kernels test_nn test_trainer test_data test_reliabili
   have $t "gpu_$t" gpu_test && step "gpu_$t" 120 $t --gtest_filter="$gpu_filter"
 done
 have test_op_table gpu_test_op_table gpu_test && step gpu_test_op_table 180 test_op_table --gtest_filter='*Cuda*:*cuda*'
+# The model zoo (docs/zoo.md), one training step each on the GPU.
+for z in vae vit resnet18 wgan_gp pinn lstm_lm ddpm_unet gnn; do
+  zoo_args=(--accelerator gpu --steps 1)
+  [ "$z" = lstm_lm ] && zoo_args+=(--data "$root/examples/corpus/licenses.txt")
+  have "zoo_$z" "gpu_zoo_$z" gpu_test && step "gpu_zoo_$z" 60 "zoo_$z" "${zoo_args[@]}"
+done
 fi
 
 # 2. The speed table (us_per_step, samples/s), graphs off then on.

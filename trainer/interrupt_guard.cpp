@@ -134,4 +134,8 @@ InterruptGuard::~InterruptGuard() {
 
 int InterruptGuard::pending() { return g_signal; }
 
+void InterruptGuard::request(int sig) {
+  if (g_signal == 0) g_signal = sig;
+}
+
 }  // namespace volt

@@ -24,6 +24,10 @@ class InterruptGuard {
 
   // The first signal received since the guard was installed (SIGINT or SIGTERM), or 0.
   static int pending();
+  // Asks for the same graceful stop from elsewhere (a preemption warning, trainer/callbacks/preemption.h):
+  // records `sig` unless a signal is already pending. Async-signal-safe; no watcher, no second-signal rule. A
+  // request made while no guard lives is dropped when the next guard is installed.
+  static void request(int sig);
 
  private:
   struct sigaction old_int_ {};

@@ -22,7 +22,13 @@ Optimizers TrainModule::configure_optimizers() {
   VOLT_FAIL(type_name(), ": configure_optimizers is not implemented; return at least one optimizer");
 }
 StepOutput TrainModule::training_step_outputs(const Batch& batch, int64_t batch_idx) {
-  return {{"loss", training_step(batch, batch_idx)}};
+  Tensor loss = training_step(batch, batch_idx);
+  // Checked here, on what training_step returned (once per replica under dp/ddp2), not in training_step_end,
+  // whose default averages the gathered per-replica losses: a per-sample or per-class loss would be averaged too.
+  VOLT_CHECK(!loss.defined() || loss.numel() == 1, type_name(), "::training_step returned a loss of shape ",
+             loss.shape_str(), "; return a scalar (e.g. loss.mean() or loss.sum()), or an undefined Tensor to skip "
+             "the batch");
+  return {{"loss", loss}};
 }
 StepOutput TrainModule::validation_step_outputs(const Batch& batch, int64_t batch_idx) {
   validation_step(batch, batch_idx);

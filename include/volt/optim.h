@@ -1,6 +1,8 @@
 #pragma once
 /// @file
-/// Optimizers (volt::optim: SGD, Adam, AdamW), learning-rate schedulers and gradient clipping.
+/// Optimizers (volt::optim: SGD, Adam, AdamW, RMSprop, Adagrad, Lion), learning-rate schedulers and gradient
+/// clipping.
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/lr_scheduler.h>
 #include <volt/nn/optim.h>
+#include <volt/nn/optimizers.h>

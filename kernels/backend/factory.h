@@ -17,6 +17,13 @@ struct FactoryKernels {
   Kernel<void(const Tensor& out, PhiloxArgs rng, double mean, double std)> normal;
   // out[i] = start + step * i, computed in double and converted once. Dispatch dtype: out's (numeric).
   Kernel<void(const Tensor& out, double start, double step)> arange;
+  // out[i] = start + step * i for i < n/2 and end - step * (n - 1 - i) after (PyTorch's symmetric form, so both
+  // endpoints are exact), step = (end - start) / (n - 1), in double with explicit fused multiply-adds (the same
+  // bits on both backends), converted once. Dispatch dtype: out's (numeric).
+  Kernel<void(const Tensor& out, double start, double end)> linspace;
+  // out[i] = low + (r_i mod range), r_i 64 uniform bits: lanes 2(i%2), 2(i%2)+1 of counter offset + i/2
+  // (kernels/common/philox.h, randint_at). range >= 1. Dispatch dtype: out's (numeric).
+  Kernel<void(const Tensor& out, PhiloxArgs rng, int64_t low, uint64_t range)> randint;
 };
 
 template <>
@@ -24,7 +31,9 @@ struct Family<FactoryKernels> {
   static constexpr const char* name = "factory";
   static constexpr std::tuple kernels{Named{&FactoryKernels::uniform, "uniform"},
                                       Named{&FactoryKernels::normal, "normal"},
-                                      Named{&FactoryKernels::arange, "arange"}};
+                                      Named{&FactoryKernels::arange, "arange"},
+                                      Named{&FactoryKernels::linspace, "linspace"},
+                                      Named{&FactoryKernels::randint, "randint"}};
 };
 
 }  // namespace volt::backend

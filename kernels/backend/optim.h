@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <volt/kernels/backend/kernel.h>
+#include <volt/kernels/optim_extra_hyper.h>
 #include <volt/kernels/optim_hyper.h>
 #include <volt/kernels/tensor.h>
 
@@ -30,6 +31,12 @@ struct OptimKernels {
   // Dispatch dtype: the first param's (floating).
   // `dynamic`: as adam_step's, optim_math::DynamicSgdScalars.
   Kernel<void(const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic)> sgd_step;
+  // RMSprop, Adagrad and Lion steps over a list as adam_step (per-element math:
+  // kernels/common/optim_math_extra.h). Unused state tensors are undefined (RMSprop's momentum_buffer without
+  // momentum, grad_avg unless centered). No graph-captured form. Dispatch dtype: the first param's (floating).
+  Kernel<void(const std::vector<RmspropTensors>& list, const RmspropHyper& h)> rmsprop_step;
+  Kernel<void(const std::vector<AdagradTensors>& list, const AdagradHyper& h)> adagrad_step;
+  Kernel<void(const std::vector<LionTensors>& list, const LionHyper& h)> lion_step;
   // Every listed gradient (contiguous, floating, all of the first one's dtype) *= inv_scale, in one launch on a
   // GPU; found (f32 scalar, same device) is set to 1 when any element was inf/NaN and left as it is otherwise (so
   // one flag collects a whole list of gradients). Dispatch dtype: the first gradient's (floating).
@@ -50,6 +57,9 @@ struct Family<OptimKernels> {
   static constexpr const char* name = "optim";
   static constexpr std::tuple kernels{Named{&OptimKernels::adam_step, "adam_step"},
                                       Named{&OptimKernels::sgd_step, "sgd_step"},
+                                      Named{&OptimKernels::rmsprop_step, "rmsprop_step"},
+                                      Named{&OptimKernels::adagrad_step, "adagrad_step"},
+                                      Named{&OptimKernels::lion_step, "lion_step"},
                                       Named{&OptimKernels::unscale_check, "unscale_check"},
                                       Named{&OptimKernels::norm_partial, "norm_partial"},
                                       Named{&OptimKernels::scale_by, "scale_by"}};

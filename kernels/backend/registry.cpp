@@ -25,6 +25,7 @@
 #include <volt/kernels/backend/recording.h>
 #include <volt/kernels/backend/reduce.h>
 #include <volt/kernels/backend/softmax.h>
+#include <volt/kernels/backend/tensor_ops.h>
 #include <volt/kernels/kernel_support.h>
 #include <volt/runtime/error.h>
 
@@ -36,13 +37,15 @@ constexpr Backend kCpu{"cpu", FamilyTables{&cpu::elementwise_kernels, &cpu::fact
                                            &cpu::softmax_kernels, &cpu::loss_kernels, &cpu::dropout_kernels,
                                            &cpu::index_kernels, &cpu::attention_kernels, &cpu::norm_kernels,
                                            &cpu::batch_norm_kernels, &cpu::optim_kernels, &cpu::linalg_kernels,
-                                           &cpu::conv_kernels, &cpu::pool_kernels}};
+                                           &cpu::conv_kernels, &cpu::pool_kernels,
+                                           &cpu::tensor_op_kernels}};
 #if VOLT_WITH_CUDA
 constexpr Backend kCuda{"cuda", FamilyTables{&cuda::elementwise_kernels, &cuda::factory_kernels,
                                              &cuda::reduce_kernels, &cuda::softmax_kernels, &cuda::loss_kernels,
                                              &cuda::dropout_kernels, &cuda::index_kernels, &cuda::attention_kernels,
                                              &cuda::norm_kernels, &cuda::batch_norm_kernels, &cuda::optim_kernels,
-                                             &cuda::linalg_kernels, &cuda::conv_kernels, &cuda::pool_kernels}};
+                                             &cuda::linalg_kernels, &cuda::conv_kernels, &cuda::pool_kernels,
+                                             &cuda::tensor_op_kernels}};
 #endif
 
 constexpr int kDeviceTypes = 2;
@@ -70,7 +73,8 @@ static_assert(lists_every_member<ElementwiseKernels>() && lists_every_member<Fac
               lists_every_member<IndexKernels>() && lists_every_member<AttentionKernels>() &&
               lists_every_member<NormKernels>() && lists_every_member<BatchNormKernels>() &&
               lists_every_member<OptimKernels>() && lists_every_member<LinalgKernels>() &&
-              lists_every_member<ConvKernels>() && lists_every_member<PoolKernels>(),
+              lists_every_member<ConvKernels>() && lists_every_member<PoolKernels>() &&
+              lists_every_member<TensorOpKernels>(),
               "a Family<>::kernels list misses a member of its struct");
 
 }  // namespace

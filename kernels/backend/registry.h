@@ -1,8 +1,8 @@
 #pragma once
 // The backend interface. Each op family has one header here declaring its kernels once, as a struct of
 // Kernel<> members (elementwise.h, factory.h, reduce.h, softmax.h, loss.h, dropout.h, index.h, attention.h,
-// norm.h, batch_norm.h, optim.h, linalg.h, conv.h, pool.h); kernels/cpu defines one constant table per family
-// (volt::cpu::*_kernels) and kernels/cuda the same in volt::cuda when Volt is built with CUDA. registry.cpp
+// norm.h, batch_norm.h, optim.h, linalg.h, conv.h, pool.h, tensor_ops.h); kernels/cpu defines one constant table
+// per family (volt::cpu::*_kernels) and kernels/cuda the same in volt::cuda when Volt is built with CUDA. registry.cpp
 // gathers them into one Backend per device type: plain constants referenced from a function, no registration by
 // static initialisers (which the linker drops from static libraries).
 //
@@ -37,13 +37,14 @@ struct OptimKernels;
 struct LinalgKernels;
 struct ConvKernels;
 struct PoolKernels;
+struct TensorOpKernels;
 
 // Every family, in one place: a Backend holds one table of each.
 using FamilyTables =
     std::tuple<const ElementwiseKernels*, const FactoryKernels*, const ReduceKernels*, const SoftmaxKernels*,
                const LossKernels*, const DropoutKernels*, const IndexKernels*, const AttentionKernels*,
                const NormKernels*, const BatchNormKernels*, const OptimKernels*, const LinalgKernels*,
-               const ConvKernels*, const PoolKernels*>;
+               const ConvKernels*, const PoolKernels*, const TensorOpKernels*>;
 
 struct Backend {
   const char* name;  // "cpu", "cuda": the device type's name in errors
@@ -139,6 +140,7 @@ extern const backend::OptimKernels optim_kernels;              // kernels/cpu/op
 extern const backend::LinalgKernels linalg_kernels;            // kernels/cpu/gemm.cpp
 extern const backend::ConvKernels conv_kernels;                // kernels/cpu/conv.cpp
 extern const backend::PoolKernels pool_kernels;                // kernels/cpu/pool.cpp
+extern const backend::TensorOpKernels tensor_op_kernels;       // kernels/cpu/scan_sort.cpp
 }  // namespace volt::cpu
 
 #if VOLT_WITH_CUDA
@@ -157,5 +159,6 @@ extern const backend::OptimKernels optim_kernels;              // kernels/cuda/o
 extern const backend::LinalgKernels linalg_kernels;            // kernels/cuda/gemm.cu
 extern const backend::ConvKernels conv_kernels;                // kernels/cuda/conv.cu
 extern const backend::PoolKernels pool_kernels;                // kernels/cuda/pool.cu
+extern const backend::TensorOpKernels tensor_op_kernels;       // kernels/cuda/scan_sort.cu
 }  // namespace volt::cuda
 #endif

@@ -10,16 +10,21 @@ namespace volt {
 
 enum class UnaryOp : uint8_t {
   Neg, Exp, Log, Sqrt, Abs, Relu, LeakyRelu, Sigmoid, Tanh, Gelu, Clamp, PowScalar, AddScalar, MulScalar,
-  RSubScalar, RDivScalar, Fill, Sign, Square, Reciprocal, Silu, GeluTanh
+  RSubScalar, RDivScalar, Fill, Sign, Square, Reciprocal, Silu, GeluTanh,
+  // kernels/math_ops.h
+  Sin, Cos, Erf, Log1p, Expm1, Softplus, Elu, Mish, Floor, Round
 };
 enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
   // derivatives: f(grad, saved) -> input gradient
-  ReluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad, GeluGrad, ClampGrad, PowScalarGrad, SiluGrad, GeluTanhGrad
+  ReluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad, GeluGrad, ClampGrad, PowScalarGrad, SiluGrad, GeluTanhGrad,
+  // kernels/math_ops.h (first-order fast paths; y = the input)
+  SoftplusGrad, EluGrad, MishGrad
 };
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 
-// Scalar parameters of an op (alpha for leaky_relu, lo/hi for clamp, the exponent, the scalar operand).
+// Scalar parameters of an op (alpha for leaky_relu, lo/hi for clamp, the exponent, the scalar operand; beta and
+// threshold for softplus, alpha for elu).
 struct ElemParams {
   double a = 0, b = 0;
   bool has_lo = false, has_hi = false;
@@ -45,6 +50,26 @@ VOLT_HD double log_(int64_t x) { return ::log(static_cast<double>(x)); }
 VOLT_HD double sqrt_(int64_t x) { return ::sqrt(static_cast<double>(x)); }
 VOLT_HD double tanh_(int64_t x) { return ::tanh(static_cast<double>(x)); }
 VOLT_HD double erf_(int64_t x) { return ::erf(static_cast<double>(x)); }
+VOLT_HD float sin_(float x) { return ::sinf(x); }
+VOLT_HD double sin_(double x) { return ::sin(x); }
+VOLT_HD double sin_(int64_t x) { return ::sin(static_cast<double>(x)); }
+VOLT_HD float cos_(float x) { return ::cosf(x); }
+VOLT_HD double cos_(double x) { return ::cos(x); }
+VOLT_HD double cos_(int64_t x) { return ::cos(static_cast<double>(x)); }
+VOLT_HD float log1p_(float x) { return ::log1pf(x); }
+VOLT_HD double log1p_(double x) { return ::log1p(x); }
+VOLT_HD double log1p_(int64_t x) { return ::log1p(static_cast<double>(x)); }
+VOLT_HD float expm1_(float x) { return ::expm1f(x); }
+VOLT_HD double expm1_(double x) { return ::expm1(x); }
+VOLT_HD double expm1_(int64_t x) { return ::expm1(static_cast<double>(x)); }
+// floor and round (half to even: rint under the default rounding mode, on the host and on the GPU); integers
+// are already whole.
+VOLT_HD float floor_(float x) { return ::floorf(x); }
+VOLT_HD double floor_(double x) { return ::floor(x); }
+VOLT_HD int64_t floor_(int64_t x) { return x; }
+VOLT_HD float round_(float x) { return ::rintf(x); }
+VOLT_HD double round_(double x) { return ::rint(x); }
+VOLT_HD int64_t round_(int64_t x) { return x; }
 template <class A> VOLT_HD A pow_(A x, A y) {  // integers: exact repeated multiplication
   if (y < 0) {  // x^y = 1 / x^|y| truncated toward zero: nonzero only for x = +-1
     if (x == 1) return 1;
@@ -84,6 +109,25 @@ template <class A> VOLT_HD A silu_grad_(A x) {
   const A s = sigmoid_(x);
   return s * (A(1) + x * (A(1) - s));
 }
+// softplus(x) = log(1 + exp(beta x)) / beta, or x where beta x > threshold (PyTorch's linear branch).
+template <class A> VOLT_HD A softplus_(A x, A beta, A threshold) {
+  const A z = A(x * beta);
+  if (z > threshold) return x;
+  return A(log1p_(exp_(z)) / beta);
+}
+template <class A> VOLT_HD A softplus_grad_(A x, A beta, A threshold) {  // sigmoid(beta x), or 1
+  const A z = A(x * beta);
+  return z > threshold ? A(1) : sigmoid_(z);
+}
+// elu(x) = x for x > 0, alpha (exp(x) - 1) otherwise; d/dx = 1 or alpha exp(x) (alpha at 0, as PyTorch).
+template <class A> VOLT_HD A elu_(A x, A alpha) { return x > A(0) ? x : A(alpha * expm1_(x)); }
+template <class A> VOLT_HD A elu_grad_(A x, A alpha) { return x > A(0) ? A(1) : A(alpha * exp_(x)); }
+// mish(x) = x tanh(softplus(x)); d/dx = t + x sigmoid(x) (1 - t^2) with t = tanh(softplus(x)).
+template <class A> VOLT_HD A mish_(A x) { return A(x * tanh_(log1p_(exp_(x)))); }
+template <class A> VOLT_HD A mish_grad_(A x) {
+  const A t = A(tanh_(log1p_(exp_(x))));
+  return A(t + x * sigmoid_(x) * (A(1) - t * t));
+}
 }  // namespace em
 
 template <UnaryOp op, class A>
@@ -114,6 +158,16 @@ VOLT_HD A unary_fn(A x, const ElemParams& p) {
   else if constexpr (op == UnaryOp::Reciprocal) return A(A(1) / x);
   else if constexpr (op == UnaryOp::Silu) return em::silu_(x);
   else if constexpr (op == UnaryOp::GeluTanh) return em::gelu_tanh_(x);
+  else if constexpr (op == UnaryOp::Sin) return A(em::sin_(x));
+  else if constexpr (op == UnaryOp::Cos) return A(em::cos_(x));
+  else if constexpr (op == UnaryOp::Erf) return A(em::erf_(x));
+  else if constexpr (op == UnaryOp::Log1p) return A(em::log1p_(x));
+  else if constexpr (op == UnaryOp::Expm1) return A(em::expm1_(x));
+  else if constexpr (op == UnaryOp::Softplus) return em::softplus_(x, A(p.a), A(p.b));
+  else if constexpr (op == UnaryOp::Elu) return em::elu_(x, A(p.a));
+  else if constexpr (op == UnaryOp::Mish) return em::mish_(x);
+  else if constexpr (op == UnaryOp::Floor) return em::floor_(x);
+  else if constexpr (op == UnaryOp::Round) return em::round_(x);
   else return x;
 }
 
@@ -138,6 +192,9 @@ VOLT_HD A binary_fn(A x, A y, const ElemParams& p) {
     return A(x * A(p.a) * em::pow_(y, A(p.a - 1)));
   else if constexpr (op == BinaryOp::SiluGrad) return A(x * em::silu_grad_(y));           // y = input
   else if constexpr (op == BinaryOp::GeluTanhGrad) return A(x * em::gelu_tanh_grad_(y));  // y = input
+  else if constexpr (op == BinaryOp::SoftplusGrad) return A(x * em::softplus_grad_(y, A(p.a), A(p.b)));  // y = input
+  else if constexpr (op == BinaryOp::EluGrad) return A(x * em::elu_grad_(y, A(p.a)));    // y = input
+  else if constexpr (op == BinaryOp::MishGrad) return A(x * em::mish_grad_(y));          // y = input
   else return x;
 }
 

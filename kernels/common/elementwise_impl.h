@@ -87,7 +87,8 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ElemParams& p)
     VOLT_U(Neg) VOLT_U(Exp) VOLT_U(Log) VOLT_U(Sqrt) VOLT_U(Abs) VOLT_U(Relu) VOLT_U(LeakyRelu) VOLT_U(Sigmoid)
     VOLT_U(Tanh) VOLT_U(Gelu) VOLT_U(Clamp) VOLT_U(PowScalar) VOLT_U(AddScalar) VOLT_U(MulScalar)
     VOLT_U(RSubScalar) VOLT_U(RDivScalar) VOLT_U(Fill) VOLT_U(Sign) VOLT_U(Square) VOLT_U(Reciprocal) VOLT_U(Silu)
-    VOLT_U(GeluTanh)
+    VOLT_U(GeluTanh) VOLT_U(Sin) VOLT_U(Cos) VOLT_U(Erf) VOLT_U(Log1p) VOLT_U(Expm1) VOLT_U(Softplus) VOLT_U(Elu)
+    VOLT_U(Mish) VOLT_U(Floor) VOLT_U(Round)
 #undef VOLT_U
   }
 }
@@ -106,7 +107,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, co
 #define VOLT_B(name) case BinaryOp::name: return binary_typed<B, BinaryOp::name>(out, a, b, p);
     VOLT_B(Add) VOLT_B(Sub) VOLT_B(Mul) VOLT_B(Div) VOLT_B(Pow) VOLT_B(Maximum) VOLT_B(Minimum) VOLT_B(ReluGrad)
     VOLT_B(LeakyReluGrad) VOLT_B(SigmoidGrad) VOLT_B(TanhGrad) VOLT_B(GeluGrad) VOLT_B(ClampGrad)
-    VOLT_B(PowScalarGrad) VOLT_B(SiluGrad) VOLT_B(GeluTanhGrad)
+    VOLT_B(PowScalarGrad) VOLT_B(SiluGrad) VOLT_B(GeluTanhGrad) VOLT_B(SoftplusGrad) VOLT_B(EluGrad) VOLT_B(MishGrad)
 #undef VOLT_B
   }
 }

@@ -7,6 +7,7 @@
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/optim_dispatch.h>
+#include <volt/kernels/common/optim_extra_dispatch.h>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -107,6 +108,37 @@ struct CpuLauncher {
   }
 };
 
+// RMSprop, Adagrad and Lion: one loop over (param, grad, Op::kStates state tensors) per listed tensor.
+template <class T, class M, class Op>
+void state_update_loop(const om::StatePointers<T, M>& a, const Op& op) {
+  using S = acc_t<T>;
+  T* __restrict p = a.p;
+  const T* __restrict g = a.g;
+  for (int64_t i = 0; i < a.n; ++i) {
+    S pp = static_cast<S>(p[i]);
+    S st[Op::kStates];
+    for (int k = 0; k < Op::kStates; ++k) st[k] = static_cast<S>(a.state[k][i]);
+    op(pp, static_cast<S>(g[i]), st);
+    p[i] = T(pp);
+    for (int k = 0; k < Op::kStates; ++k) a.state[k][i] = M(st[k]);
+  }
+}
+
+struct CpuStateLauncher {
+  template <class T, class M, class Op>
+  void run(const std::vector<om::StatePointers<T, M>>& list, const Op& op) const {
+    for (const auto& a : list) state_update_loop(a, op);
+  }
+};
+
+void rmsprop_step(const std::vector<RmspropTensors>& list, const RmspropHyper& h) {
+  om::dispatch_rmsprop(CpuStateLauncher{}, list, h);
+}
+void adagrad_step(const std::vector<AdagradTensors>& list, const AdagradHyper& h) {
+  om::dispatch_adagrad(CpuStateLauncher{}, list, h);
+}
+void lion_step(const std::vector<LionTensors>& list, const LionHyper& h) { om::dispatch_lion(CpuStateLauncher{}, list, h); }
+
 void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
   om::dispatch_adam(CpuLauncher{}, list, h, dynamic);
 }
@@ -173,6 +205,9 @@ void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
 constexpr backend::OptimKernels optim_kernels{
     .adam_step = {adam_step, backend::kFloating},
     .sgd_step = {sgd_step, backend::kFloating},
+    .rmsprop_step = {rmsprop_step, backend::kFloating},
+    .adagrad_step = {adagrad_step, backend::kFloating},
+    .lion_step = {lion_step, backend::kFloating},
     .unscale_check = {unscale_check, backend::kFloating},
     .norm_partial = {norm_partial, backend::kFloating},
     .scale_by = {scale_by, backend::kFloating},

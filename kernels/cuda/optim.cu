@@ -5,6 +5,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/multi_tensor.h>
 #include <volt/kernels/common/optim_dispatch.h>
+#include <volt/kernels/common/optim_extra_dispatch.h>
 #include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
@@ -96,6 +97,37 @@ __global__ void sgd_kernel(SgdArgs<T, M> a, bool first, om::SgdScalars<S> s_arg,
     om::sgd_update<S, kDecay, kMomentum, kNesterov>(pp, static_cast<S>(g[i]), b, first, s);
     p[i] = T(pp);
     if (kMomentum) buf[i] = M(b);
+  }
+}
+
+// RMSprop, Adagrad and Lion: Op (kernels/common/optim_math_extra.h) over (param, grad, Op::kStates states).
+template <class T, class M>
+struct StateArgs {
+  T* p[kMaxTensors];
+  const T* g[kMaxTensors];
+  M* state[om::kMaxStates][kMaxTensors];
+  int64_t n[kMaxTensors];
+  ChunkTable chunks;
+};
+
+static_assert(sizeof(StateArgs<double, double>) + sizeof(om::LionScalars<double>) <= 4096,
+              "state_update_kernel's parameters exceed the 4 KiB kernel-parameter limit");
+
+template <class T, class M, class Op>
+__global__ void state_update_kernel(StateArgs<T, M> a, Op op) {
+  using S = acc_t<T>;
+  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
+  T* __restrict__ p = a.p[t];
+  const T* __restrict__ g = a.g[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    S pp = static_cast<S>(p[i]);
+    S st[Op::kStates];
+#pragma unroll
+    for (int k = 0; k < Op::kStates; ++k) st[k] = static_cast<S>(a.state[k][t][i]);
+    op(pp, static_cast<S>(g[i]), st);
+    p[i] = T(pp);
+#pragma unroll
+    for (int k = 0; k < Op::kStates; ++k) a.state[k][t][i] = M(st[k]);
   }
 }
 
@@ -226,6 +258,38 @@ struct GpuLauncher {
   }
 };
 
+struct GpuStateLauncher {
+  cudaStream_t stream;
+  template <class T, class M, class Op>
+  void run(const std::vector<om::StatePointers<T, M>>& list, const Op& op) const {
+    using Args = StateArgs<T, M>;
+    for_each_launch<Args>(
+        list,
+        [](Args& a, size_t k, const om::StatePointers<T, M>& e) {
+          a.p[k] = e.p;
+          a.g[k] = e.g;
+          for (int j = 0; j < om::kMaxStates; ++j) a.state[j][k] = e.state[j];
+        },
+        [&](const Args& a, unsigned blocks) {
+          state_update_kernel<T, M, Op><<<blocks, kThreads, 0, stream>>>(a, op);
+          VOLT_CUDA_CHECK_LAUNCH();
+        });
+  }
+};
+
+void rmsprop_step(const std::vector<RmspropTensors>& list, const RmspropHyper& h) {
+  if (list.empty()) return;
+  om::dispatch_rmsprop(GpuStateLauncher{compute_stream(list.front().param)}, list, h);
+}
+void adagrad_step(const std::vector<AdagradTensors>& list, const AdagradHyper& h) {
+  if (list.empty()) return;
+  om::dispatch_adagrad(GpuStateLauncher{compute_stream(list.front().param)}, list, h);
+}
+void lion_step(const std::vector<LionTensors>& list, const LionHyper& h) {
+  if (list.empty()) return;
+  om::dispatch_lion(GpuStateLauncher{compute_stream(list.front().param)}, list, h);
+}
+
 void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
   if (list.empty()) return;
   om::dispatch_adam(GpuLauncher{compute_stream(list.front().param)}, list, h, dynamic);
@@ -314,6 +378,9 @@ void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
 constexpr backend::OptimKernels optim_kernels{
     .adam_step = {adam_step, backend::kFloating},
     .sgd_step = {sgd_step, backend::kFloating},
+    .rmsprop_step = {rmsprop_step, backend::kFloating},
+    .adagrad_step = {adagrad_step, backend::kFloating},
+    .lion_step = {lion_step, backend::kFloating},
     .unscale_check = {unscale_check, backend::kFloating},
     .norm_partial = {norm_partial, backend::kFloating},
     .scale_by = {scale_by, backend::kFloating},

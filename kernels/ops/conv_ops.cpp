@@ -7,6 +7,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
+#include <volt/kernels/ops/derivatives.h>
 #include <volt/kernels/ops/autocast_util.h>
 
 namespace volt {
@@ -59,37 +60,41 @@ Shape pool_out_shape(const Tensor& x, const Pool2dParams& p, const char* op) {
 
 // ---- conv2d -------------------------------------------------------------------------------------------------
 
-namespace {
-// conv2d's two backward products as differentiable functions, used by its backward under create_graph. With
-// y = conv2d(x, w): data_grad(g, w) = dL/dx and weight_grad(x, g) = dL/dw. Both are bilinear; each one's
-// derivatives are the other two products, so they differentiate to any order:
+// conv2d's two backward products as differentiable functions (kernels/ops/derivatives.h). With y = conv2d(x, w):
+// data_grad(g, w) = dL/dx and weight_grad(x, g) = dL/dw. Both are bilinear; each one's derivatives are the
+// other two products, so they differentiate to any order:
 //   data_grad(g, w):   d/dg = conv2d(., w),       d/dw = weight_grad(., g)
 //   weight_grad(x, g): d/dx = data_grad(g, .),    d/dg = conv2d(x, .)
+namespace {
 Tensor conv2d_params(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   return conv2d(x, w, Tensor(), {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, {p.dil_h, p.dil_w});
 }
-Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Tensor& w_like, const Conv2dParams& p);
-Tensor conv2d_data_grad(const Tensor& g, const Tensor& w, const Tensor& x_like, const Conv2dParams& p) {
-  Tensor gd = g.detach().contiguous(), wd = w.detach().contiguous(), xd = x_like.detach().contiguous();
-  Tensor dx = empty(xd.shape(), xd.dtype(), xd.device());
-  backend::call<&backend::ConvKernels::conv2d_backward>(gd.device(), xd.dtype(), dx, Tensor(), gd, xd, wd, p);
-  autograd::attach_differentiable(dx, "Conv2dDataGradBackward", {g, w}, [g, w, x_like, p](const std::vector<Tensor>& gg) {
+}  // namespace
+
+Tensor conv2d_data_grad(const Tensor& g, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+  Tensor gd = g.detach().contiguous(), wd = w.detach().contiguous();
+  Tensor dx = empty(x_shape, gd.dtype(), gd.device());
+  // The kernel reads its `x` argument only for the data gradient's geometry: the output tensor serves.
+  backend::call<&backend::ConvKernels::conv2d_backward>(gd.device(), gd.dtype(), dx, Tensor(), gd, dx, wd, p);
+  autograd::attach_differentiable(dx, "Conv2dDataGradBackward", {g, w}, [g, w, p](const std::vector<Tensor>& gg) {
     return std::vector<Tensor>{g.requires_grad() ? conv2d_params(gg[0], w, p) : Tensor(),
-                               w.requires_grad() ? conv2d_weight_grad(gg[0], g, w, p) : Tensor()};
+                               w.requires_grad() ? conv2d_weight_grad(gg[0], g, w.shape(), p) : Tensor()};
   });
   return dx;
 }
-Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Tensor& w_like, const Conv2dParams& p) {
-  Tensor gd = g.detach().contiguous(), xd = x.detach().contiguous(), wd = w_like.detach().contiguous();
-  Tensor dw = empty(wd.shape(), wd.dtype(), wd.device());
-  backend::call<&backend::ConvKernels::conv2d_backward>(gd.device(), xd.dtype(), Tensor(), dw, gd, xd, wd, p);
+
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Shape& w_shape, const Conv2dParams& p) {
+  Tensor gd = g.detach().contiguous(), xd = x.detach().contiguous();
+  Tensor dw = empty(w_shape, xd.dtype(), xd.device());
+  // The kernel reads its `weight` argument only for the weight gradient's geometry (a small scratch tensor).
+  Tensor w_like = empty(w_shape, xd.dtype(), xd.device());
+  backend::call<&backend::ConvKernels::conv2d_backward>(gd.device(), xd.dtype(), Tensor(), dw, gd, xd, w_like, p);
   autograd::attach_differentiable(dw, "Conv2dWeightGradBackward", {x, g}, [x, g, p](const std::vector<Tensor>& gg) {
-    return std::vector<Tensor>{x.requires_grad() ? conv2d_data_grad(g, gg[0], x, p) : Tensor(),
+    return std::vector<Tensor>{x.requires_grad() ? conv2d_data_grad(g, gg[0], x.shape(), p) : Tensor(),
                                g.requires_grad() ? conv2d_params(x, gg[0], p) : Tensor()};
   });
   return dw;
 }
-}  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation) {
   trace::Range op_range(trace::Layer::op, "conv2d");
@@ -133,8 +138,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   autograd::attach_differentiable(out, "Conv2dBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     if (autograd::create_graph_enabled()) {
       trace::count_flops(conv_flops * (static_cast<uint64_t>(gx) + static_cast<uint64_t>(gw)));
-      Tensor dx = gx ? conv2d_data_grad(g[0], weight, x, p) : Tensor();
-      Tensor dw = gw ? conv2d_weight_grad(x, g[0], weight, p) : Tensor();
+      Tensor dx = gx ? conv2d_data_grad(g[0], weight, x.shape(), p) : Tensor();
+      Tensor dw = gw ? conv2d_weight_grad(x, g[0], weight.shape(), p) : Tensor();
       Tensor db = gb ? sum(g[0], {0, 2, 3}).to(bias.dtype()) : Tensor();
       return std::vector<Tensor>{dx, dw, db};
     }

@@ -14,6 +14,7 @@
 #include <volt/kernels/common/optim_math.h>
 #include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
+#include <volt/kernels/optim_extra.h>
 
 namespace volt {
 
@@ -102,6 +103,7 @@ void check_list(const char* op, const std::vector<Entry>& list, const Tensor& (*
   }
 }
 
+const Tensor kNoTensor;  // an unused state slot (skipped by check_state)
 const Tensor& adam_state(const AdamTensors& t) { return t.exp_avg; }
 const Tensor& sgd_state(const SgdTensors& t) { return t.momentum_buffer; }
 
@@ -151,6 +153,90 @@ void adam_step_multi_(const std::vector<AdamTensors>& list, const AdamHyper& h) 
 void adam_step_multi_dynamic_(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
   VOLT_CHECK(dynamic != nullptr, "adam_step_multi_dynamic_: the dynamic block is null");
   adam_update("adam_step_multi_dynamic_", list, h, dynamic);
+}
+
+// ---- RMSprop, Adagrad, Lion (kernels/optim_extra.h) -----------------------------------------------------------
+
+namespace {
+
+void check_rmsprop(const char* op, const RmspropTensors& t, const RmspropHyper& h) {
+  check_param_grad(op, t.param, t.grad);
+  VOLT_CHECK(t.square_avg.defined(), op, ": square_avg must be defined");
+  VOLT_CHECK(h.momentum == 0.0 || t.momentum_buffer.defined(), op, ": momentum=", h.momentum,
+             " needs a momentum_buffer");
+  VOLT_CHECK(!h.centered || t.grad_avg.defined(), op, ": centered needs grad_avg");
+  check_state(op, t.param, {{"square_avg", &t.square_avg},
+                            {"momentum_buffer", h.momentum != 0.0 ? &t.momentum_buffer : &kNoTensor},
+                            {"grad_avg", h.centered ? &t.grad_avg : &kNoTensor}});
+}
+
+const Tensor& rmsprop_state(const RmspropTensors& t) { return t.square_avg; }
+const Tensor& adagrad_state(const AdagradTensors& t) { return t.sum; }
+const Tensor& lion_state(const LionTensors& t) { return t.exp_avg; }
+
+// The checks every multi-tensor update shares: each entry (check_one), then the list (one dtype, device and
+// state dtype; no parameter twice).
+template <class Entry, class CheckOne>
+bool check_update(const char* op, const std::vector<Entry>& list, CheckOne&& check_one,
+                  const Tensor& (*state_of)(const Entry&)) {
+  for (const Entry& t : list) check_one(t);
+  check_list(op, list, state_of);
+  return !list.empty();
+}
+
+}  // namespace
+
+void rmsprop_step_multi_(const std::vector<RmspropTensors>& list, const RmspropHyper& h) {
+  const char* op = list.size() == 1 ? "rmsprop_step_" : "rmsprop_step_multi_";
+  VOLT_CHECK(h.lr >= 0 && h.eps >= 0 && h.weight_decay >= 0 && h.momentum >= 0, op,
+             ": expected lr, eps, weight_decay, momentum >= 0, got ", h.lr, ", ", h.eps, ", ", h.weight_decay, ", ",
+             h.momentum);
+  VOLT_CHECK(h.alpha >= 0 && h.alpha <= 1, op, ": alpha must be in [0, 1], got ", h.alpha);
+  if (!check_update(op, list, [&](const RmspropTensors& t) { check_rmsprop(op, t, h); }, rmsprop_state)) return;
+  backend::call<&backend::OptimKernels::rmsprop_step>(list.front().param.device(), list.front().param.dtype(), list,
+                                                      h);
+}
+
+void adagrad_step_multi_(const std::vector<AdagradTensors>& list, const AdagradHyper& h) {
+  const char* op = list.size() == 1 ? "adagrad_step_" : "adagrad_step_multi_";
+  VOLT_CHECK(h.step >= 1, op, ": step must be >= 1 (the step being taken), got ", h.step);
+  VOLT_CHECK(h.lr >= 0 && h.lr_decay >= 0 && h.eps >= 0 && h.weight_decay >= 0, op,
+             ": expected lr, lr_decay, eps, weight_decay >= 0, got ", h.lr, ", ", h.lr_decay, ", ", h.eps, ", ",
+             h.weight_decay);
+  auto one = [&](const AdagradTensors& t) {
+    check_param_grad(op, t.param, t.grad);
+    VOLT_CHECK(t.sum.defined(), op, ": sum must be defined");
+    check_state(op, t.param, {{"sum", &t.sum}});
+  };
+  if (!check_update(op, list, one, adagrad_state)) return;
+  backend::call<&backend::OptimKernels::adagrad_step>(list.front().param.device(), list.front().param.dtype(), list,
+                                                      h);
+}
+
+void lion_step_multi_(const std::vector<LionTensors>& list, const LionHyper& h) {
+  const char* op = list.size() == 1 ? "lion_step_" : "lion_step_multi_";
+  VOLT_CHECK(h.lr >= 0 && h.weight_decay >= 0, op, ": expected lr, weight_decay >= 0, got ", h.lr, ", ",
+             h.weight_decay);
+  VOLT_CHECK(h.beta1 >= 0 && h.beta1 <= 1 && h.beta2 >= 0 && h.beta2 <= 1, op, ": betas must be in [0, 1], got (",
+             h.beta1, ", ", h.beta2, ")");
+  auto one = [&](const LionTensors& t) {
+    check_param_grad(op, t.param, t.grad);
+    VOLT_CHECK(t.exp_avg.defined(), op, ": exp_avg must be defined");
+    check_state(op, t.param, {{"exp_avg", &t.exp_avg}});
+  };
+  if (!check_update(op, list, one, lion_state)) return;
+  backend::call<&backend::OptimKernels::lion_step>(list.front().param.device(), list.front().param.dtype(), list, h);
+}
+
+void rmsprop_step_(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& momentum_buffer,
+                   const Tensor& grad_avg, const RmspropHyper& h) {
+  rmsprop_step_multi_({RmspropTensors{param, grad, square_avg, momentum_buffer, grad_avg}}, h);
+}
+void adagrad_step_(const Tensor& param, const Tensor& grad, const Tensor& sum, const AdagradHyper& h) {
+  adagrad_step_multi_({AdagradTensors{param, grad, sum}}, h);
+}
+void lion_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const LionHyper& h) {
+  lion_step_multi_({LionTensors{param, grad, exp_avg}}, h);
 }
 
 size_t optimizer_dynamic_bytes() {

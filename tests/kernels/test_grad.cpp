@@ -266,5 +266,36 @@ TEST(Grad, NodesOffThePathToTheInputsDoNotRun) {
   EXPECT_EQ(runs, 0);
 }
 
+// The custom op of docs/coming_from_pytorch.md: swish with a differentiable hand-written backward has the same
+// first and second derivatives as silu.
+Tensor swish(const Tensor& x) {
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = mul(x, sigmoid(x));
+  }
+  autograd::attach_differentiable(out, "SwishBackward", {x}, [x](const std::vector<Tensor>& g) {
+    Tensor s = sigmoid(x);
+    return std::vector<Tensor>{mul(g[0], add(s, mul(mul(x, s), rsub(s, 1.0))))};
+  });
+  return out;
+}
+
+TEST(Grad, CustomDifferentiableOpHasSecondDerivatives) {
+  Tensor x = rand_f64({5}, 31).set_requires_grad(true);
+  Tensor g1 = autograd::grad(sum(swish(x)), x, Tensor(), {.create_graph = true});
+  Tensor g2 = autograd::grad(sum(g1), x);
+  Tensor r1 = autograd::grad(sum(silu(x)), x, Tensor(), {.create_graph = true});
+  Tensor r2 = autograd::grad(sum(r1), x);
+  std::vector<double> a1 = g1.to_vector<double>(), b1 = r1.to_vector<double>();
+  std::vector<double> a2 = g2.to_vector<double>(), b2 = r2.to_vector<double>();
+  for (size_t i = 0; i < a1.size(); ++i) {
+    EXPECT_NEAR(a1[i], b1[i], 1e-14);
+    EXPECT_NEAR(a2[i], b2[i], 1e-14);
+  }
+  testing::expect_second_derivatives_match([](const std::vector<Tensor>& in) { return swish(in[0]); },
+                                           {rand_f64({4}, 32).set_requires_grad(true)});
+}
+
 }  // namespace
 }  // namespace volt

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include <volt/trainer/callbacks/interrupt_checkpoint.h>
 #include <volt/trainer/checkpoint/files.h>
 #include <volt/trainer/checkpoint/sharded.h>
 #include <volt/trainer/trainer.h>
@@ -138,6 +139,11 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const T
 }
 
 void ModelCheckpoint::on_interrupt(Trainer& trainer, TrainModule&) {
+  // A preemption (trainer/callbacks/preemption.h) writes its own checkpoint of this same state: one write, not
+  // two, inside the scheduler's grace period. Every rank holds the same callbacks, so every rank asks.
+  for (auto& c : trainer.callbacks())
+    if (auto* w = dynamic_cast<InterruptCheckpointWriter*>(c.get()); w && w->writes_interrupt_checkpoint(trainer))
+      return;
   trainer.save_checkpoint((fs::path(resolve_dir(trainer)) / "interrupted").string());
 }
 

@@ -17,7 +17,8 @@
 ///  - train_time_interval: also save after the first optimizer step at which this many seconds have passed
 ///    since the last save (or the fit start); every rank agrees on the decision (one small collective per
 ///    stepping batch).
-///  - on an interrupted fit (SIGINT/SIGTERM, see Trainer), writes "interrupted" in its directory.
+///  - on an interrupted fit (SIGINT/SIGTERM, see Trainer), writes "interrupted" in its directory, unless a
+///    callback writes that stop's checkpoint itself (trainer/callbacks/interrupt_checkpoint.h: Preemption).
 /// Every rank runs the same decision (monitored values are broadcast from rank 0); rank 0 writes and deletes.
 ///
 /// A restored state (load_state_dict) is untrusted input: every path in it must lie inside its "dirpath"

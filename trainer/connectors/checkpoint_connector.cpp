@@ -11,6 +11,7 @@
 #include <volt/nn/serialization.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/trace.h>
+#include <volt/trainer/callbacks/async_checkpointing.h>
 #include <volt/trainer/checkpoint/files.h>
 #include <volt/trainer/checkpoint/locate.h>
 #include <volt/trainer/checkpoint/record.h>
@@ -142,6 +143,15 @@ void Trainer::save_checkpoint(const std::string& path) {
   // Every rank: the optimizer state in its full layout (a sharded strategy gathers it here), or with
   // checkpoint_layout = sharded this rank's shards, written by every rank to its own file.
   const bool sharded = opt_.checkpoint_layout == CheckpointLayout::sharded && strategy_->shards_optimizer_state();
+  // AsyncCheckpointing (trainer/callbacks/async_checkpointing.h): the write goes to its background thread, except
+  // for the checkpoint of an interrupt (complete before fit returns, or before a preemption's requeue) and the
+  // sharded layout. Either way the write in flight finishes first, and its failure is raised here.
+  AsyncCheckpointing* async = nullptr;
+  for (auto& c : callbacks_)
+    if (auto* a = dynamic_cast<AsyncCheckpointing*>(c.get())) {
+      a->settle(*strategy_);
+      if (!sharded && interrupt_signal_ == 0) async = a;
+    }
   std::vector<Strategy::OptimizerState> opt_states;
   std::vector<Strategy::ShardedOptimizerState> shard_states;
   for (auto& o : optimizers_) {
@@ -213,10 +223,20 @@ void Trainer::save_checkpoint(const std::string& path) {
     } else {
       remove_shards_dir(stem);  // a sharded checkpoint this one replaces
     }
-    nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", sd, {{"format", "volt-checkpoint"}});
-    j["safetensors_digest"] = nn::digest_to_json(weights);
-    nn::save_json_atomic(stem + ".json", j);
+    if (async) {
+      // The state as it is now, in host memory of its own: training may change (or free) the originals.
+      async->submit(stem, async->snapshot(sd), [stem, j = std::move(j)](const nn::StateDict& snapshot) mutable {
+        nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", snapshot, {{"format", "volt-checkpoint"}});
+        j["safetensors_digest"] = nn::digest_to_json(weights);
+        nn::save_json_atomic(stem + ".json", j);
+      });
+    } else {
+      nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", sd, {{"format", "volt-checkpoint"}});
+      j["safetensors_digest"] = nn::digest_to_json(weights);
+      nn::save_json_atomic(stem + ".json", j);
+    }
   }
+  if (async) async->note_queued();
   strategy_->barrier("save_checkpoint");
 }
 

@@ -20,6 +20,7 @@
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/log.h>
+#include <volt/trainer/callbacks/async_checkpointing.h>
 #include <volt/trainer/checkpoint/files.h>
 #include <volt/trainer/strategies/device_parser.h>
 #include <volt/trainer/interrupt_guard.h>
@@ -251,6 +252,9 @@ void Trainer::finish_fit() {
     trace::Range range(trace::Layer::trainer, "[TrainModule]on_fit_end");
     m.on_fit_end();
   }
+  // fit never returns with a background checkpoint write in flight, nor with its failure unreported.
+  for (auto& c : callbacks_)
+    if (auto* a = dynamic_cast<AsyncCheckpointing*>(c.get())) a->finish(*strategy_);
   if (opt_.enable_model_summary && strategy_->is_global_zero())
     std::cout << "Memory at the end of fit: " << memory_report({strategy_->root_device()}) << "\n" << std::flush;
   detach(interrupt_signal_ != 0 ? RunStatus::interrupted : RunStatus::success);
