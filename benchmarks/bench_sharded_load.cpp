@@ -224,9 +224,11 @@ int main(int argc, char** argv) {
         Wide model;
         params = 0;
         for (auto& p : model.parameters()) params += p.numel();
+        // Made before arming: a loader asks its dataset's size() when it is constructed.
+        auto train_loader = std::make_shared<data::DataLoader>(ds, loader_opts);
+        auto val_loader = std::make_shared<data::DataLoader>(val, loader_opts);
         g_probe.armed = true;
-        trainer.fit(model, std::make_shared<data::DataLoader>(ds, loader_opts),
-                    std::make_shared<data::DataLoader>(val, loader_opts), stem);
+        trainer.fit(model, train_loader, val_loader, stem);
       }
       if (!g_probe.taken || measure->hwm <= 0) {
         std::cerr << "bench_sharded_load: rank " << rank << ": the measurement did not start before the restore\n";
