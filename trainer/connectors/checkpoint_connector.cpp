@@ -8,7 +8,12 @@
 #include <exception>
 #include <filesystem>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <volt/nn/serialization.h>
+#include <volt/runtime/allocator.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/trace.h>
 #include <volt/trainer/callbacks/async_checkpointing.h>
@@ -156,9 +161,18 @@ void fill_module(nn::Module& module, const std::string& stem) {
 void load_module_streamed(Strategy& s, nn::Module& module, const nn::StateDict& placeholders,
                           const std::string& stem) {
   if (auto* fsdp = dynamic_cast<FSDPStrategy*>(&s)) {
-    FSDPStrategy::FullParams full(*fsdp, /*writeback=*/true);
-    module.load_state_dict(placeholders, /*strict=*/true);
-    fill_module(module, stem);
+    {
+      FSDPStrategy::FullParams full(*fsdp, /*writeback=*/true);
+      module.load_state_dict(placeholders, /*strict=*/true);
+      fill_module(module, stem);
+    }
+    // The gathered parameters go back to the system (not to the allocator's cache, nor to the C heap's free
+    // lists) before the optimizer state, in blocks of other sizes, is allocated: the host holds the full
+    // parameters or the state, not both.
+    empty_cache(kCPU);
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
     return;
   }
   s.load_module_state_dict(module, placeholders);
