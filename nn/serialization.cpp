@@ -1,4 +1,5 @@
 #include <volt/nn/serialization.h>
+#include <volt/nn/safetensors_reader.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -87,8 +88,8 @@ FileDigest save_safetensors(const std::string& path, const StateDict& tensors,
   return digest;
 }
 
-StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary);
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+  std::ifstream& in = in_;
   VOLT_CHECK(in.good(), "load_safetensors: cannot open '", path, "'");
   in.seekg(0, std::ios::end);
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
@@ -113,13 +114,7 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
   VOLT_CHECK(header.is_object(), "load_safetensors: '", path, "': the header is not a JSON object");
   const uint64_t data_size = file_size - 8 - header_len;
 
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
+  std::vector<Entry>& entries = entries_;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const auto& v = it.value();
@@ -128,7 +123,7 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
       for (auto m = v.begin(); m != v.end(); ++m) {
         VOLT_CHECK(m.value().is_string(), "load_safetensors: '", path, "': __metadata__ value of '", m.key(),
                    "' is not a string");
-        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
+        metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
@@ -174,18 +169,48 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
   VOLT_CHECK(expect == data_size, "load_safetensors: '", path, "': the tensors cover ", expect,
              " bytes but the data buffer has ", data_size);
 
-  StateDict out;
-  out.reserve(entries.size());
-  const uint64_t data_start = 8 + header_len;
-  for (const auto& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
-    if (e.end > e.begin) {
-      in.seekg(static_cast<std::streamoff>(data_start + e.begin));
-      in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
-      VOLT_CHECK(in.good(), "load_safetensors: reading tensor '", e.name, "' from '", path, "' failed");
-    }
-    out.emplace_back(e.name, std::move(t));
+  data_start_ = 8 + header_len;
+}
+
+const SafetensorsReader::Entry* SafetensorsReader::find(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+void SafetensorsReader::read_bytes(const Entry& e, void* dst) {
+  if (e.end == e.begin) return;
+  in_.clear();
+  in_.seekg(static_cast<std::streamoff>(data_start_ + e.begin));
+  in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
+  VOLT_CHECK(in_.good(), "load_safetensors: reading tensor '", e.name, "' from '", path_, "' failed");
+}
+
+Tensor SafetensorsReader::read(const Entry& e) {
+  Tensor t = empty(e.shape, e.dtype);
+  read_bytes(e, t.data_ptr());
+  return t;
+}
+
+void SafetensorsReader::read_into(const Entry& e, Tensor& out) {
+  VOLT_CHECK(out.defined() && out.shape() == e.shape && out.dtype() == e.dtype, "load_safetensors: '", path_,
+             "': tensor '", e.name, "' is ", dtype_name(e.dtype), " ", shape_to_string(e.shape), " but it is read into ",
+             out.defined() ? std::string(dtype_name(out.dtype())) + " " + out.shape_str() : std::string("an undefined tensor"));
+  if (out.device().is_cpu() && out.is_contiguous()) {
+    read_bytes(e, out.data_ptr());
+    return;
   }
+  NoGradGuard ng;
+  out.copy_(read(e));
+}
+
+StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  SafetensorsReader reader(path);
+  if (metadata)
+    for (const auto& [k, v] : reader.metadata()) (*metadata)[k] = v;
+  StateDict out;
+  out.reserve(reader.entries().size());
+  for (const auto& e : reader.entries()) out.emplace_back(e.name, reader.read(e));
   return out;
 }
 

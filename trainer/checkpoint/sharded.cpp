@@ -224,32 +224,6 @@ void check_shard_files(const std::string& stem, const ShardedLayout& layout, int
   }
 }
 
-std::map<std::string, Tensor> load_rank_shards(const std::string& stem, const ShardedLayout& layout, int rank) {
-  VOLT_CHECK(rank >= 0 && rank < layout.world_size, "sharded checkpoint ", stem, ": rank ", rank,
-             " is outside the world of ", layout.world_size, " that wrote it");
-  const std::string f = (fs::path(shards_dir(stem)) / shard_file_name(rank, layout.world_size)).string();
-  std::map<std::string, std::string> meta;
-  nn::StateDict sd = nn::load_safetensors(f, &meta);
-  VOLT_CHECK(meta["format"] == "volt-checkpoint-shard" && meta["rank"] == std::to_string(rank) &&
-                 meta["world_size"] == std::to_string(layout.world_size),
-             "sharded checkpoint: ", f, " is not rank ", rank, " of ", layout.world_size,
-             "'s shard file (its metadata says format \"", meta["format"], "\", rank \"", meta["rank"],
-             "\", world_size \"", meta["world_size"], "\")");
-  std::map<std::string, Tensor> out;
-  for (auto& [k, t] : sd) out.emplace(k, t);
-  for (const auto& b : layout.buffers) {
-    auto it = out.find(b.key);
-    VOLT_CHECK(it != out.end(), "sharded checkpoint: ", f, " has no tensor '", b.key, "' that the record ", stem,
-               ".json lists");
-    VOLT_CHECK(it->second.dim() == 1 && it->second.size(0) == b.chunk && it->second.dtype() == b.dtype,
-               "sharded checkpoint: ", f, ": '", b.key, "' is ", dtype_name(it->second.dtype()), " ",
-               it->second.shape_str(), " but the record ", stem, ".json says (", b.chunk, ",) ", dtype_name(b.dtype));
-  }
-  VOLT_CHECK(out.size() == layout.buffers.size(), "sharded checkpoint: ", f, " holds ", out.size(),
-             " tensors but the record ", stem, ".json lists ", layout.buffers.size(), " buffers");
-  return out;
-}
-
 nn::StateDict consolidate_tensors(const std::string& stem, const ShardedLayout& layout) {
   check_shard_files(stem, layout);
   std::map<std::string, Tensor> found;

@@ -8,7 +8,12 @@
 #include <exception>
 #include <filesystem>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <volt/nn/serialization.h>
+#include <volt/runtime/allocator.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/trace.h>
 #include <volt/trainer/callbacks/async_checkpointing.h>
@@ -16,6 +21,8 @@
 #include <volt/trainer/checkpoint/locate.h>
 #include <volt/trainer/checkpoint/record.h>
 #include <volt/trainer/checkpoint/sharded.h>
+#include <volt/trainer/checkpoint/sharded_stream.h>
+#include <volt/trainer/strategies/fsdp.h>
 #include <volt/trainer/trainer.h>
 
 namespace volt {
@@ -66,12 +73,14 @@ ShardedLayout write_checkpoint_shards(Strategy& s, const std::string& stem,
 }
 
 // This rank's slices of a sharded checkpoint, per optimizer (keys relative to it); `same` turns false when the
-// record holds buffers that are not optimizer state or that this rank's layout does not match.
+// record holds buffers that are not optimizer state or that this rank's layout does not match. The slices are
+// zero placeholders (trainer/checkpoint/sharded_stream.h): the file is checked here and read by
+// fill_optimizer_shards once the optimizers hold their state.
 void add_own_shards(Strategy& s, const std::string& stem, const ShardedLayout& layout,
                     const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers,
                     std::vector<std::vector<FlatShard>>& per, bool& same) {
   check_shard_files(stem, layout, s.global_rank());
-  const auto mine = load_rank_shards(stem, layout, s.global_rank());
+  open_rank_shards(stem, layout, s.global_rank());  // checked; read by fill_optimizer_shards
   for (const auto& b : layout.buffers) {
     std::string rest;
     if (b.key.rfind("optimizer.", 0) != 0) {
@@ -90,19 +99,20 @@ void add_own_shards(Strategy& s, const std::string& stem, const ShardedLayout& l
       if (sl.key.rfind(prefix, 0) != 0) same = false;
       else sl.key = sl.key.substr(prefix.size());
     }
-    f.shard = mine.at(b.key);
+    f.shard = zero_placeholder({b.chunk}, b.dtype, kCPU);
     per[i].push_back(std::move(f));
   }
   for (size_t i = 0; same && i < optimizers.size(); ++i) same = s.matches_sharded_layout(*optimizers[i], per[i]);
 }
 
 // resume_from of a sharded checkpoint. At the same world size, under a strategy whose shards are laid out as
-// recorded, each rank reads only its own file: `direct[i]` receives optimizer i's flats (keys relative to it)
-// and the returned tensors are `<stem>.safetensors`'s. Otherwise every rank puts the full layout back together
-// in memory and `direct` stays empty. (collective)
+// recorded, each rank reads only its own file: `direct[i]` receives optimizer i's flats (keys relative to it,
+// zero placeholders filled later by fill_optimizer_shards) and the returned tensors are `<stem>.safetensors`'s,
+// the module's as zero placeholders too (`module_streamed`: load_module_streamed fills them). Otherwise every
+// rank puts the full layout back together in memory and `direct` stays empty. (collective)
 nn::StateDict read_sharded_checkpoint(Strategy& s, const std::string& stem, const nlohmann::json& record,
                                       const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers, bool fitting,
-                                      std::vector<std::vector<FlatShard>>& direct) {
+                                      std::vector<std::vector<FlatShard>>& direct, bool& module_streamed) {
   const std::string js = stem + ".json";
   const ShardedLayout layout = parse_sharded_record(record, js);
   bool same = fitting && layout.world_size == s.world_size() && s.shards_optimizer_state();
@@ -120,9 +130,73 @@ nn::StateDict read_sharded_checkpoint(Strategy& s, const std::string& stem, cons
   }
   if (s.reduce_decision(same, /*all=*/true)) {
     direct = std::move(per);
-    return nn::load_safetensors(stem + ".safetensors");
+    module_streamed = true;
+    nn::SafetensorsReader main(stem + ".safetensors");
+    nn::StateDict out;
+    for (const auto& e : main.entries())
+      out.emplace_back(e.name, e.name.rfind("optimizer.", 0) != 0 ? zero_placeholder(e.shape, e.dtype, kCPU)
+                                                                  : main.read(e));
+    return out;
   }
   return consolidate_tensors(stem, layout);
+}
+
+// After load_module_state_dict took placeholders (which ran its checks: names, shapes, dtypes): reads each of
+// the module's tensors from `<stem>.safetensors` straight into the module, one at a time.
+void fill_module(nn::Module& module, const std::string& stem) {
+  nn::SafetensorsReader main(stem + ".safetensors");
+  std::map<std::string, const nn::SafetensorsReader::Entry*> by_name;
+  for (const auto& e : main.entries()) by_name[e.name] = &e;
+  for (auto& [name, t] : module.state_dict()) {
+    auto it = by_name.find(name);
+    VOLT_CHECK(it != by_name.end(), "Trainer: checkpoint ", stem, ".safetensors has no tensor '", name, "'");
+    Tensor dst = t;
+    main.read_into(*it->second, dst);
+  }
+}
+
+// The module's state from placeholders (every check of load_module_state_dict), then filled in place from
+// `<stem>.safetensors`. FSDP gathers every unit for the scope (as its load_module_state_dict does) and writes
+// the filled parameters back into its shards at exit: the full parameters plus one tensor. (collective)
+void load_module_streamed(Strategy& s, nn::Module& module, const nn::StateDict& placeholders,
+                          const std::string& stem) {
+  if (auto* fsdp = dynamic_cast<FSDPStrategy*>(&s)) {
+    {
+      FSDPStrategy::FullParams full(*fsdp, /*writeback=*/true);
+      module.load_state_dict(placeholders, /*strict=*/true);
+      fill_module(module, stem);
+    }
+    // The gathered parameters go back to the system (not to the allocator's cache, nor to the C heap's free
+    // lists) before the optimizer state, in blocks of other sizes, is allocated: the host holds the full
+    // parameters or the state, not both.
+    empty_cache(kCPU);
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+    return;
+  }
+  s.load_module_state_dict(module, placeholders);
+  fill_module(module, stem);
+}
+
+// After load_sharded_optimizer_state took placeholders: reads this rank's shard file into the optimizers' own
+// state buffers (Strategy::sharded_optimizer_state views them), one buffer at a time.
+void fill_optimizer_shards(Strategy& s, const std::string& stem, const nlohmann::json& record,
+                           const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {
+  const ShardedLayout layout = parse_sharded_record(record, stem + ".json");
+  auto reader = open_rank_shards(stem, layout, s.global_rank());
+  size_t filled = 0;
+  for (size_t i = 0; i < optimizers.size(); ++i)
+    for (auto& f : s.sharded_optimizer_state(*optimizers[i]).flats) {
+      const std::string key = "optimizer." + std::to_string(i) + "." + f.key;
+      const nn::SafetensorsReader::Entry* e = reader->find(key);
+      VOLT_CHECK(e != nullptr, "Trainer: checkpoint ", stem, ": ", reader->path(), " has no tensor '", key,
+                 "' for the state optimizer ", i, " keeps");
+      reader->read_into(*e, f.shard);
+      ++filled;
+    }
+  VOLT_CHECK(filled == layout.buffers.size(), "Trainer: checkpoint ", stem, ": the optimizers took ", filled,
+             " of the ", layout.buffers.size(), " buffers in ", reader->path());
 }
 
 }  // namespace
@@ -252,8 +326,10 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
   const TrainerStateRecord rec = parse_trainer_state(record, js);
   verify_checkpoint_weights(stem, record);
   std::vector<std::vector<FlatShard>> direct;  // a sharded checkpoint loaded as it is: per optimizer, its flats
+  bool module_streamed = false;               // the module's tensors in `all` are placeholders (fill_module)
   nn::StateDict all = is_sharded_record(record)
-                          ? read_sharded_checkpoint(*strategy_, stem, record, optimizers_, fitting, direct)
+                          ? read_sharded_checkpoint(*strategy_, stem, record, optimizers_, fitting, direct,
+                                                    module_streamed)
                           : nn::load_safetensors(st);
   nn::StateDict model;
   std::vector<nn::StateDict> opt_sd(optimizers_.size());
@@ -270,7 +346,10 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
       model.emplace_back(k, t);
     }
   }
-  strategy_->load_module_state_dict(*module_, model);  // strict; collective under FSDP
+  if (module_streamed) load_module_streamed(*strategy_, *module_, model, stem);
+  else strategy_->load_module_state_dict(*module_, model);  // strict; collective under FSDP
+  model.clear();
+  all.clear();
   if (!fitting) return;
 
   VOLT_CHECK(rec.optimizers.size() == optimizers_.size(), "Trainer: checkpoint ", js, " holds ", rec.optimizers.size(),
@@ -280,6 +359,10 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
                " is ", rec.optimizers[i].type, " but the module configures ", optimizers_[i]->type_name());
     if (direct.empty()) strategy_->load_optimizer_state(*optimizers_[i], opt_sd[i]);
     else strategy_->load_sharded_optimizer_state(*optimizers_[i], opt_sd[i], direct[i]);
+  }
+  if (!direct.empty()) {
+    direct.clear();
+    fill_optimizer_shards(*strategy_, stem, record, optimizers_);
   }
   VOLT_CHECK(rec.schedulers.size() == schedulers_.size(), "Trainer: checkpoint ", js, " holds ",
              rec.schedulers.size(), " LR schedulers but configure_optimizers returned ", schedulers_.size());
