@@ -23,6 +23,8 @@
 #include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/trainer.h>
 
+#include "trainer/trainer_test_util.h"
+
 using namespace volt;
 namespace fs = std::filesystem;
 
@@ -101,18 +103,7 @@ struct HookScope {
   }
 };
 
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& name) {
-    path = fs::temp_directory_path() / ("volt_async_ckpt_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using Scratch = volt::test::ScratchDir;  // a fresh directory per run, removed afterwards
 
 // Trains 2 epochs (16 optimizer steps) with a checkpoint after every step; `async` adds AsyncCheckpointing
 // (first in the list, so its per-step check runs before that step's save).

@@ -22,6 +22,8 @@
 #include <volt/nn/serialization.h>
 #include <volt/trainer/checkpoint/locate.h>
 
+#include "trainer/trainer_test_util.h"
+
 using namespace volt;
 namespace fs = std::filesystem;
 
@@ -40,19 +42,7 @@ const std::string& driver_path() {
 }
 constexpr int kEpochs = 6;  // 12 batches each: 72 optimizer steps, each with a checkpoint (fsync-bound)
 
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& name) {
-    path = fs::temp_directory_path() / ("volt_reliability_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
+using Scratch = volt::test::ScratchDir;  // a fresh directory per run, removed afterwards
 
 pid_t start_driver(const std::string& root, const std::string& resume, int slow_us) {
   const std::string& driver = driver_path();

@@ -24,6 +24,8 @@
 #include <volt/trainer/callbacks/preemption.h>
 #include <volt/trainer/checkpoint/locate.h>
 
+#include "trainer/trainer_test_util.h"
+
 using namespace volt;
 namespace fs = std::filesystem;
 
@@ -40,19 +42,7 @@ const std::string& driver_path() {
 constexpr int kEpochs = 3;  // 24 batches each: 72 optimizer steps
 constexpr int kPreempted = 42;
 
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& name) {
-    path = fs::temp_directory_path() / ("volt_preempt_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
+using Scratch = volt::test::ScratchDir;  // a fresh directory per run, removed afterwards
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -21,50 +21,14 @@
 #include <volt/trainer/callbacks/model_checkpoint.h>
 #include <volt/trainer/trainer.h>
 
+#include "driver_job.h"
+
 using namespace volt;
 
 namespace {
 
 useconds_t g_slow_us = 0;
 void slow_write(const std::string&) { ::usleep(g_slow_us); }
-
-struct Mlp : TrainModule {
-  nn::Linear fc1{4, 16}, fc2{16, 1};
-  Mlp() {
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  std::string type_name() const override { return "Mlp"; }
-  Tensor training_step(const Batch& batch, int64_t) override {
-    Tensor h = dropout(relu(fc1.forward(batch.input)), 0.2, is_training());
-    Tensor loss = mse_loss(fc2.forward(h).reshape({-1}), batch.target);
-    log("train_loss", loss);
-    return loss;
-  }
-  Optimizers configure_optimizers() override {
-    auto opt = std::make_shared<optim::Adam>(parameters(), optim::AdamOptions{.lr = 0.02});
-    Optimizers o(opt);
-    o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.7), SchedulerInterval::epoch, 1});
-    o.schedulers.push_back(
-        {std::make_shared<optim::LambdaLR>(*opt, [](int64_t s) { return 1.0 / (1.0 + 0.05 * s); }), SchedulerInterval::step, 1});
-    return o;
-  }
-};
-
-std::shared_ptr<data::DataLoader> make_loader() {
-  const int64_t n = 96, d = 4;
-  std::vector<float> xs(n * d), ys(n);
-  for (int64_t i = 0; i < n; ++i) {
-    double y = 0.1;
-    for (int64_t j = 0; j < d; ++j) {
-      xs[i * d + j] = static_cast<float>(std::sin(0.37 * i + 1.1 * j));
-      y += (j % 2 ? -1.0 : 0.5) * xs[i * d + j];
-    }
-    ys[i] = static_cast<float>(y * y);
-  }
-  auto ds = std::make_shared<data::TensorDataset>(from_vector(xs, {n, d}), from_vector(ys, {n}));
-  return std::make_shared<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = 8, .shuffle = true});
-}
 
 }  // namespace
 
@@ -87,13 +51,13 @@ int main(int argc, char** argv) {
   }
   if (g_slow_us > 0) set_atomic_write_hook(&slow_write);
   try {
-    Mlp model;
+    reliability::DriverMlp model;
     Trainer trainer({.accelerator = "cpu", .devices = "1", .max_epochs = epochs, .enable_progress_bar = false,
                      .enable_model_summary = false, .default_root_dir = root,
                      .callbacks = {std::make_shared<ModelCheckpoint>(
                          ModelCheckpointOptions{.save_last = true, .every_n_train_steps = 1})},
                      .log_every_n_steps = 1, .seed = 20240611});
-    trainer.fit(model, make_loader(), nullptr, resume);
+    trainer.fit(model, reliability::make_driver_loader(96), nullptr, resume);
     if (trainer.interrupted()) return 128 + trainer.interrupt_signal();
     nn::save_safetensors(root + "/final.safetensors", model.state_dict());
   } catch (const Error& e) {

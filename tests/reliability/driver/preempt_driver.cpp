@@ -31,6 +31,8 @@
 #include <volt/trainer/callbacks/preemption.h>
 #include <volt/trainer/trainer.h>
 
+#include "driver_job.h"
+
 using namespace volt;
 
 namespace {
@@ -38,48 +40,14 @@ namespace {
 int g_step_ms = 0;
 std::string g_root;
 
-struct Mlp : TrainModule {
-  nn::Linear fc1{4, 16}, fc2{16, 1};
-  Mlp() {
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  std::string type_name() const override { return "Mlp"; }
-  Tensor training_step(const Batch& batch, int64_t) override {
-    Tensor h = dropout(relu(fc1.forward(batch.input)), 0.2, is_training());
-    Tensor loss = mse_loss(fc2.forward(h).reshape({-1}), batch.target);
-    log("train_loss", loss);
-    return loss;
-  }
+// The shared job, paced so that a signal sent from outside lands mid-epoch, and reporting its progress.
+struct Mlp : reliability::DriverMlp {
   void on_train_batch_end(const Tensor&, const Batch&, int64_t) override {
     if (g_step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(g_step_ms));
     if (trainer()->global_step() == 3)
       std::ofstream(g_root + "/progress." + std::to_string(trainer()->strategy().global_rank())) << "3\n";
   }
-  Optimizers configure_optimizers() override {
-    auto opt = std::make_shared<optim::Adam>(parameters(), optim::AdamOptions{.lr = 0.02});
-    Optimizers o(opt);
-    o.schedulers.push_back({std::make_shared<optim::StepLR>(*opt, 1, 0.7), SchedulerInterval::epoch, 1});
-    o.schedulers.push_back({std::make_shared<optim::LambdaLR>(*opt, [](int64_t s) { return 1.0 / (1.0 + 0.05 * s); }),
-                            SchedulerInterval::step, 1});
-    return o;
-  }
 };
-
-std::shared_ptr<data::DataLoader> make_loader() {
-  const int64_t n = 192, d = 4;
-  std::vector<float> xs(n * d), ys(n);
-  for (int64_t i = 0; i < n; ++i) {
-    double y = 0.1;
-    for (int64_t j = 0; j < d; ++j) {
-      xs[i * d + j] = static_cast<float>(std::sin(0.37 * i + 1.1 * j));
-      y += (j % 2 ? -1.0 : 0.5) * xs[i * d + j];
-    }
-    ys[i] = static_cast<float>(y * y);
-  }
-  auto ds = std::make_shared<data::TensorDataset>(from_vector(xs, {n, d}), from_vector(ys, {n}));
-  return std::make_shared<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = 8, .shuffle = true});
-}
 
 }  // namespace
 
@@ -139,7 +107,7 @@ int main(int argc, char** argv) {
     Trainer trainer(o);
     if (resume == "auto") resume = preemption->resume_path(trainer);
     if (signal_before_fit) std::raise(popt.signal);
-    trainer.fit(model, make_loader(), nullptr, resume);
+    trainer.fit(model, reliability::make_driver_loader(192), nullptr, resume);
     if (preemption->preempted()) {
       if (trainer.strategy().is_global_zero())
         std::cout << "preempted checkpoint=" << preemption->checkpoint_path() << " step=" << trainer.global_step()
