@@ -4,31 +4,14 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
+#include "nn/optim_test_util.h"
 #include <volt/nn/nn.h>
 
 using namespace volt;
 
 namespace {
 
-using Vec = std::vector<double>;
-
-Vec grad_at(size_t n, int k) {
-  Vec g(n);
-  for (size_t i = 0; i < n; ++i) g[i] = std::sin(0.7 * static_cast<double>(i) + 1.3 * k) * (1.0 + 0.1 * k);
-  return g;
-}
-
-Vec init_values(size_t n, double shift = 0.0) {
-  Vec p(n);
-  for (size_t i = 0; i < n; ++i) p[i] = std::cos(0.3 * static_cast<double>(i)) + shift;
-  return p;
-}
-
-Tensor param(const Vec& v, DType dt = DType::f64) {
-  return from_vector<double>(v, {static_cast<int64_t>(v.size())}).to(dt).set_requires_grad();
-}
-
-void set_grad(Tensor& p, const Vec& g) { p.set_grad(from_vector<double>(g, p.shape()).to(p.dtype())); }
+using namespace optim_test;
 
 struct RefSGD {
   double lr, momentum, dampening, wd;
@@ -69,12 +52,6 @@ struct RefAdam {
     }
   }
 };
-
-void expect_vec_near(const Tensor& t, const Vec& ref, double tol) {
-  Vec a = t.to_vector<double>();
-  ASSERT_EQ(a.size(), ref.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], ref[i], tol * (1 + std::abs(ref[i]))) << "element " << i;
-}
 
 }  // namespace
 

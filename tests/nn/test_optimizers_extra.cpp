@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "common/gradcheck.h"
+#include "nn/optim_test_util.h"
 #include <volt/kernels/optim_extra.h>
 #include <volt/nn/lr_scheduler.h>
 #include <volt/nn/nn.h>
@@ -19,31 +20,7 @@ using namespace volt;
 
 namespace {
 
-using Vec = std::vector<double>;
-
-Vec grad_at(size_t n, int k) {
-  Vec g(n);
-  for (size_t i = 0; i < n; ++i) g[i] = std::sin(0.7 * static_cast<double>(i) + 1.3 * k) * (1.0 + 0.1 * k);
-  return g;
-}
-
-Vec init_values(size_t n, double shift = 0.0) {
-  Vec p(n);
-  for (size_t i = 0; i < n; ++i) p[i] = std::cos(0.3 * static_cast<double>(i)) + shift;
-  return p;
-}
-
-Tensor param(const Vec& v, DType dt = DType::f64) {
-  return from_vector<double>(v, {static_cast<int64_t>(v.size())}).to(dt).set_requires_grad();
-}
-
-void set_grad(Tensor& p, const Vec& g) { p.set_grad(from_vector<double>(g, p.shape()).to(p.dtype())); }
-
-void expect_vec_near(const Tensor& t, const Vec& ref, double tol) {
-  const Vec got = t.to_vector<double>();
-  ASSERT_EQ(got.size(), ref.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], tol * (1.0 + std::abs(ref[i]))) << "element " << i;
-}
+using namespace optim_test;
 
 // ---- f64 references, line by line from the documented algorithms ------------------------------------------
 
