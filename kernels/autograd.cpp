@@ -450,7 +450,7 @@ void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& gra
   for (auto& [e, g] : seeds)
     if (e.valid()) accumulate(e, g);
   for (auto& [e, g] : seeds)
-    if (e.valid() && deps[e.fn.get()] == 0 && deps[e.fn.get()] != -1) {
+    if (e.valid() && deps[e.fn.get()] == 0) {
       ready.push(e.fn);
       deps[e.fn.get()] = -1;  // queued
     }
