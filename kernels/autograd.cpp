@@ -345,20 +345,9 @@ void poison_gradients(const Node& node, std::vector<Tensor>& in_grads, const std
   poison->num_outputs = nr;
 }
 
-void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
-                bool create_graph, Captures* captures) {
-  VOLT_ASSERT(roots.size() == grads.size(), "run_backward: roots/grads size mismatch");
-  // Without create_graph backward formulas are not themselves recorded; with it they are.
-  EnableGradGuard grad_mode(create_graph);
-  AutocastGuard no_autocast(false);  // backward ops run in the dtypes the forward recorded
-  BackwardDepth in_backward;
-  struct CreateGraphScope {
-    bool prev = t_create_graph;
-    explicit CreateGraphScope(bool on) { t_create_graph = on; }
-    ~CreateGraphScope() { t_create_graph = prev; }
-  } create_graph_scope(create_graph);
-
-  // Seed the root edges.
+// Checks the roots of a backward and pairs each root's edge with its seed gradient (ones for a one-element
+// root given no gradient).
+std::vector<std::pair<Edge, Tensor>> seed_roots(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   std::vector<std::pair<Edge, Tensor>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
@@ -379,178 +368,248 @@ void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& gra
     }
     seeds.emplace_back(gradient_edge(r), g);
   }
+  return seeds;
+}
 
-  // Count, for every node reachable from the roots, how many edges lead into it.
-  std::unordered_map<Node*, int> deps;
-  std::vector<Node*> order;  // reachable nodes, parents before children (DFS preorder)
-  std::vector<Node*> stack;
-  std::unordered_map<Node*, bool> seen;
-  for (auto& [e, g] : seeds)
-    if (e.valid() && !seen[e.fn.get()]) {
-      seen[e.fn.get()] = true;
-      stack.push_back(e.fn.get());
+// Sets t_create_graph for the length of one backward.
+struct CreateGraphScope {
+  bool prev = t_create_graph;
+  explicit CreateGraphScope(bool on) { t_create_graph = on; }
+  ~CreateGraphScope() { t_create_graph = prev; }
+};
+
+// Makes `node` the one whose formula is running (saved_output reads it) until the scope ends.
+struct RunningNodeScope {
+  const std::shared_ptr<Node>* prev = t_running_node;
+  explicit RunningNodeScope(const std::shared_ptr<Node>& node) { t_running_node = &node; }
+  ~RunningNodeScope() { t_running_node = prev; }
+};
+
+// One backward pass over the graph below a set of roots: nodes run in dependency order (latest created first
+// among the ready ones), each node's incoming gradients summed in a buffer until all its parents have run.
+class GraphTask {
+ public:
+  GraphTask(bool retain_graph, bool create_graph, Captures* captures)
+      : retain_graph_(retain_graph), create_graph_(create_graph), captures_(captures) {}
+
+  void run(const std::vector<std::pair<Edge, Tensor>>& seeds) {
+    count_dependencies(seeds);
+    if (captures_) mark_needed();
+    for (auto& [e, g] : seeds)
+      if (e.valid()) accumulate(e, g);
+    for (auto& [e, g] : seeds)
+      if (e.valid() && deps_[e.fn.get()] == 0) {
+        ready_.push(e.fn);
+        deps_[e.fn.get()] = -1;  // queued
+      }
+    while (!ready_.empty()) {
+      std::shared_ptr<Node> node = ready_.top();
+      ready_.pop();
+      process(node);
     }
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    order.push_back(n);
-    for (const Edge& e : n->next_edges) {
-      if (!e.valid()) continue;
-      deps[e.fn.get()]++;
-      if (!seen[e.fn.get()]) {
+  }
+
+ private:
+  struct Pending {
+    std::shared_ptr<Node> node;
+    std::vector<Tensor> grads;
+  };
+  struct LaterFirst {
+    bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+      return a->sequence_nr < b->sequence_nr;  // highest sequence (latest created) first
+    }
+  };
+
+  // Counts, for every node reachable from the roots, how many edges lead into it.
+  void count_dependencies(const std::vector<std::pair<Edge, Tensor>>& seeds) {
+    std::vector<Node*> stack;
+    std::unordered_map<Node*, bool> seen;
+    for (auto& [e, g] : seeds)
+      if (e.valid() && !seen[e.fn.get()]) {
         seen[e.fn.get()] = true;
         stack.push_back(e.fn.get());
+      }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order_.push_back(n);
+      for (const Edge& e : n->next_edges) {
+        if (!e.valid()) continue;
+        deps_[e.fn.get()]++;
+        if (!seen[e.fn.get()]) {
+          seen[e.fn.get()] = true;
+          stack.push_back(e.fn.get());
+        }
       }
     }
   }
 
-  // autograd::grad: a node runs only when a captured edge lies below it.
-  std::unordered_map<Node*, bool> needed;
-  if (captures) {
+  // autograd::grad: a node runs only when a captured edge lies below it. A node is needed when it is captured
+  // or any child is needed: iterate to a fixed point (graphs are small compared with the work of their
+  // formulas; each pass is linear).
+  void mark_needed() {
     std::unordered_map<Node*, bool> captured_node;
-    for (const Edge& e : captures->edges) captured_node[e.fn.get()] = true;
-    // A node is needed when it is captured or any child is needed: iterate to a fixed point (graphs are small
-    // compared with the work of their formulas; each pass is linear).
+    for (const Edge& e : captures_->edges) captured_node[e.fn.get()] = true;
     bool changed = true;
     while (changed) {
       changed = false;
-      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
         Node* n = *it;
-        if (needed[n]) continue;
+        if (needed_[n]) continue;
         bool need = captured_node.count(n) > 0;
         for (const Edge& e : n->next_edges)
-          if (e.valid() && needed[e.fn.get()]) need = true;
+          if (e.valid() && needed_[e.fn.get()]) need = true;
         if (need) {
-          needed[n] = true;
+          needed_[n] = true;
           changed = true;
         }
       }
     }
   }
 
-  struct Pending {
-    std::shared_ptr<Node> node;
-    std::vector<Tensor> grads;
-  };
-  std::unordered_map<Node*, Pending> buffers;
-  auto accumulate = [&](const Edge& e, const Tensor& g) {
-    Pending& p = buffers[e.fn.get()];
+  void accumulate(const Edge& e, const Tensor& g) {
+    Pending& p = buffers_[e.fn.get()];
     if (!p.node) {
       p.node = e.fn;
       p.grads.resize(e.fn->num_outputs);
     }
     Tensor& slot = p.grads[e.input_nr];
     slot = slot.defined() ? add(slot, g) : g;
-  };
-  auto cmp = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
-    return a->sequence_nr < b->sequence_nr;  // highest sequence (latest created) first
-  };
-  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, decltype(cmp)> ready(cmp);
+  }
 
-  for (auto& [e, g] : seeds)
-    if (e.valid()) accumulate(e, g);
-  for (auto& [e, g] : seeds)
-    if (e.valid() && deps[e.fn.get()] == 0) {
-      ready.push(e.fn);
-      deps[e.fn.get()] = -1;  // queued
-    }
-
-  std::unique_ptr<trace::Range> module_range;  // tracing: the module whose backward is running
-  std::string traced_module;
-  while (!ready.empty()) {
-    std::shared_ptr<Node> node = ready.top();
-    ready.pop();
-    auto buf = buffers.find(node.get());
-    const bool reached = buf != buffers.end();  // some gradient arrived (otherwise only undefined ones did)
+  void process(const std::shared_ptr<Node>& node) {
+    auto buf = buffers_.find(node.get());
+    const bool reached = buf != buffers_.end();  // some gradient arrived (otherwise only undefined ones did)
     Pending p;
     if (reached) {
       p = std::move(buf->second);
-      buffers.erase(buf);
+      buffers_.erase(buf);
     }
-    if (captures) {
-      for (size_t c = 0; c < captures->edges.size(); ++c) {
-        const Edge& e = captures->edges[c];
-        if (e.fn.get() != node.get() || !reached) continue;
-        Tensor g = e.input_nr < p.grads.size() ? p.grads[e.input_nr] : Tensor();
-        if (!g.defined()) {
-          const InputMeta& om = node->output_meta[e.input_nr];
-          g = zeros(om.shape, om.dtype, om.device);
-        }
-        captures->grads[c] = g;
-      }
-    }
-    const bool run = reached && (!captures || (needed[node.get()] && dynamic_cast<AccumulateGrad*>(node.get()) == nullptr));
+    if (captures_ && reached) capture(*node, p);
+    const bool run = reached && (!captures_ || (needed_[node.get()] && dynamic_cast<AccumulateGrad*>(node.get()) == nullptr));
     std::vector<Tensor> in_grads;
-    if (run) {
-      for (uint32_t i = 0; i < p.grads.size() && i < node->output_meta.size(); ++i)
-        if (!p.grads[i].defined()) {
-          // An output that received no gradient (one of several outputs unused) contributes zeros.
-          const InputMeta& om = node->output_meta[i];
-          p.grads[i] = zeros(om.shape, om.dtype, om.device);
-        }
-      if (trace::active(trace::Layer::module) && node->anomaly_scope != traced_module &&
-          dynamic_cast<AccumulateGrad*>(node.get()) == nullptr) {
-        // Consecutive nodes of one module form that module's backward range; gradient accumulation into a
-        // parameter (which runs as soon as the gradient is complete) stays inside the open range.
-        module_range.reset();
-        traced_module = node->anomaly_scope;
-        if (!traced_module.empty())
-          module_range = std::make_unique<trace::Range>(trace::Layer::module, std::string_view(traced_module + ".backward"));
-      }
-      if (t_pre_node_hook) (*t_pre_node_hook)(*node);
-      trace::Range node_range(trace::Layer::backward, [&] { return node->name(); });
-      const std::shared_ptr<Node>* prev_running = t_running_node;
-      t_running_node = &node;
-      struct RestoreRunning {
-        const std::shared_ptr<Node>* prev;
-        ~RestoreRunning() { t_running_node = prev; }
-      } restore_running{prev_running};
-      if (create_graph && !is_differentiable(*node)) {
-        {
-          NoGradGuard ng;
-          in_grads = node->apply(p.grads);
-        }
-        poison_gradients(*node, in_grads, p.grads);
-      } else {
-        in_grads = node->apply(p.grads);
-      }
-      if (!retain_graph) {
-        node->release();
-        node->released = true;
-      }
-    }
+    if (run) in_grads = apply(node, p.grads);
     VOLT_ASSERT(in_grads.empty() || in_grads.size() == node->next_edges.size(), node->name(),
                 " returned ", in_grads.size(), " gradients for ", node->next_edges.size(), " inputs");
-    for (size_t i = 0; i < node->next_edges.size(); ++i) {
-      const Edge& e = node->next_edges[i];
+    pass_on(*node, in_grads, p.grads);
+  }
+
+  // autograd::grad: the gradient reaching a captured edge of `node` is kept (zeros for an output of it that
+  // received none).
+  void capture(const Node& node, const Pending& p) {
+    for (size_t c = 0; c < captures_->edges.size(); ++c) {
+      const Edge& e = captures_->edges[c];
+      if (e.fn.get() != &node) continue;
+      Tensor g = e.input_nr < p.grads.size() ? p.grads[e.input_nr] : Tensor();
+      if (!g.defined()) {
+        const InputMeta& om = node.output_meta[e.input_nr];
+        g = zeros(om.shape, om.dtype, om.device);
+      }
+      captures_->grads[c] = g;
+    }
+  }
+
+  // Runs the node's formula on its summed gradients; returns the gradients for its inputs.
+  std::vector<Tensor> apply(const std::shared_ptr<Node>& node, std::vector<Tensor>& grads) {
+    for (uint32_t i = 0; i < grads.size() && i < node->output_meta.size(); ++i)
+      if (!grads[i].defined()) {
+        // An output that received no gradient (one of several outputs unused) contributes zeros.
+        const InputMeta& om = node->output_meta[i];
+        grads[i] = zeros(om.shape, om.dtype, om.device);
+      }
+    trace_module(*node);
+    if (t_pre_node_hook) (*t_pre_node_hook)(*node);
+    trace::Range node_range(trace::Layer::backward, [&] { return node->name(); });
+    RunningNodeScope running(node);
+    std::vector<Tensor> in_grads;
+    if (create_graph_ && !is_differentiable(*node)) {
+      {
+        NoGradGuard ng;
+        in_grads = node->apply(grads);
+      }
+      poison_gradients(*node, in_grads, grads);
+    } else {
+      in_grads = node->apply(grads);
+    }
+    if (!retain_graph_) {
+      node->release();
+      node->released = true;
+    }
+    return in_grads;
+  }
+
+  // Tracing: consecutive nodes of one module form that module's backward range; gradient accumulation into a
+  // parameter (which runs as soon as the gradient is complete) stays inside the open range.
+  void trace_module(const Node& node) {
+    if (!trace::active(trace::Layer::module) || node.anomaly_scope == traced_module_ ||
+        dynamic_cast<const AccumulateGrad*>(&node) != nullptr)
+      return;
+    module_range_.reset();
+    traced_module_ = node.anomaly_scope;
+    if (!traced_module_.empty())
+      module_range_ = std::make_unique<trace::Range>(trace::Layer::module, std::string_view(traced_module_ + ".backward"));
+  }
+
+  // Hands the node's input gradients to the nodes below it and queues each child whose parents have all run.
+  void pass_on(const Node& node, std::vector<Tensor>& in_grads, const std::vector<Tensor>& incoming) {
+    for (size_t i = 0; i < node.next_edges.size(); ++i) {
+      const Edge& e = node.next_edges[i];
       if (!e.valid()) continue;
       if (i < in_grads.size() && in_grads[i].defined()) {
-        const InputMeta& meta = node->input_meta[i];
-        VOLT_ASSERT(in_grads[i].shape() == meta.shape, node->name(), " produced a gradient of shape ",
-                    in_grads[i].shape_str(), " for input ", i, " of shape ", shape_to_string(meta.shape));
-        // A gradient arrives in its input's dtype (as in PyTorch's engine): a formula of a mixed-dtype op (add of
-        // an f32 and a bf16 tensor under autocast) returns the wider dtype, which the producer's backward (e.g.
-        // linear's bf16 GEMM) must not receive.
-        if (in_grads[i].dtype() != meta.dtype) in_grads[i] = in_grads[i].to(meta.dtype);
-        if (anomaly_enabled() && !finite_or_undefined(in_grads[i])) {
-          bool incoming_finite = true;
-          for (const Tensor& g : p.grads) incoming_finite = incoming_finite && finite_or_undefined(g);
-          VOLT_FAIL("detect_anomaly: ", node->name(), " (the backward of ", forward_name(node->name()), " ",
-                    scope_phrase(node->anomaly_scope), ") produced NaN/Inf in the gradient for input ", i,
-                    " (input shapes: ", shapes_of(node->input_meta), "; the incoming gradient is ",
-                    incoming_finite ? "finite" : "already non-finite", ")");
-        }
+        check_input_grad(node, i, in_grads[i], incoming);
         accumulate(e, in_grads[i]);
       }
       // A child whose parents have all run becomes ready, even if no gradient reached it: it then only passes
       // the news on, so that nodes below it which other paths do reach are not left waiting.
-      int& d = deps[e.fn.get()];
+      int& d = deps_[e.fn.get()];
       if (--d == 0) {
-        ready.push(e.fn);
+        ready_.push(e.fn);
         d = -1;
       }
     }
   }
+
+  // Checks the gradient a formula returned for input i against the input's shape, casts it to the input's
+  // dtype, and under detect_anomaly fails on NaN/Inf naming the node.
+  static void check_input_grad(const Node& node, size_t i, Tensor& g, const std::vector<Tensor>& incoming) {
+    const InputMeta& meta = node.input_meta[i];
+    VOLT_ASSERT(g.shape() == meta.shape, node.name(), " produced a gradient of shape ", g.shape_str(),
+                " for input ", i, " of shape ", shape_to_string(meta.shape));
+    // A gradient arrives in its input's dtype (as in PyTorch's engine): a formula of a mixed-dtype op (add of
+    // an f32 and a bf16 tensor under autocast) returns the wider dtype, which the producer's backward (e.g.
+    // linear's bf16 GEMM) must not receive.
+    if (g.dtype() != meta.dtype) g = g.to(meta.dtype);
+    if (anomaly_enabled() && !finite_or_undefined(g)) {
+      bool incoming_finite = true;
+      for (const Tensor& in : incoming) incoming_finite = incoming_finite && finite_or_undefined(in);
+      VOLT_FAIL("detect_anomaly: ", node.name(), " (the backward of ", forward_name(node.name()), " ",
+                scope_phrase(node.anomaly_scope), ") produced NaN/Inf in the gradient for input ", i,
+                " (input shapes: ", shapes_of(node.input_meta), "; the incoming gradient is ",
+                incoming_finite ? "finite" : "already non-finite", ")");
+    }
+  }
+
+  const bool retain_graph_;
+  const bool create_graph_;
+  Captures* captures_;
+  std::unordered_map<Node*, int> deps_;
+  std::vector<Node*> order_;  // reachable nodes, parents before children (DFS preorder)
+  std::unordered_map<Node*, bool> needed_;
+  std::unordered_map<Node*, Pending> buffers_;
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, LaterFirst> ready_;
+  std::unique_ptr<trace::Range> module_range_;  // tracing: the module whose backward is running
+  std::string traced_module_;
+};
+
+void run_engine(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                bool create_graph, Captures* captures) {
+  VOLT_ASSERT(roots.size() == grads.size(), "run_backward: roots/grads size mismatch");
+  // Without create_graph backward formulas are not themselves recorded; with it they are.
+  EnableGradGuard grad_mode(create_graph);
+  AutocastGuard no_autocast(false);  // backward ops run in the dtypes the forward recorded
+  BackwardDepth in_backward;
+  CreateGraphScope create_graph_scope(create_graph);
+  GraphTask(retain_graph, create_graph, captures).run(seed_roots(roots, grads));
 }
 
 }  // namespace
