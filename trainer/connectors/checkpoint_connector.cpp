@@ -199,9 +199,7 @@ void fill_optimizer_shards(Strategy& s, const std::string& stem, const nlohmann:
              " of the ", layout.buffers.size(), " buffers in ", reader->path());
 }
 
-}  // namespace
-
-static std::string checkpoint_stem(const std::string& path) {
+std::string checkpoint_stem(const std::string& path) {
   for (const char* ext : {".safetensors", ".json"}) {
     std::string e(ext);
     if (path.size() > e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0)
@@ -210,49 +208,237 @@ static std::string checkpoint_stem(const std::string& path) {
   return path;
 }
 
+// ---- save_checkpoint's parts ----
+
+// AsyncCheckpointing (trainer/callbacks/async_checkpointing.h): the write in flight finishes first, and its
+// failure is raised here. Returns the callback that takes this write to its background thread, or nullptr when
+// `may_defer` is false (the checkpoint of an interrupt, complete before fit returns or before a preemption's
+// requeue, and the sharded layout are written here).
+AsyncCheckpointing* settle_async_writes(const std::vector<std::shared_ptr<Callback>>& callbacks, Strategy& s,
+                                        bool may_defer) {
+  AsyncCheckpointing* async = nullptr;
+  for (auto& c : callbacks)
+    if (auto* a = dynamic_cast<AsyncCheckpointing*>(c.get())) {
+      a->settle(s);
+      if (may_defer) async = a;
+    }
+  return async;
+}
+
+// Every rank: the optimizer state in its full layout (a sharded strategy gathers it here), or with `sharded`
+// this rank's shards (and, in `full`, the replicated rest). (collective)
+struct OptimizerStates {
+  std::vector<Strategy::OptimizerState> full;
+  std::vector<Strategy::ShardedOptimizerState> shards;
+};
+
+OptimizerStates optimizer_states(Strategy& s, const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers,
+                                 bool sharded) {
+  OptimizerStates states;
+  for (auto& o : optimizers) {
+    if (!sharded) {
+      states.full.push_back(s.optimizer_state(*o));
+      continue;
+    }
+    states.shards.push_back(s.sharded_optimizer_state(*o));
+    states.full.push_back(states.shards.back().replicated);
+  }
+  return states;
+}
+
+// Adds every optimizer's tensors to `sd` ("optimizer.<i>.<key>") and returns the record's "optimizers" array.
+nlohmann::json add_optimizer_state(nn::StateDict& sd, const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers,
+                                   const std::vector<Strategy::OptimizerState>& states) {
+  nlohmann::json opts = nlohmann::json::array();
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    for (auto& [k, t] : states[i].tensors) sd.emplace_back("optimizer." + std::to_string(i) + "." + k, t);
+    opts.push_back({{"type", optimizers[i]->type_name()}, {"hyper", states[i].hyper}});
+  }
+  return opts;
+}
+
+nlohmann::json schedulers_record(const std::vector<SchedulerConfig>& schedulers) {
+  nlohmann::json scheds = nlohmann::json::array();
+  for (auto& s : schedulers)
+    scheds.push_back({{"type", s.scheduler->type_name()}, {"interval", std::string(name(s.interval))}, {"frequency", s.frequency},
+                      {"state", s.scheduler->state_dict()}});
+  return scheds;
+}
+
+nlohmann::json callbacks_record(const std::vector<std::shared_ptr<Callback>>& callbacks) {
+  nlohmann::json cbs = nlohmann::json::object();
+  for (auto& c : callbacks) cbs[c->state_key()] = c->state_dict();
+  return cbs;
+}
+
+// Rank 0, before the new files: the record goes first when overwriting (last, interrupted), so a kill between
+// the two renames leaves an incomplete checkpoint (no JSON), never a torn pair of new weights and an old record.
+// A sharded checkpoint's record gains its layout (every tensor's key, in order) and shard files of a larger
+// world go; a full checkpoint removes the shards of a sharded one it replaces.
+void replace_old_record(const std::string& stem, nlohmann::json& j, bool sharded, ShardedLayout& layout,
+                        const nn::StateDict& module_state, const std::vector<Strategy::ShardedOptimizerState>& shards) {
+  fs::path p(stem);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  fs::remove(stem + ".json");
+  if (!sharded) {
+    remove_shards_dir(stem);
+    return;
+  }
+  for (auto& [k, t] : module_state) layout.order.push_back(k);
+  for (size_t i = 0; i < shards.size(); ++i)
+    for (auto& k : shards[i].order) layout.order.push_back("optimizer." + std::to_string(i) + "." + k);
+  remove_stale_shard_files(stem, layout.world_size);
+  j["sharded"] = sharded_record_to_json(layout);
+}
+
+// Writes <stem>.safetensors, then <stem>.json with the first file's digest: on AsyncCheckpointing's thread from a
+// host snapshot of `sd` when `async` is given (training may change or free the originals), else here.
+void write_checkpoint_files(const std::string& stem, const nn::StateDict& sd, nlohmann::json j,
+                            AsyncCheckpointing* async) {
+  if (async) {
+    async->submit(stem, async->snapshot(sd), [stem, j = std::move(j)](const nn::StateDict& snapshot) mutable {
+      nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", snapshot, {{"format", "volt-checkpoint"}});
+      j["safetensors_digest"] = nn::digest_to_json(weights);
+      nn::save_json_atomic(stem + ".json", j);
+    });
+    return;
+  }
+  nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", sd, {{"format", "volt-checkpoint"}});
+  j["safetensors_digest"] = nn::digest_to_json(weights);
+  nn::save_json_atomic(stem + ".json", j);
+}
+
+// ---- resume_from's parts ----
+
+void check_checkpoint_complete(const std::string& path, const std::string& stem) {
+  bool has_st = fs::exists(stem + ".safetensors"), has_js = fs::exists(stem + ".json");
+  VOLT_CHECK(has_st && has_js, "Trainer: checkpoint \"", path, "\" is not a complete Volt checkpoint: ",
+             has_st ? "" : stem + ".safetensors is missing", !has_st && !has_js ? " and " : "",
+             has_js ? "" : stem + ".json is missing",
+             " (a checkpoint needs both files)");
+}
+
+// Splits a checkpoint's tensors into the module's (returned) and, when fitting, each optimizer's (`opt_sd`,
+// keys relative to the optimizer). `st` names the file in errors.
+nn::StateDict split_checkpoint_tensors(const nn::StateDict& all, const std::string& st, bool fitting,
+                                       std::vector<nn::StateDict>& opt_sd) {
+  nn::StateDict model;
+  for (auto& [k, t] : all) {
+    if (k.rfind("optimizer.", 0) == 0) {
+      std::string rest;
+      size_t idx = parse_optimizer_key(k, st, &rest);
+      if (fitting) {
+        VOLT_CHECK(idx < opt_sd.size(), "Trainer: checkpoint ", st, " has state for optimizer ", idx, " (tensor '", k,
+                   "') but configure_optimizers returned ", opt_sd.size());
+        opt_sd[idx].emplace_back(rest, t);
+      }
+    } else {
+      model.emplace_back(k, t);
+    }
+  }
+  return model;
+}
+
+// The optimizers' state: from `opt_sd` in the full layout, or from this rank's shard file when `direct` holds a
+// sharded checkpoint's own layout (read_sharded_checkpoint). Types must match the record's. (collective)
+void load_optimizer_states(Strategy& s, const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers,
+                           const TrainerStateRecord& rec, const std::vector<nn::StateDict>& opt_sd,
+                           std::vector<std::vector<FlatShard>>& direct, const std::string& stem,
+                           const nlohmann::json& record) {
+  const std::string js = stem + ".json";
+  VOLT_CHECK(rec.optimizers.size() == optimizers.size(), "Trainer: checkpoint ", js, " holds ", rec.optimizers.size(),
+             " optimizers but configure_optimizers returned ", optimizers.size());
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    VOLT_CHECK(rec.optimizers[i].type == optimizers[i]->type_name(), "Trainer: checkpoint ", js, ": optimizer ", i,
+               " is ", rec.optimizers[i].type, " but the module configures ", optimizers[i]->type_name());
+    if (direct.empty()) s.load_optimizer_state(*optimizers[i], opt_sd[i]);
+    else s.load_sharded_optimizer_state(*optimizers[i], opt_sd[i], direct[i]);
+  }
+  if (!direct.empty()) {
+    direct.clear();
+    fill_optimizer_shards(s, stem, record, optimizers);
+  }
+}
+
+void load_scheduler_states(const std::vector<SchedulerConfig>& schedulers, const TrainerStateRecord& rec,
+                           const std::string& js) {
+  VOLT_CHECK(rec.schedulers.size() == schedulers.size(), "Trainer: checkpoint ", js, " holds ",
+             rec.schedulers.size(), " LR schedulers but configure_optimizers returned ", schedulers.size());
+  for (size_t i = 0; i < schedulers.size(); ++i) {
+    VOLT_CHECK(rec.schedulers[i].type == schedulers[i].scheduler->type_name(), "Trainer: checkpoint ", js,
+               ": LR scheduler ", i, " is ", rec.schedulers[i].type, " but the module configures ",
+               schedulers[i].scheduler->type_name());
+    schedulers[i].scheduler->load_state_dict(rec.schedulers[i].state);
+  }
+}
+
+// Schedulers re-apply their own lr when loaded; with several on one optimizer the saved group values (what the
+// last scheduler step actually left there) must win, so the hyper-state is restored after them. The same range
+// checks as the optimizers' constructors (Optimizer::load_hyper_state): a record with lr = -1 is refused, naming
+// the optimizer and the key.
+void load_hyper_states(Strategy& s, const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers,
+                       const TrainerStateRecord& rec, const std::string& js) {
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    try {
+      s.load_optimizer_hyper_state(*optimizers[i], rec.optimizers[i].hyper);
+    } catch (const Error& e) {
+      VOLT_FAIL("Trainer: checkpoint ", js, ": optimizers[", i, "].hyper: ", e.what());
+    }
+  }
+}
+
+void load_callback_states(const std::vector<std::shared_ptr<Callback>>& callbacks, const TrainerStateRecord& rec,
+                          const std::string& js) {
+  for (auto& c : callbacks) {
+    if (!rec.callbacks.contains(c->state_key())) continue;
+    try {
+      c->load_state_dict(rec.callbacks.at(c->state_key()));
+    } catch (const nlohmann::json::exception& e) {
+      VOLT_FAIL("Trainer: checkpoint ", js, ": the state of callback '", c->state_key(), "' is malformed: ", e.what());
+    } catch (const Error& e) {
+      VOLT_FAIL("Trainer: checkpoint ", js, ": callbacks[\"", c->state_key(), "\"]: ", e.what());
+    }
+  }
+}
+
+// The epoch a resumed run continues in: a finished epoch resumes at the start of the next one. A checkpoint past
+// the end of this run is a mistake (wrong file or wrong max_epochs / max_steps), not a finished run: a run that
+// reached its end resumes at exactly max_epochs (or max_steps) and does nothing. Mid-epoch the loader position
+// only means something with the same number of batches per epoch.
+int64_t checked_resume_epoch(const TrainerStateRecord& rec, const std::string& js, int64_t max_epochs,
+                             int64_t max_steps, int64_t loader_batches) {
+  const bool epoch_done = rec.batches_done >= rec.epoch_batches;
+  const int64_t next_epoch = epoch_done ? rec.epoch + 1 : rec.epoch;
+  VOLT_CHECK(max_epochs < 0 || next_epoch <= max_epochs, "Trainer: checkpoint ", js, " resumes at epoch ",
+             next_epoch, " (epoch ", rec.epoch, ", ", rec.batches_done, "/", rec.epoch_batches,
+             " batches done) but max_epochs=", max_epochs, "; expected a checkpoint of this run (epoch <= max_epochs)");
+  VOLT_CHECK(max_steps < 0 || rec.global_step <= max_steps, "Trainer: checkpoint ", js, " has global_step ",
+             rec.global_step, " but max_steps=", max_steps, "; expected global_step <= max_steps");
+  VOLT_CHECK(epoch_done || rec.epoch_batches == loader_batches, "Trainer: checkpoint ", js,
+             " was written after batch ", rec.batches_done, " of an epoch of ", rec.epoch_batches,
+             " batches but the training loader now has ", loader_batches,
+             " batches per epoch; resume mid-epoch with the same data, batch size and limit_train_batches");
+  return next_epoch;
+}
+
+}  // namespace
+
 void Trainer::save_checkpoint(const std::string& path) {
   trace::Range range(trace::Layer::trainer, "[Trainer]save_checkpoint");
   VOLT_CHECK(module_ != nullptr, "Trainer::save_checkpoint: no module is attached (call it during fit)");
   std::string stem = checkpoint_stem(path);
-  // Every rank: the optimizer state in its full layout (a sharded strategy gathers it here), or with
-  // checkpoint_layout = sharded this rank's shards, written by every rank to its own file.
+  // Every rank: the optimizer state in its full layout, or with checkpoint_layout = sharded this rank's shards,
+  // written by every rank to its own file.
   const bool sharded = opt_.checkpoint_layout == CheckpointLayout::sharded && strategy_->shards_optimizer_state();
-  // AsyncCheckpointing (trainer/callbacks/async_checkpointing.h): the write goes to its background thread, except
-  // for the checkpoint of an interrupt (complete before fit returns, or before a preemption's requeue) and the
-  // sharded layout. Either way the write in flight finishes first, and its failure is raised here.
-  AsyncCheckpointing* async = nullptr;
-  for (auto& c : callbacks_)
-    if (auto* a = dynamic_cast<AsyncCheckpointing*>(c.get())) {
-      a->settle(*strategy_);
-      if (!sharded && interrupt_signal_ == 0) async = a;
-    }
-  std::vector<Strategy::OptimizerState> opt_states;
-  std::vector<Strategy::ShardedOptimizerState> shard_states;
-  for (auto& o : optimizers_) {
-    if (!sharded) {
-      opt_states.push_back(strategy_->optimizer_state(*o));
-      continue;
-    }
-    shard_states.push_back(strategy_->sharded_optimizer_state(*o));
-    opt_states.push_back(shard_states.back().replicated);
-  }
+  AsyncCheckpointing* async = settle_async_writes(callbacks_, *strategy_, !sharded && interrupt_signal_ == 0);
+  const OptimizerStates states = optimizer_states(*strategy_, optimizers_, sharded);
   ShardedLayout layout;
-  if (sharded) layout = write_checkpoint_shards(*strategy_, stem, shard_states);
+  if (sharded) layout = write_checkpoint_shards(*strategy_, stem, states.shards);
   // Every rank too: the module state in its full layout (FSDP gathers the shards; rank 0 gets the values).
   nn::StateDict module_sd = strategy_->module_state_dict(*module_);
   if (strategy_->is_global_zero()) {
     nn::StateDict sd = std::move(module_sd);
-    nlohmann::json opts = nlohmann::json::array();
-    for (size_t i = 0; i < optimizers_.size(); ++i) {
-      for (auto& [k, t] : opt_states[i].tensors) sd.emplace_back("optimizer." + std::to_string(i) + "." + k, t);
-      opts.push_back({{"type", optimizers_[i]->type_name()}, {"hyper", opt_states[i].hyper}});
-    }
-    nlohmann::json scheds = nlohmann::json::array();
-    for (auto& s : schedulers_)
-      scheds.push_back({{"type", s.scheduler->type_name()}, {"interval", std::string(name(s.interval))}, {"frequency", s.frequency},
-                        {"state", s.scheduler->state_dict()}});
-    nlohmann::json cbs = nlohmann::json::object();
-    for (auto& c : callbacks_) cbs[c->state_key()] = c->state_dict();
+    nlohmann::json opts = add_optimizer_state(sd, optimizers_, states.full);
     // Inside a gradient-accumulation window (a mid-window validation saved by ModelCheckpoint) the accumulated
     // gradients are not saved: the checkpoint resumes at the window's first batch instead, with the random
     // state of that moment, so the resumed run replays the window and takes the same step (the weights,
@@ -272,8 +458,8 @@ void Trainer::save_checkpoint(const std::string& path) {
         {"batches_done", resume_batch},
         {"epoch_batches", num_train_batches_},
         {"optimizers", opts},
-        {"schedulers", scheds},
-        {"callbacks", cbs},
+        {"schedulers", schedulers_record(schedulers_)},
+        {"callbacks", callbacks_record(callbacks_)},
         {"rng", {{"seed", rng.first}, {"offset", rng.second}}},
         {"loader", {{"epoch", epoch_}, {"batches_consumed", resume_batch}}},
         {"hparams", module_->hparams()},
@@ -283,32 +469,8 @@ void Trainer::save_checkpoint(const std::string& path) {
       const GradScalerRecord g = scaler_->state_dict();
       j["grad_scaler"] = {{"scale", g.scale}, {"growth_tracker", g.growth_tracker}, {"skipped", g.skipped}};
     }
-    fs::path p(stem);
-    if (p.has_parent_path()) fs::create_directories(p.parent_path());
-    // The record goes first when overwriting (last, interrupted): a kill between the two renames then leaves
-    // an incomplete checkpoint (no JSON), never a torn pair of new weights and an old record.
-    fs::remove(stem + ".json");
-    if (sharded) {
-      for (auto& [k, t] : module_->state_dict()) layout.order.push_back(k);
-      for (size_t i = 0; i < optimizers_.size(); ++i)
-        for (auto& k : shard_states[i].order) layout.order.push_back("optimizer." + std::to_string(i) + "." + k);
-      remove_stale_shard_files(stem, layout.world_size);
-      j["sharded"] = sharded_record_to_json(layout);
-    } else {
-      remove_shards_dir(stem);  // a sharded checkpoint this one replaces
-    }
-    if (async) {
-      // The state as it is now, in host memory of its own: training may change (or free) the originals.
-      async->submit(stem, async->snapshot(sd), [stem, j = std::move(j)](const nn::StateDict& snapshot) mutable {
-        nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", snapshot, {{"format", "volt-checkpoint"}});
-        j["safetensors_digest"] = nn::digest_to_json(weights);
-        nn::save_json_atomic(stem + ".json", j);
-      });
-    } else {
-      nn::FileDigest weights = nn::save_safetensors(stem + ".safetensors", sd, {{"format", "volt-checkpoint"}});
-      j["safetensors_digest"] = nn::digest_to_json(weights);
-      nn::save_json_atomic(stem + ".json", j);
-    }
+    replace_old_record(stem, j, sharded, layout, module_->state_dict(), states.shards);
+    write_checkpoint_files(stem, sd, std::move(j), async);
   }
   if (async) async->note_queued();
   strategy_->barrier("save_checkpoint");
@@ -316,11 +478,7 @@ void Trainer::save_checkpoint(const std::string& path) {
 
 void Trainer::resume_from(const std::string& path, bool fitting) {
   std::string stem = checkpoint_stem(path);
-  bool has_st = fs::exists(stem + ".safetensors"), has_js = fs::exists(stem + ".json");
-  VOLT_CHECK(has_st && has_js, "Trainer: checkpoint \"", path, "\" is not a complete Volt checkpoint: ",
-             has_st ? "" : stem + ".safetensors is missing", !has_st && !has_js ? " and " : "",
-             has_js ? "" : stem + ".json is missing",
-             " (a checkpoint needs both files)");
+  check_checkpoint_complete(path, stem);
   const std::string js = stem + ".json", st = stem + ".safetensors";
   const nlohmann::json record = nn::load_json(js);
   const TrainerStateRecord rec = parse_trainer_state(record, js);
@@ -331,87 +489,24 @@ void Trainer::resume_from(const std::string& path, bool fitting) {
                           ? read_sharded_checkpoint(*strategy_, stem, record, optimizers_, fitting, direct,
                                                     module_streamed)
                           : nn::load_safetensors(st);
-  nn::StateDict model;
   std::vector<nn::StateDict> opt_sd(optimizers_.size());
-  for (auto& [k, t] : all) {
-    if (k.rfind("optimizer.", 0) == 0) {
-      std::string rest;
-      size_t idx = parse_optimizer_key(k, st, &rest);
-      if (fitting) {
-        VOLT_CHECK(idx < opt_sd.size(), "Trainer: checkpoint ", st, " has state for optimizer ", idx, " (tensor '", k,
-                   "') but configure_optimizers returned ", optimizers_.size());
-        opt_sd[idx].emplace_back(rest, t);
-      }
-    } else {
-      model.emplace_back(k, t);
-    }
-  }
+  nn::StateDict model = split_checkpoint_tensors(all, st, fitting, opt_sd);
   if (module_streamed) load_module_streamed(*strategy_, *module_, model, stem);
   else strategy_->load_module_state_dict(*module_, model);  // strict; collective under FSDP
   model.clear();
   all.clear();
   if (!fitting) return;
 
-  VOLT_CHECK(rec.optimizers.size() == optimizers_.size(), "Trainer: checkpoint ", js, " holds ", rec.optimizers.size(),
-             " optimizers but configure_optimizers returned ", optimizers_.size());
-  for (size_t i = 0; i < optimizers_.size(); ++i) {
-    VOLT_CHECK(rec.optimizers[i].type == optimizers_[i]->type_name(), "Trainer: checkpoint ", js, ": optimizer ", i,
-               " is ", rec.optimizers[i].type, " but the module configures ", optimizers_[i]->type_name());
-    if (direct.empty()) strategy_->load_optimizer_state(*optimizers_[i], opt_sd[i]);
-    else strategy_->load_sharded_optimizer_state(*optimizers_[i], opt_sd[i], direct[i]);
-  }
-  if (!direct.empty()) {
-    direct.clear();
-    fill_optimizer_shards(*strategy_, stem, record, optimizers_);
-  }
-  VOLT_CHECK(rec.schedulers.size() == schedulers_.size(), "Trainer: checkpoint ", js, " holds ",
-             rec.schedulers.size(), " LR schedulers but configure_optimizers returned ", schedulers_.size());
-  for (size_t i = 0; i < schedulers_.size(); ++i) {
-    VOLT_CHECK(rec.schedulers[i].type == schedulers_[i].scheduler->type_name(), "Trainer: checkpoint ", js,
-               ": LR scheduler ", i, " is ", rec.schedulers[i].type, " but the module configures ",
-               schedulers_[i].scheduler->type_name());
-    schedulers_[i].scheduler->load_state_dict(rec.schedulers[i].state);
-  }
-  // Schedulers re-apply their own lr when loaded; with several on one optimizer the saved group values (what
-  // the last scheduler step actually left there) must win, so the hyper-state is restored last.
-  // The same range checks as the optimizers' constructors (Optimizer::load_hyper_state): a record with lr = -1
-  // is refused, naming the optimizer and the key.
-  for (size_t i = 0; i < optimizers_.size(); ++i) {
-    try {
-      strategy_->load_optimizer_hyper_state(*optimizers_[i], rec.optimizers[i].hyper);
-    } catch (const Error& e) {
-      VOLT_FAIL("Trainer: checkpoint ", js, ": optimizers[", i, "].hyper: ", e.what());
-    }
-  }
+  load_optimizer_states(*strategy_, optimizers_, rec, opt_sd, direct, stem, record);
+  load_scheduler_states(schedulers_, rec, js);
+  load_hyper_states(*strategy_, optimizers_, rec, js);  // after the schedulers
   // 16-mixed resumes with the saved scale; a checkpoint of another precision (no scaler state) starts the
   // scaler afresh, as a new run would.
   if (scaler_ && rec.grad_scaler) scaler_->load_state_dict(*rec.grad_scaler);
-  for (auto& c : callbacks_) {
-    if (!rec.callbacks.contains(c->state_key())) continue;
-    try {
-      c->load_state_dict(rec.callbacks.at(c->state_key()));
-    } catch (const nlohmann::json::exception& e) {
-      VOLT_FAIL("Trainer: checkpoint ", js, ": the state of callback '", c->state_key(), "' is malformed: ", e.what());
-    } catch (const Error& e) {
-      VOLT_FAIL("Trainer: checkpoint ", js, ": callbacks[\"", c->state_key(), "\"]: ", e.what());
-    }
-  }
+  load_callback_states(callbacks_, rec, js);
 
-  // Where to continue: a finished epoch resumes at the start of the next one.
+  const int64_t next_epoch = checked_resume_epoch(rec, js, max_epochs_, opt_.max_steps, num_train_batches_);
   const bool epoch_done = rec.batches_done >= rec.epoch_batches;
-  const int64_t next_epoch = epoch_done ? rec.epoch + 1 : rec.epoch;
-  // A checkpoint past the end of this run is a mistake (wrong file or wrong max_epochs / max_steps), not a
-  // finished run: a run that reached its end resumes at exactly max_epochs (or max_steps) and does nothing.
-  VOLT_CHECK(max_epochs_ < 0 || next_epoch <= max_epochs_, "Trainer: checkpoint ", js, " resumes at epoch ",
-             next_epoch, " (epoch ", rec.epoch, ", ", rec.batches_done, "/", rec.epoch_batches,
-             " batches done) but max_epochs=", max_epochs_, "; expected a checkpoint of this run (epoch <= max_epochs)");
-  VOLT_CHECK(opt_.max_steps < 0 || rec.global_step <= opt_.max_steps, "Trainer: checkpoint ", js, " has global_step ",
-             rec.global_step, " but max_steps=", opt_.max_steps, "; expected global_step <= max_steps");
-  // Mid-epoch the loader position only means something with the same number of batches per epoch.
-  VOLT_CHECK(epoch_done || rec.epoch_batches == num_train_batches_, "Trainer: checkpoint ", js,
-             " was written after batch ", rec.batches_done, " of an epoch of ", rec.epoch_batches,
-             " batches but the training loader now has ", num_train_batches_,
-             " batches per epoch; resume mid-epoch with the same data, batch size and limit_train_batches");
   global_step_ = rec.global_step;
   epoch_ = next_epoch;
   resume_skip_ = epoch_done ? 0 : rec.batches_done;
