@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <volt/trainer/callbacks/interrupt_checkpoint.h>
@@ -188,6 +189,58 @@ std::string ModelCheckpoint::worst_key() const {
   return worst;
 }
 
+namespace {
+
+// The checkpoint's file name from the template. A template naming a metric that one rank lacks (logged with
+// rank_zero_only) fails on every rank together, instead of leaving the others waiting in the collectives that
+// follow. (collective)
+std::string checkpoint_name(Trainer& trainer, const std::string& tmpl, const MetricMap& metrics) {
+  std::string name, name_error;
+  try {
+    name = ModelCheckpoint::format_name(tmpl, trainer.current_epoch(), trainer.global_step(), metrics);
+  } catch (const Error& e) {
+    name_error = e.what();
+  }
+  if (trainer.strategy().reduce_decision(!name_error.empty(), /*all=*/false)) {
+    if (!name_error.empty()) VOLT_FAIL(name_error);
+    VOLT_FAIL("ModelCheckpoint: the filename template \"", tmpl, "\" could not be filled on another rank "
+              "(a metric it names was not logged there)");
+  }
+  return name;
+}
+
+// `stem`, or when a checkpoint not in `best_k` already has that name, the first free "<stem>-v<n>"; rank 0's
+// view of the directory decides. (collective)
+std::string unused_stem(Trainer& trainer, std::string stem, const std::map<std::string, double>& best_k) {
+  if (best_k.count(stem) == 0 && fs::exists(stem + ".json")) {
+    for (int v = 1;; ++v) {
+      std::string s = stem + "-v" + std::to_string(v);
+      if (!fs::exists(s + ".json")) { stem = s; break; }
+    }
+  }
+  return trainer.strategy().broadcast_string(stem, 0);
+}
+
+// The monitored metric's value, agreed by every rank; NaN ranks worst (+inf for mode "min", -inf for "max").
+// A metric that was not logged fails naming the metrics there are. (collective)
+double monitored_value(Trainer& trainer, const MetricMap& metrics, const ModelCheckpointOptions& opt) {
+  auto it = metrics.find(opt.monitor);
+  std::optional<double> agreed =
+      trainer.strategy().agreed_value(it != metrics.end() ? std::optional<double>(it->second) : std::nullopt);
+  if (!agreed) {
+    std::ostringstream avail;
+    for (auto& [k, v] : metrics) avail << " " << k;
+    VOLT_FAIL("ModelCheckpoint: the monitored metric \"", opt.monitor, "\" was not logged; available metrics:",
+              avail.str());
+  }
+  double v = *agreed;
+  if (std::isnan(v)) v = opt.mode == "min" ? std::numeric_limits<double>::infinity()
+                                           : -std::numeric_limits<double>::infinity();
+  return v;
+}
+
+}  // namespace
+
 void ModelCheckpoint::save(Trainer& trainer) {
   if (trainer.sanity_checking() || (opt_.save_top_k == 0 && !opt_.save_last)) return;
   if (trainer.global_step() == last_saved_step_) return;  // already saved at this step
@@ -195,80 +248,42 @@ void ModelCheckpoint::save(Trainer& trainer) {
   MetricMap metrics = trainer.callback_metrics();
   last_saved_step_ = trainer.global_step();
   last_time_save_ = std::chrono::steady_clock::now();
-  std::string name, name_error;
-  try {
-    name = format_name(opt_.filename, trainer.current_epoch(), trainer.global_step(), metrics);
-  } catch (const Error& e) {
-    name_error = e.what();
-  }
-  // A template naming a metric that one rank lacks (logged with rank_zero_only) fails on every rank together,
-  // instead of leaving the others waiting in the collectives below.
-  if (trainer.strategy().reduce_decision(!name_error.empty(), /*all=*/false)) {
-    if (!name_error.empty()) VOLT_FAIL(name_error);
-    VOLT_FAIL("ModelCheckpoint: the filename template \"", opt_.filename, "\" could not be filled on another rank "
-              "(a metric it names was not logged there)");
-  }
-  std::string stem = (fs::path(dir_) / name).string();
+  const std::string stem = (fs::path(dir_) / checkpoint_name(trainer, opt_.filename, metrics)).string();
 
-  if (opt_.save_top_k != 0) {
-    if (opt_.monitor.empty()) {
-      if (best_k_.count(stem) == 0 && fs::exists(stem + ".json")) {
-        for (int v = 1;; ++v) {
-          std::string s = stem + "-v" + std::to_string(v);
-          if (!fs::exists(s + ".json")) { stem = s; break; }
-        }
-      }
-      stem = trainer.strategy().broadcast_string(stem, 0);  // rank 0's view of the directory decides
-      // Bookkeeping first, so the checkpoint's own callback state already lists it; the displaced file is
-      // deleted only after the new one is complete.
+  if (opt_.save_top_k != 0 && opt_.monitor.empty()) {
+    const std::string path = unused_stem(trainer, stem, best_k_);
+    // Bookkeeping first, so the checkpoint's own callback state already lists it; the displaced file is
+    // deleted only after the new one is complete.
+    std::string displaced;
+    if (opt_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != path) {
+      displaced = latest_path_;
+      best_k_.erase(latest_path_);
+    }
+    best_k_[path] = std::numeric_limits<double>::quiet_NaN();
+    latest_path_ = best_path_ = path;
+    trainer.save_checkpoint(path);
+    remove_checkpoint(trainer, displaced);
+  } else if (opt_.save_top_k != 0) {
+    const double v = monitored_value(trainer, metrics, opt_);
+    bool keep = opt_.save_top_k == -1 || static_cast<int64_t>(best_k_.size()) < opt_.save_top_k;
+    std::string worst;
+    if (!keep) {
+      worst = worst_key();
+      keep = better(v, best_k_.at(worst));
+    }
+    if (keep) {
+      const std::string path = unused_stem(trainer, stem, best_k_);
       std::string displaced;
-      if (opt_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != stem) {
-        displaced = latest_path_;
-        best_k_.erase(latest_path_);
+      if (!worst.empty() && worst != path) {
+        displaced = worst;
+        best_k_.erase(worst);
       }
-      best_k_[stem] = std::numeric_limits<double>::quiet_NaN();
-      latest_path_ = best_path_ = stem;
-      trainer.save_checkpoint(stem);
+      best_k_[path] = v;
+      best_path_.clear();
+      for (auto& [k, s] : best_k_)
+        if (best_path_.empty() || better(s, best_score_)) { best_path_ = k; best_score_ = s; }
+      trainer.save_checkpoint(path);
       remove_checkpoint(trainer, displaced);
-    } else {
-      auto it = metrics.find(opt_.monitor);
-      std::optional<double> agreed = trainer.strategy().agreed_value(
-          it != metrics.end() ? std::optional<double>(it->second) : std::nullopt);
-      if (!agreed) {
-        std::ostringstream avail;
-        for (auto& [k, v] : metrics) avail << " " << k;
-        VOLT_FAIL("ModelCheckpoint: the monitored metric \"", opt_.monitor,
-                  "\" was not logged; available metrics:", avail.str());
-      }
-      double v = *agreed;
-      if (std::isnan(v)) v = opt_.mode == "min" ? std::numeric_limits<double>::infinity()
-                                                : -std::numeric_limits<double>::infinity();
-      bool keep = opt_.save_top_k == -1 || static_cast<int64_t>(best_k_.size()) < opt_.save_top_k;
-      std::string worst;
-      if (!keep) {
-        worst = worst_key();
-        keep = better(v, best_k_.at(worst));
-      }
-      if (keep) {
-        if (best_k_.count(stem) == 0 && fs::exists(stem + ".json")) {
-          for (int n = 1;; ++n) {
-            std::string s = stem + "-v" + std::to_string(n);
-            if (!fs::exists(s + ".json")) { stem = s; break; }
-          }
-        }
-        stem = trainer.strategy().broadcast_string(stem, 0);
-        std::string displaced;
-        if (!worst.empty() && worst != stem) {
-          displaced = worst;
-          best_k_.erase(worst);
-        }
-        best_k_[stem] = v;
-        best_path_.clear();
-        for (auto& [k, s] : best_k_)
-          if (best_path_.empty() || better(s, best_score_)) { best_path_ = k; best_score_ = s; }
-        trainer.save_checkpoint(stem);
-        remove_checkpoint(trainer, displaced);
-      }
     }
   }
   if (opt_.save_last) {

@@ -73,6 +73,100 @@ std::string shards_dir(const std::string& stem) { return stem + ".shards"; }
 
 bool is_sharded_record(const json& record) { return record.is_object() && record.contains("sharded"); }
 
+namespace {
+
+// 'sharded.files': one file per rank, named for its rank, with its digest.
+std::vector<nn::FileDigest> parse_shard_files(const json& s, int world_size, const std::string& source) {
+  const json& files = need(s, "files", "sharded", source);
+  VOLT_CHECK(files.is_array() && files.size() == static_cast<size_t>(world_size), "sharded checkpoint ", source,
+             ": 'sharded.files' must list one file per rank (", world_size, "), got ", files.dump().substr(0, 80));
+  std::vector<nn::FileDigest> out;
+  for (size_t r = 0; r < files.size(); ++r) {
+    const std::string where = "sharded.files[" + std::to_string(r) + "]";
+    const std::string f = need_string(files[r], "file", where, source);
+    VOLT_CHECK(f == shard_file_name(static_cast<int>(r), world_size), "sharded checkpoint ", source, ": '", where,
+               ".file' is \"", f, "\"; expected \"", shard_file_name(static_cast<int>(r), world_size), "\"");
+    out.push_back(nn::digest_from_json(need(files[r], "digest", where, source), source + " (" + where + ")"));
+  }
+  return out;
+}
+
+// 'sharded.order': distinct, non-empty tensor names; `named` receives them.
+std::vector<std::string> parse_shard_order(const json& s, const std::string& source, std::set<std::string>& named) {
+  const json& order = need(s, "order", "sharded", source);
+  VOLT_CHECK(order.is_array(), "sharded checkpoint ", source, ": 'sharded.order' must be an array of tensor names");
+  std::vector<std::string> out;
+  for (const auto& k : order) {
+    VOLT_CHECK(k.is_string() && !k.get<std::string>().empty(), "sharded checkpoint ", source,
+               ": 'sharded.order' holds ", k.dump(), "; expected tensor names");
+    VOLT_CHECK(named.insert(k.get<std::string>()).second, "sharded checkpoint ", source, ": 'sharded.order' names '",
+               k.get<std::string>(), "' twice");
+    out.push_back(k.get<std::string>());
+  }
+  return out;
+}
+
+// One slot of buffer `b` (at `sw`): a tensor named in 'sharded.order', in no other buffer (`slot_keys`), whose
+// shape fits in the buffer from its offset.
+FlatSlot parse_shard_slot(const json& slot, const std::string& sw, const FlatShard& b, const std::string& source,
+                          const std::set<std::string>& named, std::set<std::string>& slot_keys) {
+  FlatSlot sl;
+  sl.key = need_string(slot, "key", sw, source);
+  sl.offset = need_count(slot, "offset", sw, source, 0, b.numel);
+  const json& shape = need(slot, "shape", sw, source);
+  VOLT_CHECK(shape.is_array() && shape.size() <= 16, "sharded checkpoint ", source, ": '", sw,
+             ".shape' must be an array of sizes");
+  bool empty_shape = false;
+  for (const auto& d : shape) {
+    VOLT_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= (uint64_t{1} << 40), "sharded checkpoint ", source,
+               ": '", sw, ".shape' holds ", d.dump(), "; expected sizes >= 0");
+    sl.shape.push_back(d.get<int64_t>());
+    empty_shape = empty_shape || sl.shape.back() == 0;
+  }
+  int64_t n = empty_shape ? 0 : 1;  // prod(shape), checked against the room left in the buffer as it grows
+  for (size_t k = 0; n > 0 && k < sl.shape.size(); ++k) {
+    VOLT_CHECK(n <= (b.numel - sl.offset) / sl.shape[k], "sharded checkpoint ", source, ": slot '", sl.key,
+               "' of shape ", nlohmann::json(sl.shape).dump(), " at offset ", sl.offset, " does not fit in buffer '",
+               b.key, "' of ", b.numel, " values");
+    n *= sl.shape[k];
+  }
+  VOLT_CHECK(named.count(sl.key), "sharded checkpoint ", source, ": slot '", sl.key,
+             "' is not named in 'sharded.order'");
+  VOLT_CHECK(slot_keys.insert(sl.key).second, "sharded checkpoint ", source, ": slot '", sl.key,
+             "' appears in two buffers");
+  return sl;
+}
+
+// One entry of 'sharded.buffers' (at `where`): a distinct key, sizes that split over `world_size` ranks, a dtype
+// and its slots.
+FlatShard parse_shard_buffer(const json& buffer, const std::string& where, int world_size, const std::string& source,
+                             const std::set<std::string>& named, std::set<std::string>& keys,
+                             std::set<std::string>& slot_keys) {
+  FlatShard b;
+  b.key = need_string(buffer, "key", where, source);
+  VOLT_CHECK(keys.insert(b.key).second, "sharded checkpoint ", source, ": buffer '", b.key, "' appears twice");
+  // Bounds keep every product below (chunk * world_size, sizes within numel) far from overflowing.
+  b.numel = need_count(buffer, "numel", where, source, 0, int64_t{1} << 40);
+  b.chunk = need_count(buffer, "chunk", where, source, 0, int64_t{1} << 40);
+  VOLT_CHECK(b.chunk == (b.numel + world_size - 1) / world_size,
+             "sharded checkpoint ", source, ": buffer '", b.key, "' has numel ", b.numel, " and chunk ", b.chunk,
+             "; expected chunk = ceil(numel / world_size) with world_size ", world_size);
+  const std::string dt = need_string(buffer, "dtype", where, source);
+  try {
+    b.dtype = nn::parse_safetensors_dtype(dt);
+  } catch (const Error& e) {
+    VOLT_FAIL("sharded checkpoint ", source, ": buffer '", b.key, "' has dtype \"", dt, "\": ", e.what());
+  }
+  const json& slots = need(buffer, "slots", where, source);
+  VOLT_CHECK(slots.is_array(), "sharded checkpoint ", source, ": '", where, ".slots' must be an array");
+  for (size_t j = 0; j < slots.size(); ++j)
+    b.slots.push_back(
+        parse_shard_slot(slots[j], where + ".slots[" + std::to_string(j) + "]", b, source, named, slot_keys));
+  return b;
+}
+
+}  // namespace
+
 ShardedLayout parse_sharded_record(const json& record, const std::string& source) {
   VOLT_CHECK(is_sharded_record(record), "sharded checkpoint ", source, ": the record has no \"sharded\" layout");
   const json& s = record.at("sharded");
@@ -81,78 +175,15 @@ ShardedLayout parse_sharded_record(const json& record, const std::string& source
   need_count(s, "version", "sharded", source, 1, 1);
   out.world_size = static_cast<int>(need_count(s, "world_size", "sharded", source, 1, kMaxWorld));
   out.strategy = need_string(s, "strategy", "sharded", source);
-  const json& files = need(s, "files", "sharded", source);
-  VOLT_CHECK(files.is_array() && files.size() == static_cast<size_t>(out.world_size), "sharded checkpoint ", source,
-             ": 'sharded.files' must list one file per rank (", out.world_size, "), got ", files.dump().substr(0, 80));
-  for (size_t r = 0; r < files.size(); ++r) {
-    const std::string where = "sharded.files[" + std::to_string(r) + "]";
-    const std::string f = need_string(files[r], "file", where, source);
-    VOLT_CHECK(f == shard_file_name(static_cast<int>(r), out.world_size), "sharded checkpoint ", source, ": '", where,
-               ".file' is \"", f, "\"; expected \"", shard_file_name(static_cast<int>(r), out.world_size), "\"");
-    out.files.push_back(nn::digest_from_json(need(files[r], "digest", where, source), source + " (" + where + ")"));
-  }
-  const json& order = need(s, "order", "sharded", source);
-  VOLT_CHECK(order.is_array(), "sharded checkpoint ", source, ": 'sharded.order' must be an array of tensor names");
+  out.files = parse_shard_files(s, out.world_size, source);
   std::set<std::string> named;
-  for (const auto& k : order) {
-    VOLT_CHECK(k.is_string() && !k.get<std::string>().empty(), "sharded checkpoint ", source,
-               ": 'sharded.order' holds ", k.dump(), "; expected tensor names");
-    VOLT_CHECK(named.insert(k.get<std::string>()).second, "sharded checkpoint ", source, ": 'sharded.order' names '",
-               k.get<std::string>(), "' twice");
-    out.order.push_back(k.get<std::string>());
-  }
+  out.order = parse_shard_order(s, source, named);
   const json& buffers = need(s, "buffers", "sharded", source);
   VOLT_CHECK(buffers.is_array(), "sharded checkpoint ", source, ": 'sharded.buffers' must be an array");
   std::set<std::string> keys, slot_keys;
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const std::string where = "sharded.buffers[" + std::to_string(i) + "]";
-    FlatShard b;
-    b.key = need_string(buffers[i], "key", where, source);
-    VOLT_CHECK(keys.insert(b.key).second, "sharded checkpoint ", source, ": buffer '", b.key, "' appears twice");
-    // Bounds keep every product below (chunk * world_size, sizes within numel) far from overflowing.
-    b.numel = need_count(buffers[i], "numel", where, source, 0, int64_t{1} << 40);
-    b.chunk = need_count(buffers[i], "chunk", where, source, 0, int64_t{1} << 40);
-    VOLT_CHECK(b.chunk == (b.numel + out.world_size - 1) / out.world_size,
-               "sharded checkpoint ", source, ": buffer '", b.key, "' has numel ", b.numel, " and chunk ", b.chunk,
-               "; expected chunk = ceil(numel / world_size) with world_size ", out.world_size);
-    const std::string dt = need_string(buffers[i], "dtype", where, source);
-    try {
-      b.dtype = nn::parse_safetensors_dtype(dt);
-    } catch (const Error& e) {
-      VOLT_FAIL("sharded checkpoint ", source, ": buffer '", b.key, "' has dtype \"", dt, "\": ", e.what());
-    }
-    const json& slots = need(buffers[i], "slots", where, source);
-    VOLT_CHECK(slots.is_array(), "sharded checkpoint ", source, ": '", where, ".slots' must be an array");
-    for (size_t j = 0; j < slots.size(); ++j) {
-      const std::string sw = where + ".slots[" + std::to_string(j) + "]";
-      FlatSlot sl;
-      sl.key = need_string(slots[j], "key", sw, source);
-      sl.offset = need_count(slots[j], "offset", sw, source, 0, b.numel);
-      const json& shape = need(slots[j], "shape", sw, source);
-      VOLT_CHECK(shape.is_array() && shape.size() <= 16, "sharded checkpoint ", source, ": '", sw,
-                 ".shape' must be an array of sizes");
-      bool empty_shape = false;
-      for (const auto& d : shape) {
-        VOLT_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= (uint64_t{1} << 40), "sharded checkpoint ", source,
-                   ": '", sw, ".shape' holds ", d.dump(), "; expected sizes >= 0");
-        sl.shape.push_back(d.get<int64_t>());
-        empty_shape = empty_shape || sl.shape.back() == 0;
-      }
-      int64_t n = empty_shape ? 0 : 1;  // prod(shape), checked against the room left in the buffer as it grows
-      for (size_t k = 0; n > 0 && k < sl.shape.size(); ++k) {
-        VOLT_CHECK(n <= (b.numel - sl.offset) / sl.shape[k], "sharded checkpoint ", source, ": slot '", sl.key,
-                   "' of shape ", nlohmann::json(sl.shape).dump(), " at offset ", sl.offset, " does not fit in buffer '",
-                   b.key, "' of ", b.numel, " values");
-        n *= sl.shape[k];
-      }
-      VOLT_CHECK(named.count(sl.key), "sharded checkpoint ", source, ": slot '", sl.key,
-                 "' is not named in 'sharded.order'");
-      VOLT_CHECK(slot_keys.insert(sl.key).second, "sharded checkpoint ", source, ": slot '", sl.key,
-                 "' appears in two buffers");
-      b.slots.push_back(std::move(sl));
-    }
-    out.buffers.push_back(std::move(b));
-  }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    out.buffers.push_back(parse_shard_buffer(buffers[i], "sharded.buffers[" + std::to_string(i) + "]", out.world_size,
+                                             source, named, keys, slot_keys));
   return out;
 }
 
