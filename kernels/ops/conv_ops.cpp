@@ -238,19 +238,12 @@ Tensor batch_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& 
   if (bias.defined()) y = add(y, bias.to(wdt).reshape(bshape));
   return y.to(x.dtype());
 }
-}  // namespace
-
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean, Tensor running_var,
-                  bool training, double momentum, double eps) {
-  trace::Range op_range(trace::Layer::op, "batch_norm");
-  if (autocast_detail::wants_fp32(x))  // statistics and normalisation in fp32
-    return batch_norm(autocast_detail::fp32(x), weight, bias, running_mean, running_var, training, momentum, eps);
+// The arguments of batch_norm against x: parameters and statistics on x's device, one value per channel, in
+// dtype `pdt` (or x's); contiguous statistics that do not require grad; evaluation needs them.
+void check_batch_norm_args(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool training, DType pdt) {
   const char* op = "batch_norm";
-  check_input(x, op);
-  VOLT_CHECK(x.dim() >= 2, "batch_norm: expected x of shape (N, C) or (N, C, H, W) but got ", x.shape_str());
   const int64_t C = x.size(1);
-  // Parameters and statistics are in x's dtype, or f32 for half-precision x (cuDNN's rule).
-  const DType pdt = (x.dtype() == DType::f16 || x.dtype() == DType::bf16) ? DType::f32 : x.dtype();
   auto check_param = [&](const Tensor& t, const char* name) {
     if (!t.defined()) return;
     VOLT_CHECK(t.device() == x.device(), op, ": ", name, " is on ", t.device().str(), " but x is on ",
@@ -272,57 +265,61 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   const int64_t per_channel = x.numel() / std::max<int64_t>(C, 1);
   VOLT_CHECK(!training || per_channel > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
              x.shape_str());
-  if (backend::half_through_f32<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), x.dtype())) {
-    Tensor w32 = weight.defined() ? cast(weight, DType::f32) : Tensor();
-    Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
-    return cast(batch_norm(cast(x, DType::f32), w32, b32, running_mean, running_var, training, momentum, eps),
-                x.dtype());
-  }
-  // weight / bias may be in x's dtype (half x on the GPU): they are converted to the statistics' dtype here and
-  // their gradients converted back, as on the CPU.
-  const DType wdt = running_mean.defined() ? running_mean.dtype() : pdt;
-  const DType weight_dt = weight.defined() ? weight.dtype() : wdt, bias_dt = bias.defined() ? bias.dtype() : wdt;
-  VOLT_CHECK(wdt == pdt, op, ": running statistics / parameters have dtype ", dtype_name(wdt), " but x has ",
-             dtype_name(x.dtype()), "; expected ", dtype_name(pdt));
-  // Both statistics are read and written as wdt (cuDNN's batch-norm descriptor has a single type).
-  for (auto [t, name] : {std::pair{&running_mean, "running_mean"}, std::pair{&running_var, "running_var"}})
-    VOLT_CHECK(!t->defined() || t->dtype() == wdt, op, ": ", name, " has dtype ", dtype_name(t->dtype()),
-               " but the other statistics are ", dtype_name(wdt), "; expected both in ", dtype_name(pdt));
-  Tensor xc = x.detach().contiguous();
-  Tensor w = weight.defined() ? weight.detach().to(wdt).contiguous() : full({C}, 1.0, wdt, x.device());
-  Tensor b = bias.defined() ? bias.detach().to(wdt).contiguous() : zeros({C}, wdt, x.device());
+}
+
+// What the kernels take: x contiguous, weight and bias in the statistics' dtype `wdt` (ones and zeros when
+// absent), the dtypes the parameters' gradients go back in, and which gradients are wanted.
+struct BatchNormOperands {
+  Tensor xc, w, b;
+  DType wdt, weight_dt, bias_dt;
+  bool gx, gw, gb;
+};
+
+// Training mode: batch statistics (running ones updated by the kernel); the backward is the fused kernel, or the
+// composed formula under create_graph.
+Tensor batch_norm_train(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, double momentum, double eps, const BatchNormOperands& ops) {
+  const Tensor xc = ops.xc, w = ops.w;
+  const DType wdt = ops.wdt, weight_dt = ops.weight_dt, bias_dt = ops.bias_dt;
+  const bool gx = ops.gx, gw = ops.gw, gb = ops.gb;
+  const int64_t C = x.size(1);
   Tensor out = empty(xc.shape(), xc.dtype(), xc.device());
-  const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  const bool gx = x.requires_grad();
-  if (training) {
-    Tensor mean = empty({C}, wdt, x.device()), invstd = empty({C}, wdt, x.device());
-    backend::call<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), xc.dtype(), out, mean, invstd, xc,
-                                                                        w, b, running_mean, running_var, momentum, eps);
-    autograd::attach_differentiable(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
-      if (autograd::create_graph_enabled())
-        return autograd::composite_backward({x, weight, bias}, g, [&](const std::vector<Tensor>& in) {
-          return std::vector<Tensor>{batch_norm_composed(in[0], in[1], in[2], Tensor(), Tensor(), wdt, eps)};
-        });
-      Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
-      Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
-      Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
-      backend::call<&backend::BatchNormKernels::batch_norm_backward>(xc.device(), xc.dtype(), dx, dw, db,
-                                                                     g[0].contiguous(), xc, w, mean, invstd, eps);
-      if (dw.defined() && weight_dt != wdt) dw = dw.to(weight_dt);
-      if (db.defined() && bias_dt != wdt) db = db.to(bias_dt);
-      return std::vector<Tensor>{dx, dw, db};
-    });
-    return out;
-  }
+  Tensor mean = empty({C}, wdt, x.device()), invstd = empty({C}, wdt, x.device());
+  backend::call<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), xc.dtype(), out, mean, invstd, xc,
+                                                                      w, ops.b, running_mean, running_var, momentum, eps);
+  autograd::attach_differentiable(out, "BatchNormBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled())
+      return autograd::composite_backward({x, weight, bias}, g, [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{batch_norm_composed(in[0], in[1], in[2], Tensor(), Tensor(), wdt, eps)};
+      });
+    Tensor dx = gx ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
+    Tensor dw = gw ? empty({C}, wdt, xc.device()) : Tensor();
+    Tensor db = gb ? empty({C}, wdt, xc.device()) : Tensor();
+    backend::call<&backend::BatchNormKernels::batch_norm_backward>(xc.device(), xc.dtype(), dx, dw, db,
+                                                                   g[0].contiguous(), xc, w, mean, invstd, eps);
+    if (dw.defined() && weight_dt != wdt) dw = dw.to(weight_dt);
+    if (db.defined() && bias_dt != wdt) db = db.to(bias_dt);
+    return std::vector<Tensor>{dx, dw, db};
+  });
+  return out;
+}
+
+// Evaluation mode: the running statistics are constants, so out = x * scale + shift per channel.
+Tensor batch_norm_eval(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, double eps, const BatchNormOperands& ops) {
+  const Tensor xc = ops.xc, w = ops.w;
+  const DType wdt = ops.wdt, weight_dt = ops.weight_dt, bias_dt = ops.bias_dt;
+  const bool gx = ops.gx, gw = ops.gw, gb = ops.gb;
+  const int64_t C = x.size(1);
+  Tensor out = empty(xc.shape(), xc.dtype(), xc.device());
   Tensor rm = running_mean.detach(), rv = running_var.detach();
-  backend::call<&backend::BatchNormKernels::batch_norm_forward_eval>(x.device(), xc.dtype(), out, xc, w, b, rm, rv,
+  backend::call<&backend::BatchNormKernels::batch_norm_forward_eval>(x.device(), xc.dtype(), out, xc, w, ops.b, rm, rv,
                                                                      eps);
   autograd::attach_differentiable(out, "BatchNormEvalBackward", {x, weight, bias}, [=](const std::vector<Tensor>& g) {
     if (autograd::create_graph_enabled())
       return autograd::composite_backward({x, weight, bias}, g, [&](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{batch_norm_composed(in[0], in[1], in[2], rm, rv, wdt, eps)};
       });
-    // Statistics are constants here: out = x * scale + shift per channel.
     Shape bshape(static_cast<size_t>(xc.dim()), 1);
     bshape[1] = C;
     std::vector<int64_t> rdims;
@@ -340,6 +337,48 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     return std::vector<Tensor>{dx, dw, db};
   });
   return out;
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean, Tensor running_var,
+                  bool training, double momentum, double eps) {
+  trace::Range op_range(trace::Layer::op, "batch_norm");
+  if (autocast_detail::wants_fp32(x))  // statistics and normalisation in fp32
+    return batch_norm(autocast_detail::fp32(x), weight, bias, running_mean, running_var, training, momentum, eps);
+  const char* op = "batch_norm";
+  check_input(x, op);
+  VOLT_CHECK(x.dim() >= 2, "batch_norm: expected x of shape (N, C) or (N, C, H, W) but got ", x.shape_str());
+  const int64_t C = x.size(1);
+  // Parameters and statistics are in x's dtype, or f32 for half-precision x (cuDNN's rule).
+  const DType pdt = (x.dtype() == DType::f16 || x.dtype() == DType::bf16) ? DType::f32 : x.dtype();
+  check_batch_norm_args(x, weight, bias, running_mean, running_var, training, pdt);
+  if (backend::half_through_f32<&backend::BatchNormKernels::batch_norm_forward_train>(x.device(), x.dtype())) {
+    Tensor w32 = weight.defined() ? cast(weight, DType::f32) : Tensor();
+    Tensor b32 = bias.defined() ? cast(bias, DType::f32) : Tensor();
+    return cast(batch_norm(cast(x, DType::f32), w32, b32, running_mean, running_var, training, momentum, eps),
+                x.dtype());
+  }
+  // weight / bias may be in x's dtype (half x on the GPU): they are converted to the statistics' dtype here and
+  // their gradients converted back, as on the CPU.
+  const DType wdt = running_mean.defined() ? running_mean.dtype() : pdt;
+  VOLT_CHECK(wdt == pdt, op, ": running statistics / parameters have dtype ", dtype_name(wdt), " but x has ",
+             dtype_name(x.dtype()), "; expected ", dtype_name(pdt));
+  // Both statistics are read and written as wdt (cuDNN's batch-norm descriptor has a single type).
+  for (auto [t, name] : {std::pair{&running_mean, "running_mean"}, std::pair{&running_var, "running_var"}})
+    VOLT_CHECK(!t->defined() || t->dtype() == wdt, op, ": ", name, " has dtype ", dtype_name(t->dtype()),
+               " but the other statistics are ", dtype_name(wdt), "; expected both in ", dtype_name(pdt));
+  BatchNormOperands in;
+  in.wdt = wdt;
+  in.weight_dt = weight.defined() ? weight.dtype() : wdt;
+  in.bias_dt = bias.defined() ? bias.dtype() : wdt;
+  in.xc = x.detach().contiguous();
+  in.w = weight.defined() ? weight.detach().to(wdt).contiguous() : full({C}, 1.0, wdt, x.device());
+  in.b = bias.defined() ? bias.detach().to(wdt).contiguous() : zeros({C}, wdt, x.device());
+  in.gw = weight.defined() && weight.requires_grad();
+  in.gb = bias.defined() && bias.requires_grad();
+  in.gx = x.requires_grad();
+  return training ? batch_norm_train(x, weight, bias, running_mean, running_var, momentum, eps, in)
+                  : batch_norm_eval(x, weight, bias, running_mean, running_var, eps, in);
 }
 
 }  // namespace volt

@@ -70,18 +70,16 @@ Term contract(const Term& a, const Term& b, const std::string& keep) {
   return {matmul(lhs, rhs).reshape(out_shape), batch + a_own + b_own};
 }
 
-}  // namespace
+// The parsed equation: each operand's subscripts, the output's, and every letter's size across the operands.
+struct Subscripts {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string all_letters;  // in order of first appearance
+  int64_t size_of[128];     // per letter; -1: unused
+};
 
-Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
-  trace::Range op_range(trace::Layer::op, "einsum");
-  const std::string eq_text(equation);
-  std::string eq;
-  for (char c : equation)
-    if (c != ' ') eq += c;
-  VOLT_CHECK(eq.find("...") == std::string::npos, "einsum: \"", eq_text,
-             "\": ellipses ('...') are not supported; write every dim's letter");
-  const size_t arrow = eq.find("->");
-  const std::string lhs = eq.substr(0, arrow);
+// "ab,bc" -> {"ab", "bc"}.
+std::vector<std::string> split_operands(const std::string& lhs) {
   std::vector<std::string> inputs;
   size_t start = 0;
   while (true) {
@@ -90,14 +88,14 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  VOLT_CHECK(inputs.size() == operands.size(), "einsum: \"", eq_text, "\" names ", inputs.size(),
-             " operand(s) but ", operands.size(), " tensor(s) were given");
-  // Letter sizes, checked across operands (size 1 broadcasts, as in PyTorch).
-  int64_t size_of[128];
-  std::fill(std::begin(size_of), std::end(size_of), int64_t{-1});
-  std::string all_letters;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const std::string& in = inputs[k];
+  return inputs;
+}
+
+// Letter sizes, checked across operands (size 1 broadcasts, as in PyTorch).
+void check_operands(Subscripts& sub, const std::vector<Tensor>& operands, const std::string& eq_text) {
+  std::fill(std::begin(sub.size_of), std::end(sub.size_of), int64_t{-1});
+  for (size_t k = 0; k < sub.inputs.size(); ++k) {
+    const std::string& in = sub.inputs[k];
     const Tensor& t = operands[k];
     VOLT_CHECK(t.defined(), "einsum: operand ", k, " is an undefined tensor");
     for (char c : in)
@@ -109,13 +107,18 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
       VOLT_CHECK(in.find(in[i]) == i, "einsum: \"", eq_text, "\": letter '", in[i], "' appears twice in operand ", k,
                  " (\"", in, "\"); diagonals and traces are not supported");
       const int64_t n = t.size(static_cast<int64_t>(i));
-      int64_t& s = size_of[static_cast<int>(in[i])];
+      int64_t& s = sub.size_of[static_cast<int>(in[i])];
       VOLT_CHECK(s == -1 || s == n || s == 1 || n == 1, "einsum: \"", eq_text, "\": letter '", in[i], "' has size ",
                  n, " in operand ", k, " but ", s, " in an earlier operand; expected equal sizes (or 1)");
       if (s == -1 || s == 1) s = n;
-      if (all_letters.find(in[i]) == std::string::npos) all_letters += in[i];
+      if (sub.all_letters.find(in[i]) == std::string::npos) sub.all_letters += in[i];
     }
   }
+}
+
+// The output subscripts: the explicit ones after "->" (checked), or the letters used exactly once, in
+// alphabetical order.
+std::string output_letters(const std::string& eq, size_t arrow, const Subscripts& sub, const std::string& eq_text) {
   std::string output;
   if (arrow != std::string::npos) {
     output = eq.substr(arrow + 2);
@@ -124,28 +127,33 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
       VOLT_CHECK(is_letter(c), "einsum: \"", eq_text, "\": unexpected character '", c,
                  "' in the output subscripts; expected letters a-z, A-Z");
       VOLT_CHECK(output.find(c) == i, "einsum: \"", eq_text, "\": letter '", c, "' appears twice in the output");
-      VOLT_CHECK(all_letters.find(c) != std::string::npos, "einsum: \"", eq_text, "\": output letter '", c,
+      VOLT_CHECK(sub.all_letters.find(c) != std::string::npos, "einsum: \"", eq_text, "\": output letter '", c,
                  "' does not appear in any operand");
     }
-  } else {  // implicit output: the letters used exactly once, in alphabetical order
-    for (char c : all_letters) {
-      int count = 0;
-      for (const std::string& in : inputs) count += static_cast<int>(std::count(in.begin(), in.end(), c));
-      if (count == 1) output += c;
-    }
-    std::sort(output.begin(), output.end());
+    return output;
   }
+  for (char c : sub.all_letters) {
+    int count = 0;
+    for (const std::string& in : sub.inputs) count += static_cast<int>(std::count(in.begin(), in.end(), c));
+    if (count == 1) output += c;
+  }
+  std::sort(output.begin(), output.end());
+  return output;
+}
+
+// Contracts the operands left to right (see the top of the file).
+Tensor contract_all(const Subscripts& sub, const std::vector<Tensor>& operands) {
   // Operands with size-1 dims broadcast to the letter's size.
   std::vector<Term> terms;
-  for (size_t k = 0; k < inputs.size(); ++k) {
+  for (size_t k = 0; k < sub.inputs.size(); ++k) {
     Shape s;
-    for (char c : inputs[k]) s.push_back(size_of[static_cast<int>(c)]);
+    for (char c : sub.inputs[k]) s.push_back(sub.size_of[static_cast<int>(c)]);
     Tensor t = operands[k].shape() == s ? operands[k] : operands[k].expand(s);
-    terms.push_back({t, inputs[k]});
+    terms.push_back({t, sub.inputs[k]});
   }
   // The letters still needed after operand k: the output's and those of operands after k.
   auto needed_after = [&](size_t k) {
-    std::string need = output;
+    std::string need = sub.output;
     for (size_t j = k + 1; j < terms.size(); ++j) need += terms[j].letters;
     return need;
   };
@@ -156,8 +164,28 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
     acc = sum_away(acc, need + next.letters);
     acc = contract(acc, next, need);
   }
-  acc = sum_away(acc, output);
-  return acc.letters == output ? acc.t : arrange(acc, output);
+  acc = sum_away(acc, sub.output);
+  return acc.letters == sub.output ? acc.t : arrange(acc, sub.output);
+}
+
+}  // namespace
+
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands) {
+  trace::Range op_range(trace::Layer::op, "einsum");
+  const std::string eq_text(equation);
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ') eq += c;
+  VOLT_CHECK(eq.find("...") == std::string::npos, "einsum: \"", eq_text,
+             "\": ellipses ('...') are not supported; write every dim's letter");
+  const size_t arrow = eq.find("->");
+  Subscripts sub;
+  sub.inputs = split_operands(eq.substr(0, arrow));
+  VOLT_CHECK(sub.inputs.size() == operands.size(), "einsum: \"", eq_text, "\" names ", sub.inputs.size(),
+             " operand(s) but ", operands.size(), " tensor(s) were given");
+  check_operands(sub, operands, eq_text);
+  sub.output = output_letters(eq, arrow, sub, eq_text);
+  return contract_all(sub, operands);
 }
 
 }  // namespace volt
