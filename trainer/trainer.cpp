@@ -157,42 +157,6 @@ void Trainer::detach(RunStatus status) {
   stage_ = Stage::none;
 }
 
-void Trainer::log_metrics(const MetricMap& metrics) {
-  if (loggers_.empty() || metrics.empty()) return;
-  log_to_loggers(metrics, std::max<int64_t>(global_step_ - 1, 0));
-  for (const auto& [k, v] : metrics) logged_metrics_[k] = v;
-}
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 void Trainer::update_callback_metrics(const MetricMap& m) {
   for (auto& [k, v] : m) callback_metrics_[k] = v;
 }
@@ -203,15 +167,5 @@ MetricMap Trainer::callback_metrics() const {
     for (auto& [k, v] : results_train_.step_callback_metrics()) out[k] = v;
   return out;
 }
-
-// ---- evaluation entry points -------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
 
 }  // namespace volt

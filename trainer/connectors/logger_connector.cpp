@@ -6,6 +6,12 @@
 
 namespace volt {
 
+void Trainer::log_metrics(const MetricMap& metrics) {
+  if (loggers_.empty() || metrics.empty()) return;
+  log_to_loggers(metrics, std::max<int64_t>(global_step_ - 1, 0));
+  for (const auto& [k, v] : metrics) logged_metrics_[k] = v;
+}
+
 void Trainer::setup_loggers(TrainModule& module) {
   if (loggers_set_up_) return;
   for (size_t i = 0; i < opt_.loggers.size(); ++i)
