@@ -10,8 +10,9 @@
 ///   nn::GPT2 model(nn::gpt2_config("350M"));
 ///   nn::set_recompute(model, true);
 /// @endcode
-/// Not with FSDP's per-block units yet (the recomputation would gather and free a unit's parameters inside the
-/// backward); DDP and ZeRO-1/2 are unaffected.
+/// Under DDP and FSDP (one unit, or a unit per block with --fsdp-wrap) the trained weights are the same bit for
+/// bit with and without it (CPU, scripts/check_gpt2_ddp.sh); under FSDP a recomputed unit gathers its
+/// parameters again for the recomputation.
 #include <volt/nn/models/gpt2.h>
 
 namespace volt::nn {
