@@ -22,7 +22,8 @@
 ///     their gradients flow back through the checkpoint's node, so they accumulate exactly as without
 ///     recomputation (and grad-ready hooks, DDP's all-reduce, fire as usual). A captured tensor that requires
 ///     grad but is not listed is a volt::Error at backward naming the node it reached.
-///   - `fn` must not modify its inputs or `params` in place.
+///   - Nothing may modify the inputs or `params` in place between the first run and the backward (fn included):
+///     the recomputation would read the new values (there are no version counters to catch it).
 ///   - create_graph (autograd::grad / autograd::backward) is supported: under it the segment is recomputed from
 ///     the original inputs with its graph recorded, so higher derivatives flow through it.
 ///   - With gradients off, or when no input or parameter requires grad, `fn` simply runs (nothing is saved).
