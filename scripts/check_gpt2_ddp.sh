@@ -11,7 +11,7 @@
 #   e.g. scripts/check_gpt2_ddp.sh build/examples/gpt2 build/tests/distributed/gpt2_weights_diff mpirun 30
 # With VOLT_GPT2_DDP_RECOMPUTE=1 (and 2 in ranks) it also checks that --recompute changes no bit: in one process,
 # under ddp and fsdp on 2 ranks, and under fsdp with one unit per block (--fsdp-wrap).
-# CTest runs all of it as distributed_gpt2_ddp (about 20 s on two idle cores).
+# CTest runs all of it as distributed_gpt2_ddp (12 s on the shared two-core machine).
 #
 # The tolerance: the difference is set at the first step and does not grow (measured on the CPU at lr 6e-4,
 # 2026-11-28: 2.95e-6 at 2 ranks and 3.58e-6 at 3 ranks after 8 steps, ddp, zero1 and fsdp alike; for ddp the
