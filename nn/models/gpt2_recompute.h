@@ -2,7 +2,7 @@
 /// @file
 /// Activation recomputation for GPT-2's blocks. With it on, GPT2::forward keeps, for each block, only the
 /// block's input (B, T, C) while gradients are recorded, and backward runs the block again
-/// (nn::recompute, <volt/nn/recompute.h>): the activations of a whole block (attention, qkv, the 4C-wide MLP
+/// (nn::recompute, `volt/nn/recompute.h`): the activations of a whole block (attention, qkv, the 4C-wide MLP
 /// hidden layer, LayerNorm statistics) live for one block at a time instead of for all n_layer blocks, for about
 /// one more forward pass of compute. Gradients are the same, bit for bit on the CPU.
 ///
