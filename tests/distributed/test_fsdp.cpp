@@ -7,6 +7,8 @@
 //  - a released parameter read outside its unit is a volt::Error; validation and predict run under fsdp;
 //  - the wrap plan (children first, leftovers to the root), and errors for unknown names and misplaced options;
 //  - a checkpoint written under fsdp holds the full layout DDP writes and loads back under ddp.
+//  - loading a state (in memory, or from a file by byte range) copies each rank's slices into its shards with
+//    no gather and no allocation.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
