@@ -264,7 +264,7 @@ struct EvalModule : TrainModule {
     // A per-batch value: its sync_dist epoch value must be the batch-size-weighted global mean.
     log("feat0", b.input.select(1, 0).mean(), {.sync_dist = true});
     // An int8 value summed across ranks and batches: exactly the number of samples.
-    log("i8_samples", full({}, static_cast<double>(b.size()), DType::i8), {.sync_dist = true, .reduce_fx = "sum"});
+    log("i8_samples", full({}, static_cast<double>(b.size()), DType::i8), {.reduce_fx = "sum", .sync_dist = true});
   }
 };
 
