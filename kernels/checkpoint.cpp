@@ -79,11 +79,7 @@ void check_no_foreign_edges(const std::vector<Tensor>& roots, const std::vector<
   }
 }
 
-}  // namespace
-
-std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
-                               const std::vector<Tensor>& params, const CheckpointOptions& options) {
-  const std::string node_name = options.name + "Backward";
+void check_checkpoint_args(const CheckpointFn& fn, const std::vector<Tensor>& params, const CheckpointOptions& options) {
   VOLT_CHECK(fn != nullptr, "checkpoint: fn is empty");
   for (size_t i = 0; i < params.size(); ++i) {
     VOLT_CHECK(params[i].defined(), "checkpoint: params[", i, "] is undefined");
@@ -92,54 +88,21 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   }
   for (size_t i = 0; i < options.generators.size(); ++i)
     VOLT_CHECK(options.generators[i] != nullptr, "checkpoint: options.generators[", i, "] is null");
-  std::vector<Tensor> all = inputs;
-  all.insert(all.end(), params.begin(), params.end());
-  if (!any_requires_grad(all)) return fn(inputs);
+}
 
-  const RunState state = capture_state(options);
-  std::vector<Tensor> outs;
-  {
-    NoGradGuard no_grad;
-    outs = fn(inputs);
-  }
-  // Fresh handles (an output may be an input itself, or a view of one); the floating ones get the node.
-  std::vector<Tensor> attached;
-  std::vector<size_t> attached_at;
-  for (size_t k = 0; k < outs.size(); ++k) {
-    if (!outs[k].defined()) continue;
-    outs[k] = outs[k].detach();
-    if (is_floating(outs[k].dtype())) {
-      attached.push_back(outs[k]);
-      attached_at.push_back(k);
-    }
-  }
-  VOLT_CHECK(!attached.empty(), "checkpoint: fn returned no floating-point tensor to differentiate (",
-             outs.size(), " outputs)");
-  const size_t n_out = outs.size(), n_in = inputs.size();
-  std::vector<InputMeta> out_meta;  // not the outputs themselves: the node must not own its own outputs (a cycle)
-  for (size_t k : attached_at) out_meta.push_back({outs[k].shape(), outs[k].dtype(), outs[k].device()});
-  attach_differentiable(attached, node_name, all,
-                        [fn, state, options, node_name, n_out, n_in, attached_at, out_meta,
-                         all](const std::vector<Tensor>& grads) {
-    // Runs fn again over `args` (the inputs, detached or not) with gradients recorded; one tensor per
-    // attached output.
-    auto rerun = [&](const std::vector<Tensor>& args) {
-      EnableGradGuard grad_on(true);
-      std::vector<Tensor> re = replay(fn, args, state, options);
-      VOLT_CHECK(re.size() == n_out, node_name, ": the recomputed function returned ", re.size(),
-                 " outputs, the first run ", n_out, "; fn must compute the same thing twice");
-      std::vector<Tensor> picked;
-      for (size_t j = 0; j < attached_at.size(); ++j) {
-        const Tensor& r = re[attached_at[j]];
-        const InputMeta& m = out_meta[j];
-        VOLT_CHECK(r.defined() && r.shape() == m.shape && r.dtype() == m.dtype, node_name, ": recomputed output ",
-                   attached_at[j], " is ", r.defined() ? r.shape_str() + " " + dtype_name(r.dtype()) : "undefined",
-                   ", the first run's ", shape_to_string(m.shape), " ", dtype_name(m.dtype),
-                   "; fn must compute the same thing twice");
-        picked.push_back(r);
-      }
-      return picked;
-    };
+// The backward of a checkpointed call: runs fn again with gradients recorded and differentiates the recomputed
+// outputs. Holds copies, not the outputs themselves: the node must not own its own outputs (a cycle).
+struct RecomputeBackward {
+  CheckpointFn fn;
+  RunState state;
+  CheckpointOptions options;
+  std::string node_name;
+  size_t n_out, n_in;
+  std::vector<size_t> attached_at;  // which of fn's outputs carry the node
+  std::vector<InputMeta> out_meta;  // parallel to attached_at
+  std::vector<Tensor> all;          // the inputs, then params
+
+  std::vector<Tensor> operator()(const std::vector<Tensor>& grads) const {
     if (create_graph_enabled())
       // Recompute from the original inputs so the recorded graph reaches them (and their history).
       return composite_backward(all, grads, [&](const std::vector<Tensor>& a) {
@@ -174,7 +137,63 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
     std::vector<Tensor> g = grad(roots, wrt, seeds, {.retain_graph = false, .allow_unused = true});
     for (size_t j = 0; j < slot.size(); ++j) result[slot[j]] = g[j];
     return result;
-  });
+  }
+
+  // Runs fn again over `args` (the inputs, detached or not) with gradients recorded; one tensor per attached
+  // output.
+  std::vector<Tensor> rerun(const std::vector<Tensor>& args) const {
+    EnableGradGuard grad_on(true);
+    std::vector<Tensor> re = replay(fn, args, state, options);
+    VOLT_CHECK(re.size() == n_out, node_name, ": the recomputed function returned ", re.size(),
+               " outputs, the first run ", n_out, "; fn must compute the same thing twice");
+    std::vector<Tensor> picked;
+    for (size_t j = 0; j < attached_at.size(); ++j) {
+      const Tensor& r = re[attached_at[j]];
+      const InputMeta& m = out_meta[j];
+      VOLT_CHECK(r.defined() && r.shape() == m.shape && r.dtype() == m.dtype, node_name, ": recomputed output ",
+                 attached_at[j], " is ", r.defined() ? r.shape_str() + " " + dtype_name(r.dtype()) : "undefined",
+                 ", the first run's ", shape_to_string(m.shape), " ", dtype_name(m.dtype),
+                 "; fn must compute the same thing twice");
+      picked.push_back(r);
+    }
+    return picked;
+  }
+};
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               const std::vector<Tensor>& params, const CheckpointOptions& options) {
+  const std::string node_name = options.name + "Backward";
+  check_checkpoint_args(fn, params, options);
+  std::vector<Tensor> all = inputs;
+  all.insert(all.end(), params.begin(), params.end());
+  if (!any_requires_grad(all)) return fn(inputs);
+
+  const RunState state = capture_state(options);
+  std::vector<Tensor> outs;
+  {
+    NoGradGuard no_grad;
+    outs = fn(inputs);
+  }
+  // Fresh handles (an output may be an input itself, or a view of one); the floating ones get the node.
+  std::vector<Tensor> attached;
+  std::vector<size_t> attached_at;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (!outs[k].defined()) continue;
+    outs[k] = outs[k].detach();
+    if (is_floating(outs[k].dtype())) {
+      attached.push_back(outs[k]);
+      attached_at.push_back(k);
+    }
+  }
+  VOLT_CHECK(!attached.empty(), "checkpoint: fn returned no floating-point tensor to differentiate (",
+             outs.size(), " outputs)");
+  std::vector<InputMeta> out_meta;  // not the outputs themselves: the node must not own its own outputs (a cycle)
+  for (size_t k : attached_at) out_meta.push_back({outs[k].shape(), outs[k].dtype(), outs[k].device()});
+  attach_differentiable(attached, node_name, all,
+                        RecomputeBackward{fn, state, options, node_name, outs.size(), inputs.size(), attached_at,
+                                          out_meta, all});
   return outs;
 }
 
