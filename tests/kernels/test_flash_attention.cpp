@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/gradcheck.h"
+#include <volt/config.h>
 #include <volt/kernels/common/flash_attention.h>
 #include <volt/kernels/grad.h>
 #include <volt/kernels/kernel_support.h>
