@@ -12,7 +12,8 @@ case "${1:-}" in
   --example) skip='#[[:space:]]*tests[[:space:]]*$' ;;
   *) echo "setup: unknown option '$1' (usage: setup.sh [--example])" >&2; exit 2 ;;
 esac
-mapfile -t pkgs < <(grep -v -E "$skip" "$here/deps.txt" | grep -v '^pip:' | sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' | sort -u)
+mapfile -t pkgs < <(grep -v -E "$skip" "$here/deps.txt" | grep -v '^pip:' |
+  sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' | sort -u)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,8 +47,8 @@ if [ -z "${1:-}" ] && { [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /de
     fi
     echo "setup: fetching the headers of $req (pip download) into $dest"
     tmp="$(mktemp -d)"
-    if python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-         --python-version 3.11 -d "$tmp" "$req" &&
+    if python3 -m pip download -q --timeout 20 --retries 1 --no-deps --only-binary=:all: \
+         --platform manylinux_2_28_x86_64 --python-version 3.11 -d "$tmp" "$req" &&
        python3 - "$tmp" "$dest.new" <<'PY'
 import pathlib, sys, zipfile
 wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
