@@ -34,8 +34,13 @@ if(VOLT_CUDNN_FRONTEND_INCLUDE_DIR AND EXISTS "${VOLT_CUDNN_FRONTEND_INCLUDE_DIR
     set(VoltCudnnFrontend_VERSION "${CMAKE_MATCH_1}.${CMAKE_MATCH_2}.${CMAKE_MATCH_3}")
   endif()
 endif()
-find_package_handle_standard_args(VoltCudnnFrontend REQUIRED_VARS VOLT_CUDNN_FRONTEND_INCLUDE_DIR
-  VERSION_VAR VoltCudnnFrontend_VERSION)
+# A folder set by hand must hold the header too.
+set(VoltCudnnFrontend_HEADER "")
+if(VOLT_CUDNN_FRONTEND_INCLUDE_DIR AND EXISTS "${VOLT_CUDNN_FRONTEND_INCLUDE_DIR}/cudnn_frontend.h")
+  set(VoltCudnnFrontend_HEADER "${VOLT_CUDNN_FRONTEND_INCLUDE_DIR}/cudnn_frontend.h")
+endif()
+find_package_handle_standard_args(VoltCudnnFrontend REQUIRED_VARS VoltCudnnFrontend_HEADER
+  VOLT_CUDNN_FRONTEND_INCLUDE_DIR VERSION_VAR VoltCudnnFrontend_VERSION)
 unset(_vcf_hints)
 unset(_vcf_site)
 unset(_vcf_rc)
