@@ -8,6 +8,10 @@
 //   build-cpu/benchmarks/bench_gpt2 --model tiny --batch 4 --seq 64 --vocab 256 --accelerator cpu
 //   build/benchmarks/bench_gpt2 --model 350M --recompute ...     # blocks recomputed in backward (gpt2_recompute.h)
 //
+// "attention" says which implementation scaled_dot_product_attention ran in the timed steps (kernels/sdpa_path.h):
+// "cudnn" (cuDNN's fused SDPA), "fused" (Volt's fused softmax between two matmuls), or "mixed"; "attention_note" is
+// why the last call did not go to cuDNN (empty when none fell back). VOLT_DISABLE_CUDNN_SDPA=1 forces "fused".
+//
 // MFU = flops_per_token (6N + 6LCT, nn::GPT2::flops_per_token) x tokens/s over the device's dense bf16 peak:
 // --peak-tflops, else 989 for compute capability 9.0 (H100/H200 SXM) and 312 for 8.0 (A100); null otherwise.
 #include <algorithm>
@@ -19,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <volt/kernels/sdpa_path.h>
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/models/gpt2.h>
 #include <volt/nn/models/gpt2_recompute.h>
@@ -91,6 +96,7 @@ int main(int argc, char** argv) {
     synchronize(device);
     const double first_loss = warmup > 0 ? last_loss.item() : 0.0;
     reset_peak_memory_stats(device);
+    reset_sdpa_stats();
     std::vector<double> ms;
     for (int64_t r = 0; r < repeats; ++r) {
       synchronize(device);
@@ -107,17 +113,21 @@ int main(int argc, char** argv) {
     const double flops = model.flops_per_token(seq);
     std::string mfu = "null";
     if (peak_tflops > 0) mfu = std::to_string(flops * tokens_per_s / (peak_tflops * 1e12));
+    const SdpaStats attn = sdpa_stats();
+    std::string attn_note;  // JSON-escaped: quotes and backslashes out
+    for (char c : attn.last_fallback_reason)
+      if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) attn_note += c;
     std::printf("{\"impl\":\"volt\",\"device\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                 "\"precision\":\"%s\",\"ms_per_step\":%.3f,\"ms_per_step_min\":%.3f,\"ms_per_step_max\":%.3f,"
                 "\"repeats\":%lld,\"steps\":%lld,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,\"mfu\":%s,"
                 "\"peak_tflops\":%g,\"peak_mem_gib\":%.3f,\"peak_mem_bytes\":%lld,\"recompute\":%s,"
-                "\"first_loss\":%.4f,\"last_loss\":%.4f}\n",
+                "\"first_loss\":%.4f,\"last_loss\":%.4f,\"attention\":\"%s\",\"attention_note\":\"%s\"}\n",
                 device.str().c_str(), model_name.c_str(), static_cast<long long>(model.num_parameters()),
                 static_cast<long long>(batch), static_cast<long long>(seq), precision.c_str(), median, sorted.front(),
                 sorted.back(), static_cast<long long>(repeats), static_cast<long long>(steps), tokens_per_s, flops,
                 mfu.c_str(), peak_tflops, static_cast<double>(memory_stats(device).peak_allocated) / (1 << 30),
                 static_cast<long long>(memory_stats(device).peak_allocated), recompute ? "true" : "false", first_loss,
-                last_loss.item());
+                last_loss.item(), sdpa_path_summary(attn).c_str(), attn_note.c_str());
   } catch (const std::exception& e) {
     std::cerr << "bench_gpt2: " << e.what() << "\n";
     return 1;

@@ -147,6 +147,11 @@ have bench_gpt2 bench_gpt2_124M_bf16 && step bench_gpt2_124M_bf16 120 bench_gpt2
   --batch 16 --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
 have bench_gpt2 bench_gpt2_124M_fp32 && step bench_gpt2_124M_fp32 120 bench_gpt2 --accelerator gpu --model 124M \
   --batch 16 --seq 1024 --precision 32-true --steps 10 --warmup 3 --repeats 3
+# The bf16 step again with cuDNN's fused attention switched off (Volt's fused softmax between two matmuls): what the
+# cuDNN path is worth. Each bench_gpt2 line says which attention ran ("attention": cudnn | fused | mixed).
+have bench_gpt2 bench_gpt2_124M_bf16_fused_attn && step bench_gpt2_124M_bf16_fused_attn 120 \
+  env VOLT_DISABLE_CUDNN_SDPA=1 bench_gpt2 --accelerator gpu --model 124M --batch 16 --seq 1024 \
+  --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
 fi
 
 # 3. Everything else, in full.

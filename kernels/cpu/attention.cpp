@@ -81,6 +81,8 @@ void attn_softmax_bwd(const Tensor& grad_scores, const Tensor& grad_bias, const 
 constexpr backend::AttentionKernels attention_kernels{
     .attn_softmax_fwd = {attn_softmax_fwd, backend::kFloating},
     .attn_softmax_bwd = {attn_softmax_bwd, backend::kFloating},
+    .flash_attn_fwd = {},  // cuDNN only: on the CPU the op always runs the fused softmax above
+    .flash_attn_bwd = {},
 };
 
 }  // namespace volt::cpu

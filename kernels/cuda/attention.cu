@@ -87,9 +87,24 @@ void attn_softmax_bwd(const Tensor& grad_scores, const Tensor& grad_bias, const 
 
 }  // namespace
 
+#if VOLT_CUDNN_SDPA  // cuDNN's fused SDPA (attention_cudnn.cu), in a build that found the cuDNN frontend headers
+void flash_attn_fwd(const Tensor& out, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const FlashAttnParams& p, FlashAttnStatus* status);
+void flash_attn_bwd(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                    const Tensor& v, const Tensor& out, const Tensor& dout, const Tensor& stats,
+                    const FlashAttnParams& p);
+#endif
+
 constexpr backend::AttentionKernels attention_kernels{
     .attn_softmax_fwd = {attn_softmax_fwd, backend::kFloating},
     .attn_softmax_bwd = {attn_softmax_bwd, backend::kFloating},
+#if VOLT_CUDNN_SDPA
+    .flash_attn_fwd = {flash_attn_fwd, {DType::f16, DType::bf16}},
+    .flash_attn_bwd = {flash_attn_bwd, {DType::f16, DType::bf16}},
+#else
+    .flash_attn_fwd = {},
+    .flash_attn_bwd = {},
+#endif
 };
 
 }  // namespace volt::cuda

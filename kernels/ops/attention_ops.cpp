@@ -1,13 +1,21 @@
 // scaled_dot_product_attention: argument checks, the mask's layout (AttnMaskGeom), and the fused masked, scaled
-// softmax with its autograd formula. The two products are matmul; dropout is the dropout op.
+// softmax with its autograd formula. The two products are matmul; dropout is the dropout op. On CUDA, calls that
+// cuDNN's fused SDPA can take go there instead (flash_attention below; kernels/sdpa_path.h says when).
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
 
 #include <volt/kernels/backend/attention.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/flash_attention.h>
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/sdpa_path.h>
+#include <volt/runtime/cuda_api.h>
 
 namespace volt {
 
@@ -131,8 +139,130 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
   return out;
 }
 
+// Volt's own path: scores = q k^T, the fused masked softmax, dropout, weights v. Returns {out, weights}.
+std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                          double dropout_p, bool is_causal, double sc, Generator* gen) {
+  Tensor scores = matmul(q, k.transpose(-2, -1));  // (batch(q, k)..., L, S)
+  if (mask.defined()) {  // a mask with batch dims that only v has: the scores take them too
+    Shape b;
+    try_broadcast(scores.shape(), mask.shape(), b);
+    if (b != scores.shape()) scores = scores.expand(b);
+  }
+  Tensor weights = masked_softmax(scores, mask, is_causal, sc);
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
+  Tensor out = matmul(weights, v);  // (batch..., L, Ev)
+  return {out, weights};
+}
+
+// ---- which path ran (kernels/sdpa_path.h) ----
+std::atomic<int64_t> g_cudnn_calls{0}, g_fused_calls{0};
+std::mutex g_reason_mu;
+std::string g_last_reason;
+
+// Counts a call of Volt's path; on a CUDA device, also why cuDNN did not take it.
+void note_fused(const Device& dev, const std::string& why) {
+  g_fused_calls.fetch_add(1, std::memory_order_relaxed);
+  if (!dev.is_cuda()) return;
+  std::lock_guard<std::mutex> lock(g_reason_mu);
+  g_last_reason = why;
+}
+
+// note_fused, and the undefined tensor that tells the caller to run Volt's path.
+Tensor fall_back(const Device& dev, const std::string& why) {
+  note_fused(dev, why);
+  return Tensor();
+}
+
+bool cudnn_sdpa_disabled_by_env() {
+  const char* e = std::getenv("VOLT_DISABLE_CUDNN_SDPA");
+  return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
+}
+
+// t's (b, h, s, d) view for cuDNN, after replacing t by a contiguous copy when cuDNN cannot read it as it is.
+FlashAttnTensor flash_view(Tensor& t) {
+  auto view = [](const Tensor& x) {
+    return flash_attention_view(x.shape(), x.strides(), itemsize(x.dtype()),
+                                reinterpret_cast<uintptr_t>(x.data_ptr()));
+  };
+  auto vw = view(t);
+  if (!vw) {
+    t = t.contiguous();
+    vw = view(t);
+  }
+  if (!vw) {  // contiguous but at a misaligned offset into its storage
+    t = t.clone();
+    vw = view(t);
+  }
+  VOLT_ASSERT(vw.has_value(), "a fresh contiguous tensor has a cuDNN view");
+  return *vw;
+}
+
+// scaled_dot_product_attention through cuDNN's fused SDPA (kernels/cuda/attention_cudnn.cu) with its backward, or
+// an undefined tensor (the reason noted) when this call cannot or should not go there; q, k, v are checked and of
+// one dtype. Under create_graph the backward differentiates Volt's path instead, whose second derivative exists.
+Tensor flash_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool has_mask, double dropout_p,
+                       bool is_causal, double sc) {
+  const Device dev = q0.device();
+  if (!dev.is_cuda()) return fall_back(dev, "");
+  if (!backend::supported<&backend::AttentionKernels::flash_attn_fwd>(dev, DType::bf16))
+    return fall_back(dev, "this build has no cuDNN SDPA (no cuDNN frontend headers at configure time)");
+  if (cudnn_sdpa_disabled_by_env()) return fall_back(dev, "VOLT_DISABLE_CUDNN_SDPA is set");
+  FlashAttnRequest r;
+  r.dtype = q0.dtype();
+  r.batch = shape_numel(batch_dims(q0));
+  r.q_len = q0.size(-2);
+  r.k_len = k0.size(-2);
+  r.head_dim_qk = q0.size(-1);
+  r.head_dim_v = v0.size(-1);
+  r.batch_dims_match = batch_dims(q0) == batch_dims(k0) && batch_dims(q0) == batch_dims(v0);
+  r.has_mask = has_mask;
+  r.dropout_p = dropout_p;
+  r.compute_capability = cuda_compute_capability(dev.index);
+  if (std::string why = flash_attention_refusal(r); !why.empty()) return fall_back(dev, why);
+
+  Tensor q = q0, k = k0, v = v0;
+  FlashAttnParams p;
+  p.q = flash_view(q);
+  p.k = flash_view(k);
+  p.v = flash_view(v);
+  p.scale = sc;
+  p.causal = is_causal;
+  p.training = autograd::any_requires_grad({&q, &k, &v});
+  Shape out_shape = batch_dims(q);
+  out_shape.push_back(r.q_len);
+  out_shape.push_back(r.head_dim_v);
+  Tensor out = empty(out_shape, q.dtype(), dev);
+  p.o = flash_view(out);
+  const int64_t b = p.q.dim[0], h = p.q.dim[1];
+  Tensor stats = p.training ? empty({b, h, r.q_len, 1}, DType::f32, dev) : Tensor();
+  FlashAttnStatus status;
+  backend::call<&backend::AttentionKernels::flash_attn_fwd>(dev, q.dtype(), out, stats, q.detach(), k.detach(),
+                                                             v.detach(), p, &status);
+  if (!status.refusal.empty()) return fall_back(dev, status.refusal);
+  g_cudnn_calls.fetch_add(1, std::memory_order_relaxed);
+  if (!p.training) return out;
+  Tensor o = out.detach();
+  autograd::attach_differentiable(
+      out, "ScaledDotProductAttentionBackward", {q, k, v}, [q, k, v, o, stats, p](const std::vector<Tensor>& grads) {
+        if (autograd::create_graph_enabled())
+          return autograd::composite_backward({q, k, v}, grads, [&](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{
+                fused_attention(in[0], in[1], in[2], Tensor(), 0.0, p.causal, p.scale, nullptr).first};
+          });
+        const Device d = o.device();
+        Tensor g = grads[0].dtype() == o.dtype() ? grads[0].contiguous() : grads[0].to(o.dtype()).contiguous();
+        Tensor dq = empty(q.shape(), q.dtype(), d), dk = empty(k.shape(), k.dtype(), d);
+        Tensor dv = empty(v.shape(), v.dtype(), d);
+        backend::call<&backend::AttentionKernels::flash_attn_bwd>(d, q.dtype(), dq, dk, dv, q.detach(), k.detach(),
+                                                                   v.detach(), o, g, stats, p);
+        return std::vector<Tensor>{dq, dk, dv};
+      });
+  return out;
+}
+
 std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& attn_mask,
-                               double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
+                               double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen,
+                               bool need_weights) {
   check_input(q0, "q", "(..., L, E)");
   check_input(k0, "k", "(..., S, E)");
   check_input(v0, "v", "(..., S, Ev)");
@@ -178,16 +308,13 @@ std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor&
     v = autocast_detail::lower(v);
   }
   const double sc = scale ? *scale : (E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
-  Tensor scores = matmul(q, k.transpose(-2, -1));  // (batch(q, k)..., L, S)
-  if (mask.defined()) {  // a mask with batch dims that only v has: the scores take them too
-    Shape b;
-    try_broadcast(scores.shape(), mask.shape(), b);
-    if (b != scores.shape()) scores = scores.expand(b);
+  if (!need_weights) {
+    Tensor out = flash_attention(q, k, v, mask.defined(), dropout_p, is_causal, sc);
+    if (out.defined()) return {out, Tensor()};
+  } else {
+    note_fused(q.device(), "the attention weights were asked for (cuDNN never forms them)");
   }
-  Tensor weights = masked_softmax(scores, mask, is_causal, sc);
-  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
-  Tensor out = matmul(weights, v);  // (batch..., L, Ev)
-  return {out, weights};
+  return fused_attention(q, k, v, mask, dropout_p, is_causal, sc, gen);
 }
 
 }  // namespace
@@ -195,7 +322,7 @@ std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor&
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
   trace::Range op_range(trace::Layer::op, kOp);
-  return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen).first;
+  return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen, /*need_weights=*/false).first;
 }
 
 std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -203,7 +330,34 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_with_weights(const Tensor
                                                                     bool is_causal, std::optional<double> scale,
                                                                     Generator* gen) {
   trace::Range op_range(trace::Layer::op, kOp);
-  return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+  return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen, /*need_weights=*/true);
+}
+
+SdpaStats sdpa_stats() {
+  SdpaStats s;
+  s.cudnn = g_cudnn_calls.load(std::memory_order_relaxed);
+  s.fused = g_fused_calls.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_reason_mu);
+  s.last_fallback_reason = g_last_reason;
+  return s;
+}
+
+void reset_sdpa_stats() {
+  g_cudnn_calls.store(0, std::memory_order_relaxed);
+  g_fused_calls.store(0, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_reason_mu);
+  g_last_reason.clear();
+}
+
+std::string sdpa_path_summary(const SdpaStats& s) {
+  if (s.cudnn > 0 && s.fused > 0) return "mixed";
+  if (s.cudnn > 0) return "cudnn";
+  return s.fused > 0 ? "fused" : "none";
+}
+
+bool cudnn_sdpa_built() {
+  const backend::Backend* cuda = backend::table(DeviceType::CUDA);
+  return cuda != nullptr && backend::family<backend::AttentionKernels>(*cuda).flash_attn_fwd.fn != nullptr;
 }
 
 }  // namespace volt

@@ -1,6 +1,7 @@
 // Op table rows (see op_table.h): scaled_dot_product_attention without a mask, with bool, additive (differentiable)
-// and causal masks, broadcast batch dims, the weights output, and long rows that reach the CUDA kernels' strided
-// loops over keys.
+// and causal masks, broadcast batch dims, the weights output, long rows that reach the CUDA kernels' strided
+// loops over keys, and calls that cuDNN's fused SDPA takes on a GPU in f16/bf16 (head dims multiples of 8, no mask:
+// kernels/sdpa_path.h; the other dtypes and devices run Volt's kernel).
 #include "kernels/op_table/op_table.h"
 
 namespace volt::optable {
@@ -40,6 +41,12 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                   {U({2, 37, 16}), U({2, 300, 16}), U({2, 300, 4}), Mask({37, 300})})
                   .tol(6)
                   .no_gradcheck());
+  r.push_back(row("sdpa_flash_causal", FWD(scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true)),
+                  {U({2, 2, 16, 8}), U({2, 2, 16, 8}), U({2, 2, 16, 8})})
+                  .tol(3));
+  r.push_back(row("sdpa_flash_cross", FWD(scaled_dot_product_attention(x[0], x[1], x[2])),
+                  {U({3, 5, 16}), U({3, 7, 16}), U({3, 7, 8})})
+                  .tol(3));
 });
 
 }  // namespace
