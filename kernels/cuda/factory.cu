@@ -1,11 +1,11 @@
-// CUDA fills of the factory ops: Philox random numbers (kernels/common/philox.h and philox_int.h, bit-identical
-// to the CPU), arange and linspace, one grid-stride pass each.
+// CUDA fills of the factory ops: Philox random numbers (runtime/philox.h and kernels/common/philox_int.h,
+// bit-identical to the CPU), arange and linspace, one grid-stride pass each.
 #include <volt/kernels/backend/factory.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/common/philox.h>
 #include <volt/kernels/common/philox_int.h>
 #include <volt/kernels/cuda/loops.cuh>
+#include <volt/runtime/philox.h>
 
 namespace volt::cuda {
 
