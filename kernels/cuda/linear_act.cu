@@ -17,13 +17,13 @@
 #include <vector>
 
 #include <volt/kernels/backend/linalg.h>
+#include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/common/bias_act.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/plan_cache.h>
 #include <volt/kernels/common/small_gemm.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/cuda/gemm.h>
-#include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
 #include <volt/runtime/cuda_graph.h>
@@ -259,7 +259,7 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   std::shared_ptr<const LtPlan> plan =
       lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, need_pre, align); });
   if (!plan->ok || plan->refused.load(std::memory_order_relaxed)) return false;
-  Tensor ws = plan->workspace > 0 ? empty({static_cast<int64_t>(plan->workspace)}, DType::u8, c.device()) : Tensor();
+  Tensor ws = plan->workspace > 0 ? backend::scratch_bytes(plan->workspace, c.device()) : Tensor();
   const float alpha = 1.0f, beta = 0.0f;
   std::lock_guard<std::mutex> lock(plan->mu);
   const void* bias_ptr = bias.defined() ? bias.data_ptr() : nullptr;
@@ -316,7 +316,7 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
     using A = acc_t<T>;
     Tensor partials;  // stream-ordered: freed after the fold below is queued
     if (grad_bias.defined() && row_blocks > 1)
-      partials = empty({row_blocks, cols}, sizeof(A) == 8 ? DType::f64 : DType::f32, grad_out.device());
+      partials = backend::scratch({row_blocks, cols}, sizeof(A) == 8 ? DType::f64 : DType::f32, grad_out.device());
     biasact::with_activation(act, [&](auto ac) {
       bias_act_bwd_kernel<T, decltype(ac)::value>
           <<<dim3(col_blocks, static_cast<unsigned>(row_blocks)), dim3(kColX, kColY), 0, stream_of(grad_out)>>>(
