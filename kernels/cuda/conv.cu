@@ -293,7 +293,7 @@ __global__ void add_channel_bias_kernel(T* out, const T* bias, int64_t total, in
 }
 
 void zero_fill(const Tensor& t) {
-  if (t.defined()) memset_zero(t.data_ptr(), t.device(), t.nbytes());
+  if (t.defined()) VOLT_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), launch_stream()));
 }
 
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -315,7 +315,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
     const int64_t total = out.numel(), channels = out.size(1), hw = out.size(2) * out.size(3);
     dispatch_floating(out.dtype(), "conv2d bias", [&](auto tag) {
       using T = decltype(tag);
-      add_channel_bias_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+      add_channel_bias_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
           static_cast<T*>(out.data_ptr()), static_cast<const T*>(bias.data_ptr()), total, channels, hw);
     });
     VOLT_CUDA_CHECK_LAUNCH();

@@ -24,6 +24,7 @@
 #include <volt/kernels/common/small_gemm.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/cuda/gemm.h>
+#include <volt/kernels/cuda/launch_stream.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
 #include <volt/runtime/cuda_graph.h>
@@ -33,10 +34,6 @@ namespace volt::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{4} << 20;
-
-cudaStream_t stream_of(const Tensor& t) {
-  return static_cast<cudaStream_t>(get_stream(t.device(), StreamKind::Compute).handle);
-}
 
 template <class T>
 T* ptr_or_null(const Tensor& t) {
@@ -106,7 +103,7 @@ void bias_act_launch(const Tensor& c, const Tensor& pre, const Tensor& bias, int
   dispatch_floating(c.dtype(), "linear_act_fwd", [&](auto tag) {
     using T = decltype(tag);
     biasact::with_activation(act, [&](auto ac) {
-      bias_act_fwd_kernel<T, decltype(ac)::value><<<blocks, 256, 0, stream_of(c)>>>(
+      bias_act_fwd_kernel<T, decltype(ac)::value><<<blocks, 256, 0, launch_stream()>>>(
           static_cast<T*>(c.data_ptr()), ptr_or_null<T>(pre), ptr_or_null<const T>(bias), rows, cols);
     });
   });
@@ -267,7 +264,7 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   if (need_pre) set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre.data_ptr());
   const cublasStatus_t st = cublasLtMatmul(h, plan->op, &alpha, b.data_ptr(), plan->la, a.data_ptr(), plan->lb,
                                            &beta, c.data_ptr(), plan->ld, c.data_ptr(), plan->ld, &plan->algo,
-                                           ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, stream_of(c));
+                                           ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, launch_stream());
   // The heuristics offered an algorithm that the matmul then turns down (nothing ran): the plain GEMM and the
   // bias/activation kernel take this shape from now on.
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
@@ -293,7 +290,7 @@ void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
   if (d.k > 0) {
     gemm(g, a, b, c);
   } else {
-    VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream_of(c)));
+    VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), launch_stream()));
   }
   if (bias.defined() || act != Activation::None || pre.defined()) bias_act_launch(c, pre, bias, d.m, d.n, act);
 }
@@ -304,7 +301,7 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
   DeviceScope scope(grad_out.device());
   if (rows == 0) {
     if (grad_bias.defined())
-      VOLT_CUDA_CHECK(cudaMemsetAsync(grad_bias.data_ptr(), 0, grad_bias.nbytes(), stream_of(grad_out)));
+      VOLT_CUDA_CHECK(cudaMemsetAsync(grad_bias.data_ptr(), 0, grad_bias.nbytes(), launch_stream()));
     return;
   }
   const unsigned col_blocks = static_cast<unsigned>((cols + kColX - 1) / kColX);
@@ -319,13 +316,13 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
       partials = backend::scratch({row_blocks, cols}, sizeof(A) == 8 ? DType::f64 : DType::f32, grad_out.device());
     biasact::with_activation(act, [&](auto ac) {
       bias_act_bwd_kernel<T, decltype(ac)::value>
-          <<<dim3(col_blocks, static_cast<unsigned>(row_blocks)), dim3(kColX, kColY), 0, stream_of(grad_out)>>>(
+          <<<dim3(col_blocks, static_cast<unsigned>(row_blocks)), dim3(kColX, kColY), 0, launch_stream()>>>(
               ptr_or_null<T>(grad_pre), ptr_or_null<T>(grad_bias), ptr_or_null<A>(partials),
               static_cast<const T*>(grad_out.data_ptr()), ptr_or_null<const T>(saved), rows, cols, rows_per_block);
     });
     VOLT_CUDA_CHECK_LAUNCH();
     if (partials.defined()) {
-      bias_fold_kernel<T><<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream_of(grad_out)>>>(
+      bias_fold_kernel<T><<<static_cast<unsigned>((cols + 255) / 256), 256, 0, launch_stream()>>>(
           static_cast<T*>(grad_bias.data_ptr()), static_cast<const A*>(partials.data_ptr()), row_blocks, cols);
       VOLT_CUDA_CHECK_LAUNCH();
     }
