@@ -11,8 +11,9 @@
 // which opens a kernel-layer trace range named after the kernel (runtime/trace.h), makes a CUDA device current
 // for the call, resolves the call's execution context (device and stream, execution_context.h: the compute
 // stream, or a StreamScope's) once for the kernel's launchers, and throws volt::Error naming the kernel, the
-// device and the dtype when the device's backend has no such kernel or not for that dtype. backend::supported<K>(device, dtype) asks first (an op falls back, e.g.
-// computes in f32); the public kernel_supported() (kernels/kernel_support.h) answers the same by name.
+// device and the dtype when the device's backend has no such kernel or not for that dtype.
+// backend::supported<K>(device, dtype) asks first (an op falls back, e.g. computes in f32); the public
+// kernel_supported() (kernels/kernel_support.h) answers the same by name.
 #include <tuple>
 #include <utility>
 
@@ -103,8 +104,8 @@ bool half_through_f32(Device device, DType dtype) {
 }
 
 // Runs kernel K of `device`'s backend, the device made current for a CUDA call, inside a kernel-layer trace range
-// named after K, with the call's ExecutionContext published to its launchers (CallContext); throws volt::Error when the backend lacks K or K does not take `dtype` (the kernel's dispatch
-// dtype, named in its family header).
+// named after K, with the call's ExecutionContext published to its launchers (CallContext); throws volt::Error
+// when the backend lacks K or K does not take `dtype` (the kernel's dispatch dtype, named in its family header).
 template <auto K, class... Args>
 void call(Device device, DType dtype, Args&&... args) {
   using F = family_of<K>;

@@ -110,7 +110,8 @@ __global__ void map_strided_kernel(Geometry<sizeof...(In) + 1> g, int64_t n, F f
     strided_step(g, i, f, out, std::index_sequence_for<In...>{}, in...);
 }
 
-// Plans and launches out = f(ins...) on the call's stream (launch_stream()); `ins` are the input tensors of the pointers `in`.
+// Plans and launches out = f(ins...) on the call's stream (launch_stream()); `ins` are the input tensors of the
+// pointers `in`.
 template <class Out, class F, class... In>
 void launch_map(const Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, F f, const In*... in) {
   constexpr int N = sizeof...(In) + 1;
