@@ -3,8 +3,8 @@
 #include <numeric>
 #include <utility>
 
-#include <volt/kernels/common/philox.h>
 #include <volt/runtime/error.h>
+#include <volt/runtime/philox.h>
 
 namespace volt::data {
 

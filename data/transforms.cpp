@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include <volt/kernels/common/philox.h>
 #include <volt/kernels/ops.h>
+#include <volt/runtime/philox.h>
 
 namespace volt::data {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Fills behind the factory ops (kernels/ops/factory_ops.cpp; kernels/cpu/factory.cpp, kernels/cuda/factory.cu).
 // out is contiguous; element i depends only on its index (and for the random fills on (seed, offset, i), the
-// Philox contract of kernels/common/philox.h, bit-identical on both backends).
+// Philox contract of runtime/philox.h, bit-identical on both backends).
 #include <cstdint>
 
 #include <volt/kernels/backend/kernel.h>

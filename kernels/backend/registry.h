@@ -9,13 +9,16 @@
 // Ops call a kernel, after checking their arguments, with
 //   backend::call<&SoftmaxKernels::softmax_fwd>(device, dtype, out, in, outer, r, inner, log);
 // which opens a kernel-layer trace range named after the kernel (runtime/trace.h), makes a CUDA device current
-// for the call, and throws volt::Error naming the kernel, the device and the dtype when the device's backend has
-// no such kernel or not for that dtype. backend::supported<K>(device, dtype) asks first (an op falls back, e.g.
-// computes in f32); the public kernel_supported() (kernels/kernel_support.h) answers the same by name.
+// for the call, resolves the call's execution context (device and stream, execution_context.h: the compute
+// stream, or a StreamScope's) once for the kernel's launchers, and throws volt::Error naming the kernel, the
+// device and the dtype when the device's backend has no such kernel or not for that dtype.
+// backend::supported<K>(device, dtype) asks first (an op falls back, e.g. computes in f32); the public
+// kernel_supported() (kernels/kernel_support.h) answers the same by name.
 #include <tuple>
 #include <utility>
 
 #include <volt/config.h>
+#include <volt/kernels/backend/execution_context.h>
 #include <volt/kernels/backend/kernel.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/device.h>
@@ -101,8 +104,8 @@ bool half_through_f32(Device device, DType dtype) {
 }
 
 // Runs kernel K of `device`'s backend, the device made current for a CUDA call, inside a kernel-layer trace range
-// named after K; throws volt::Error when the backend lacks K or K does not take `dtype` (the kernel's dispatch
-// dtype, named in its family header).
+// named after K, with the call's ExecutionContext published to its launchers (CallContext); throws volt::Error
+// when the backend lacks K or K does not take `dtype` (the kernel's dispatch dtype, named in its family header).
 template <auto K, class... Args>
 void call(Device device, DType dtype, Args&&... args) {
   using F = family_of<K>;
@@ -116,9 +119,11 @@ void call(Device device, DType dtype, Args&&... args) {
                            k != nullptr ? k->dtypes : DTypeSet{});
   if (device.is_cuda()) {
     DeviceScope scope(device);  // launches must target streams of the current device
+    CallContext context(device);
     k->fn(std::forward<Args>(args)...);
     return;
   }
+  CallContext context(device);
   k->fn(std::forward<Args>(args)...);
 }
 

@@ -66,7 +66,7 @@ void attn_softmax_fwd(const Tensor& out, const Tensor& scores, const Tensor& mas
   const int64_t item = mask.defined() ? static_cast<int64_t>(itemsize(mask.dtype())) : 0;
   dispatch_floating(scores.dtype(), "scaled_dot_product_attention", [&](auto tag) {
     using T = decltype(tag);
-    attn_softmax_fwd_kernel<T><<<row_blocks(p.rows), threads_for(p.k_len), 0, compute_stream(out)>>>(
+    attn_softmax_fwd_kernel<T><<<row_blocks(p.rows), threads_for(p.k_len), 0, launch_stream()>>>(
         static_cast<const T*>(scores.data_ptr()), static_cast<T*>(out.data_ptr()), mp, item, p);
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -78,7 +78,7 @@ void attn_softmax_bwd(const Tensor& grad_scores, const Tensor& grad_bias, const 
   dispatch_floating(weights.dtype(), "scaled_dot_product_attention backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    attn_softmax_bwd_kernel<T><<<row_blocks(p.rows), threads_for(p.k_len), 0, compute_stream(grad_scores)>>>(
+    attn_softmax_bwd_kernel<T><<<row_blocks(p.rows), threads_for(p.k_len), 0, launch_stream()>>>(
         static_cast<T*>(grad_scores.data_ptr()), grad_bias.defined() ? static_cast<A*>(grad_bias.data_ptr()) : nullptr,
         static_cast<const T*>(grad_out.data_ptr()), static_cast<const T*>(weights.data_ptr()), p);
   });

@@ -4,7 +4,10 @@
 #include <volt/kernels/backend/batch_norm.h>
 #include <volt/kernels/backend/elementwise.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/cuda/cudnn_util.cuh>
+#include <volt/kernels/cuda/launch_stream.h>
+#include <volt/runtime/cuda_check.h>
 
 // The batch-norm entry points are deprecated in cuDNN 9 in favour of the graph API but remain supported.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -43,14 +46,15 @@ void batch_norm_forward_train(const Tensor& out, const Tensor& save_mean, const 
   // cuDNN takes both running statistics or neither.
   Tensor rm = running_mean, rv = running_var;
   if (rm.defined() != rv.defined()) {
-    // Backend-level allocation and fills (empty() is the runtime's; no call up into the ops layer).
+    // Backend-level scratch and fills on the call's stream (no call up into the ops layer).
     if (!rm.defined()) {
-      rm = empty(rv.shape(), rv.dtype(), rv.device());
-      memset_zero(rm.data_ptr(), rm.device(), rm.nbytes());
+      rm = backend::scratch(rv.shape(), rv.dtype(), rv.device());
+      VOLT_CUDA_CHECK(cudaMemsetAsync(rm.data_ptr(), 0, rm.nbytes(), launch_stream()));
     }
     if (!rv.defined()) {
-      rv = empty(rm.shape(), rm.dtype(), rm.device());
-      memset_zero(rv.data_ptr(), rv.device(), rv.nbytes());  // Fill reads its input: keep initcheck quiet
+      rv = backend::scratch(rm.shape(), rm.dtype(), rm.device());
+      // Fill reads its input: keep initcheck quiet
+      VOLT_CUDA_CHECK(cudaMemsetAsync(rv.data_ptr(), 0, rv.nbytes(), launch_stream()));
       ElemParams one;
       one.a = 1.0;
       elementwise_kernels.unary.fn(UnaryOp::Fill, rv, rv, one);

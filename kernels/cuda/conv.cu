@@ -13,13 +13,14 @@
 
 #include <volt/kernels/backend/conv.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/cuda/cudnn_util.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/common/conv_plan_key.h>
 #include <volt/kernels/common/plan_cache.h>
 #include <volt/kernels/cudnn_benchmark.h>
-#include <volt/kernels/ops.h>
+#include <volt/kernels/ops.h>  // allow_tf32() only: the setting read when a plan is made (not for scratch)
 
 namespace volt::cuda {
 
@@ -63,12 +64,6 @@ struct ConvDesc {
   ConvDesc(const ConvDesc&) = delete;
   ConvDesc& operator=(const ConvDesc&) = delete;
 };
-
-// A device scratch buffer from the caching allocator (kept alive until the call's work is enqueued; the
-// allocator's stream ordering makes reuse by later work on the compute stream safe).
-Tensor workspace(const Device& device, size_t bytes) {
-  return empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::u8, device);
-}
 
 // The heuristics' choice must not need more workspace than this when a lower-ranked algorithm needs less: the
 // first-ranked one can ask for gigabytes, and failing to allocate it would fail the convolution.
@@ -150,7 +145,7 @@ size_t benchmark_workspace_bytes(ConvKind kind, cudnnHandle_t h, const ConvPlan&
 std::pair<Tensor, size_t> benchmark_workspace(const Device& device, size_t bytes) {
   for (;;) {
     try {
-      return {workspace(device, bytes), bytes};
+      return {backend::scratch_bytes(bytes, device), bytes};
     } catch (const Error&) {
       if (bytes == 0) throw;
       bytes /= 2;
@@ -298,7 +293,7 @@ __global__ void add_channel_bias_kernel(T* out, const T* bias, int64_t total, in
 }
 
 void zero_fill(const Tensor& t) {
-  if (t.defined()) memset_zero(t.data_ptr(), t.device(), t.nbytes());
+  if (t.defined()) VOLT_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), launch_stream()));
 }
 
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -311,7 +306,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
     cudnnHandle_t h = handle_for(x.device());
     auto plan = conv_plan(ConvKind::Forward, h, x, out, weight, p, out);
     Scalars s(x.dtype());
-    Tensor ws = workspace(x.device(), plan->workspace);
+    Tensor ws = backend::scratch_bytes(plan->workspace, x.device());
     VOLT_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), plan->x.d, x.data_ptr(), plan->w.d, weight.data_ptr(),
                                              plan->conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo),
                                              ws.data_ptr(), plan->workspace, s.zero(), plan->y.d, out.data_ptr()));
@@ -320,7 +315,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& weight, co
     const int64_t total = out.numel(), channels = out.size(1), hw = out.size(2) * out.size(3);
     dispatch_floating(out.dtype(), "conv2d bias", [&](auto tag) {
       using T = decltype(tag);
-      add_channel_bias_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+      add_channel_bias_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
           static_cast<T*>(out.data_ptr()), static_cast<const T*>(bias.data_ptr()), total, channels, hw);
     });
     VOLT_CUDA_CHECK_LAUNCH();
@@ -339,7 +334,7 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
   Scalars s(x.dtype());
   if (grad_x.defined()) {
     auto plan = conv_plan(ConvKind::BackwardData, h, x, grad_out, weight, p, grad_x);
-    Tensor ws = workspace(x.device(), plan->workspace);
+    Tensor ws = backend::scratch_bytes(plan->workspace, x.device());
     VOLT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), plan->w.d, weight.data_ptr(), plan->y.d,
                                                   grad_out.data_ptr(), plan->conv.d,
                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo), ws.data_ptr(),
@@ -347,7 +342,7 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_weight, const Tens
   }
   if (grad_weight.defined()) {
     auto plan = conv_plan(ConvKind::BackwardFilter, h, x, grad_out, weight, p, grad_weight);
-    Tensor ws = workspace(x.device(), plan->workspace);
+    Tensor ws = backend::scratch_bytes(plan->workspace, x.device());
     VOLT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), plan->x.d, x.data_ptr(), plan->y.d, grad_out.data_ptr(),
                                                     plan->conv.d,
                                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo),

@@ -1,6 +1,6 @@
 #pragma once
 // What the cuDNN-backed kernels share (kernels/cuda/conv.cu, pool.cu, batch_norm.cu): one cuDNN handle per
-// device (made on first use, kept for the process; bound to the device's compute stream at each use), the data
+// device (made on first use, kept for the process; bound to the call's stream, launch_stream(), at each use), the data
 // type and scaling-factor rules, and an RAII 4-D tensor descriptor. Half types compute in f32 (cuDNN's rule for
 // HALF/BFLOAT16 data).
 #include <cudnn.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <volt/kernels/cuda/cublas_check.h>
+#include <volt/kernels/cuda/launch_stream.h>
 #include <volt/kernels/tensor.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_graph.h>
@@ -27,7 +28,7 @@ inline cudnnHandle_t handle_for(const Device& device) {
                "CUDA graph capture, which cannot create its handle; run the step once eagerly before capturing it");
     VOLT_CUDNN_CHECK(cudnnCreate(&h));
   }
-  VOLT_CUDNN_CHECK(cudnnSetStream(h, static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle)));
+  VOLT_CUDNN_CHECK(cudnnSetStream(h, launch_stream()));
   return h;
 }
 

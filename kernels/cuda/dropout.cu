@@ -36,7 +36,7 @@ void dropout_fwd(const Tensor& out, const Tensor& mask, const Tensor& in, Philox
     using T = decltype(tag);
     using A = acc_t<T>;
     const A scale = p < 1.0 ? A(1.0 / (1.0 - p)) : A(0);
-    dropout_fwd_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(
+    dropout_fwd_kernel<T><<<blocks_for(n), 256, 0, launch_stream()>>>(
         static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<bool*>(mask.data_ptr()), n,
         rng, static_cast<float>(p), scale);
   });
@@ -49,7 +49,7 @@ void dropout_bwd(const Tensor& grad_in, const Tensor& grad_out, const Tensor& ma
   dispatch_floating(grad_out.dtype(), "dropout backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    dropout_bwd_kernel<T><<<blocks_for(n), 256, 0, compute_stream(grad_in)>>>(
+    dropout_bwd_kernel<T><<<blocks_for(n), 256, 0, launch_stream()>>>(
         static_cast<const T*>(grad_out.data_ptr()), static_cast<const bool*>(mask.data_ptr()),
         static_cast<T*>(grad_in.data_ptr()), n, A(scale));
   });

@@ -1,11 +1,11 @@
-// CUDA fills of the factory ops: Philox random numbers (kernels/common/philox.h and philox_int.h, bit-identical
-// to the CPU), arange and linspace, one grid-stride pass each.
+// CUDA fills of the factory ops: Philox random numbers (runtime/philox.h and kernels/common/philox_int.h,
+// bit-identical to the CPU), arange and linspace, one grid-stride pass each.
 #include <volt/kernels/backend/factory.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
-#include <volt/kernels/common/philox.h>
 #include <volt/kernels/common/philox_int.h>
 #include <volt/kernels/cuda/loops.cuh>
+#include <volt/runtime/philox.h>
 
 namespace volt::cuda {
 
@@ -51,7 +51,7 @@ void uniform(const Tensor& out, PhiloxArgs rng, double lo, double hi) {
   if (n == 0) return;
   dispatch_floating(out.dtype(), "rand", [&](auto tag) {
     using T = decltype(tag);
-    uniform_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, rng, lo,
+    uniform_kernel<T><<<blocks_for(n), 256, 0, launch_stream()>>>(static_cast<T*>(out.data_ptr()), n, rng, lo,
                                                                        hi);
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -62,7 +62,7 @@ void normal(const Tensor& out, PhiloxArgs rng, double mean, double std) {
   if (n == 0) return;
   dispatch_floating(out.dtype(), "randn", [&](auto tag) {
     using T = decltype(tag);
-    normal_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, rng, mean,
+    normal_kernel<T><<<blocks_for(n), 256, 0, launch_stream()>>>(static_cast<T*>(out.data_ptr()), n, rng, mean,
                                                                       std);
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -73,7 +73,7 @@ void arange(const Tensor& out, double start, double step) {
   if (n == 0) return;
   dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
     using T = decltype(tag);
-    arange_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, start, step);
+    arange_kernel<T><<<blocks_for(n), 256, 0, launch_stream()>>>(static_cast<T*>(out.data_ptr()), n, start, step);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
@@ -83,7 +83,7 @@ void linspace(const Tensor& out, double start, double end) {
   if (n == 0) return;
   dispatch_numeric(out.dtype(), "linspace", [&](auto tag) {
     using T = decltype(tag);
-    linspace_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, start,
+    linspace_kernel<T><<<blocks_for(n), 256, 0, launch_stream()>>>(static_cast<T*>(out.data_ptr()), n, start,
                                                                         end);
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -94,7 +94,7 @@ void randint(const Tensor& out, PhiloxArgs rng, int64_t low, uint64_t range) {
   if (n == 0) return;
   dispatch_numeric(out.dtype(), "randint", [&](auto tag) {
     using T = decltype(tag);
-    randint_kernel<T><<<blocks_for(n), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()), n, rng, low,
+    randint_kernel<T><<<blocks_for(n), 256, 0, launch_stream()>>>(static_cast<T*>(out.data_ptr()), n, rng, low,
                                                                        range);
   });
   VOLT_CUDA_CHECK_LAUNCH();

@@ -13,6 +13,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/cuda/gemm.h>
 #include <volt/kernels/cuda/cublas_check.h>
+#include <volt/kernels/cuda/launch_stream.h>
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
@@ -51,7 +52,7 @@ cublasHandle_t handle_for(const Device& device) {
     h.workspace = allocate(device, h.workspace_bytes);
     VOLT_CUBLAS_CHECK(cublasCreate(&h.h));
   }
-  VOLT_CUBLAS_CHECK(cublasSetStream(h.h, static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle)));
+  VOLT_CUBLAS_CHECK(cublasSetStream(h.h, launch_stream()));
   VOLT_CUBLAS_CHECK(cublasSetWorkspace(h.h, h.workspace.get(), h.workspace_bytes));
   return h.h;
 }

@@ -60,7 +60,7 @@ void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int6
   if (total == 0) return;
   dispatch_all(in.dtype(), "index_select", [&](auto tag) {
     using T = decltype(tag);
-    index_select_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+    index_select_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
         static_cast<const int64_t*>(index.data_ptr()), total, n, inner, D);
   });
@@ -72,7 +72,7 @@ void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_
   if (total == 0) return;
   dispatch_accum(out.dtype(), "index_add", [&](auto tag) {
     using T = decltype(tag);
-    index_add_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+    index_add_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(src.data_ptr()),
         static_cast<const int64_t*>(index.data_ptr()), total, n, inner, D);
   });
@@ -84,7 +84,7 @@ void gather(const Tensor& out, const Tensor& in, const Tensor& index, const Gath
   if (total == 0) return;
   dispatch_all(in.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
-    gather_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+    gather_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
         static_cast<const int64_t*>(index.data_ptr()), total, g);
   });
@@ -96,7 +96,7 @@ void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, cons
   if (total == 0) return;
   dispatch_accum(out.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
-    scatter_add_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+    scatter_add_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(src.data_ptr()),
         static_cast<const int64_t*>(index.data_ptr()), total, g);
   });
@@ -106,7 +106,7 @@ void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, cons
 void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes) {
   const int64_t total = indices.numel() * num_classes;
   if (total == 0) return;
-  one_hot_kernel<<<blocks_for(total), 256, 0, compute_stream(out)>>>(
+  one_hot_kernel<<<blocks_for(total), 256, 0, launch_stream()>>>(
       static_cast<int64_t*>(out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()), total, num_classes);
   VOLT_CUDA_CHECK_LAUNCH();
 }

@@ -17,13 +17,14 @@
 #include <vector>
 
 #include <volt/kernels/backend/linalg.h>
+#include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/common/bias_act.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/plan_cache.h>
 #include <volt/kernels/common/small_gemm.h>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/cuda/gemm.h>
-#include <volt/kernels/ops.h>
+#include <volt/kernels/cuda/launch_stream.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
 #include <volt/runtime/cuda_graph.h>
@@ -33,10 +34,6 @@ namespace volt::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{4} << 20;
-
-cudaStream_t stream_of(const Tensor& t) {
-  return static_cast<cudaStream_t>(get_stream(t.device(), StreamKind::Compute).handle);
-}
 
 template <class T>
 T* ptr_or_null(const Tensor& t) {
@@ -106,7 +103,7 @@ void bias_act_launch(const Tensor& c, const Tensor& pre, const Tensor& bias, int
   dispatch_floating(c.dtype(), "linear_act_fwd", [&](auto tag) {
     using T = decltype(tag);
     biasact::with_activation(act, [&](auto ac) {
-      bias_act_fwd_kernel<T, decltype(ac)::value><<<blocks, 256, 0, stream_of(c)>>>(
+      bias_act_fwd_kernel<T, decltype(ac)::value><<<blocks, 256, 0, launch_stream()>>>(
           static_cast<T*>(c.data_ptr()), ptr_or_null<T>(pre), ptr_or_null<const T>(bias), rows, cols);
     });
   });
@@ -259,7 +256,7 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   std::shared_ptr<const LtPlan> plan =
       lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, need_pre, align); });
   if (!plan->ok || plan->refused.load(std::memory_order_relaxed)) return false;
-  Tensor ws = plan->workspace > 0 ? empty({static_cast<int64_t>(plan->workspace)}, DType::u8, c.device()) : Tensor();
+  Tensor ws = plan->workspace > 0 ? backend::scratch_bytes(plan->workspace, c.device()) : Tensor();
   const float alpha = 1.0f, beta = 0.0f;
   std::lock_guard<std::mutex> lock(plan->mu);
   const void* bias_ptr = bias.defined() ? bias.data_ptr() : nullptr;
@@ -267,7 +264,7 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   if (need_pre) set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre.data_ptr());
   const cublasStatus_t st = cublasLtMatmul(h, plan->op, &alpha, b.data_ptr(), plan->la, a.data_ptr(), plan->lb,
                                            &beta, c.data_ptr(), plan->ld, c.data_ptr(), plan->ld, &plan->algo,
-                                           ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, stream_of(c));
+                                           ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, launch_stream());
   // The heuristics offered an algorithm that the matmul then turns down (nothing ran): the plain GEMM and the
   // bias/activation kernel take this shape from now on.
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
@@ -293,7 +290,7 @@ void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
   if (d.k > 0) {
     gemm(g, a, b, c);
   } else {
-    VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream_of(c)));
+    VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), launch_stream()));
   }
   if (bias.defined() || act != Activation::None || pre.defined()) bias_act_launch(c, pre, bias, d.m, d.n, act);
 }
@@ -304,7 +301,7 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
   DeviceScope scope(grad_out.device());
   if (rows == 0) {
     if (grad_bias.defined())
-      VOLT_CUDA_CHECK(cudaMemsetAsync(grad_bias.data_ptr(), 0, grad_bias.nbytes(), stream_of(grad_out)));
+      VOLT_CUDA_CHECK(cudaMemsetAsync(grad_bias.data_ptr(), 0, grad_bias.nbytes(), launch_stream()));
     return;
   }
   const unsigned col_blocks = static_cast<unsigned>((cols + kColX - 1) / kColX);
@@ -316,16 +313,16 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
     using A = acc_t<T>;
     Tensor partials;  // stream-ordered: freed after the fold below is queued
     if (grad_bias.defined() && row_blocks > 1)
-      partials = empty({row_blocks, cols}, sizeof(A) == 8 ? DType::f64 : DType::f32, grad_out.device());
+      partials = backend::scratch({row_blocks, cols}, sizeof(A) == 8 ? DType::f64 : DType::f32, grad_out.device());
     biasact::with_activation(act, [&](auto ac) {
       bias_act_bwd_kernel<T, decltype(ac)::value>
-          <<<dim3(col_blocks, static_cast<unsigned>(row_blocks)), dim3(kColX, kColY), 0, stream_of(grad_out)>>>(
+          <<<dim3(col_blocks, static_cast<unsigned>(row_blocks)), dim3(kColX, kColY), 0, launch_stream()>>>(
               ptr_or_null<T>(grad_pre), ptr_or_null<T>(grad_bias), ptr_or_null<A>(partials),
               static_cast<const T*>(grad_out.data_ptr()), ptr_or_null<const T>(saved), rows, cols, rows_per_block);
     });
     VOLT_CUDA_CHECK_LAUNCH();
     if (partials.defined()) {
-      bias_fold_kernel<T><<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream_of(grad_out)>>>(
+      bias_fold_kernel<T><<<static_cast<unsigned>((cols + 255) / 256), 256, 0, launch_stream()>>>(
           static_cast<T*>(grad_bias.data_ptr()), static_cast<const A*>(partials.data_ptr()), row_blocks, cols);
       VOLT_CUDA_CHECK_LAUNCH();
     }

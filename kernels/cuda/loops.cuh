@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <volt/kernels/common/elementwise_plan.h>
+#include <volt/kernels/cuda/launch_stream.h>
 #include <volt/kernels/tensor.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
@@ -18,10 +19,6 @@
 namespace volt::cuda {
 
 using elementwise_plan::Geometry;
-
-inline cudaStream_t compute_stream(const Tensor& t) {
-  return static_cast<cudaStream_t>(get_stream(t.device(), StreamKind::Compute).handle);
-}
 
 inline unsigned blocks_for(int64_t n, int threads = 256) {
   int64_t b = (n + threads - 1) / threads;
@@ -113,7 +110,8 @@ __global__ void map_strided_kernel(Geometry<sizeof...(In) + 1> g, int64_t n, F f
     strided_step(g, i, f, out, std::index_sequence_for<In...>{}, in...);
 }
 
-// Plans and launches out = f(ins...) on out's compute stream; `ins` are the input tensors of the pointers `in`.
+// Plans and launches out = f(ins...) on the call's stream (launch_stream()); `ins` are the input tensors of the
+// pointers `in`.
 template <class Out, class F, class... In>
 void launch_map(const Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, F f, const In*... in) {
   constexpr int N = sizeof...(In) + 1;
@@ -128,7 +126,7 @@ void launch_map(const Tensor& out, const std::array<const Tensor*, sizeof...(In)
   const auto plan = elementwise_plan::make_plan<N>(out.shape(), strides, addrs, {sizeof(Out), sizeof(In)...});
   constexpr int kVec = elementwise_plan::vector_elems(std::max({sizeof(Out), sizeof(In)...}));
   Out* o = static_cast<Out*>(out.data_ptr());
-  cudaStream_t stream = compute_stream(out);
+  cudaStream_t stream = launch_stream();
   loops_detail::Steps<N> s;
   for (int k = 0; k < N; ++k) s.s[k] = plan.steps[k];
   switch (plan.path) {

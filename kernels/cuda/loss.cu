@@ -124,7 +124,7 @@ void class_loss_fwd(const Tensor& out, const Tensor& lse, const Tensor& count, c
   dispatch_floating(input.dtype(), p.nll ? "nll_loss" : "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    cudaStream_t st = compute_stream(input);
+    cudaStream_t st = launch_stream();
     Tensor rows = empty({nrows}, count.dtype(), input.device());  // per-row losses in the accumulation type
     const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
     A* rp = static_cast<A*>(rows.data_ptr());
@@ -151,7 +151,7 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
   dispatch_floating(input.dtype(), p.nll ? "nll_loss backward" : "cross_entropy backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    class_loss_bwd_kernel<T><<<blocks_for(total), 256, 0, compute_stream(grad_input)>>>(
+    class_loss_bwd_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(grad_input.data_ptr()), static_cast<const T*>(grad_out.data_ptr()),
         static_cast<const T*>(input.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
         p.nll ? nullptr : static_cast<const A*>(lse.data_ptr()), static_cast<const A*>(count.data_ptr()), total, c,
@@ -195,7 +195,7 @@ void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& l
   dispatch_floating(logits.dtype(), "classifier_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    classifier_fwd_kernel<T><<<row_blocks(rows), threads_for(v), 0, compute_stream(logits)>>>(
+    classifier_fwd_kernel<T><<<row_blocks(rows), threads_for(v), 0, launch_stream()>>>(
         static_cast<A*>(loss_rows.data_ptr()), grad.defined() ? static_cast<T*>(grad.data_ptr()) : nullptr,
         static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
         static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index);

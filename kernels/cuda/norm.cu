@@ -220,7 +220,7 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
   dispatch_floating(x.dtype(), "norm_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, compute_stream(x)>>>(
+    norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<A*>(mean.data_ptr()),
         static_cast<A*>(rstd.data_ptr()), ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
   });
@@ -229,7 +229,7 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
 
 void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
               const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
-  cudaStream_t st = compute_stream(x);
+  cudaStream_t st = launch_stream();
   dispatch_floating(x.dtype(), "norm_bwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -262,7 +262,7 @@ void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, con
   dispatch_floating(x.dtype(), "residual_norm_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    residual_norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, compute_stream(x)>>>(
+    residual_norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<const T*>(r.data_ptr()), static_cast<T*>(s.data_ptr()),
         static_cast<T*>(y.data_ptr()), static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
         ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
@@ -275,7 +275,7 @@ void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor&
   dispatch_floating(s.dtype(), "residual_norm_bwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    residual_norm_bwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, compute_stream(s)>>>(
+    residual_norm_bwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
         static_cast<T*>(grad_s.data_ptr()), static_cast<const T*>(grad_y.data_ptr()),
         grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr,
         static_cast<const T*>(s.data_ptr()),

@@ -279,25 +279,25 @@ struct GpuStateLauncher {
 
 void rmsprop_step(const std::vector<RmspropTensors>& list, const RmspropHyper& h) {
   if (list.empty()) return;
-  om::dispatch_rmsprop(GpuStateLauncher{compute_stream(list.front().param)}, list, h);
+  om::dispatch_rmsprop(GpuStateLauncher{launch_stream()}, list, h);
 }
 void adagrad_step(const std::vector<AdagradTensors>& list, const AdagradHyper& h) {
   if (list.empty()) return;
-  om::dispatch_adagrad(GpuStateLauncher{compute_stream(list.front().param)}, list, h);
+  om::dispatch_adagrad(GpuStateLauncher{launch_stream()}, list, h);
 }
 void lion_step(const std::vector<LionTensors>& list, const LionHyper& h) {
   if (list.empty()) return;
-  om::dispatch_lion(GpuStateLauncher{compute_stream(list.front().param)}, list, h);
+  om::dispatch_lion(GpuStateLauncher{launch_stream()}, list, h);
 }
 
 void adam_step(const std::vector<AdamTensors>& list, const AdamHyper& h, const void* dynamic) {
   if (list.empty()) return;
-  om::dispatch_adam(GpuLauncher{compute_stream(list.front().param)}, list, h, dynamic);
+  om::dispatch_adam(GpuLauncher{launch_stream()}, list, h, dynamic);
 }
 
 void sgd_step(const std::vector<SgdTensors>& list, const SgdHyper& h, const void* dynamic) {
   if (list.empty()) return;
-  om::dispatch_sgd(GpuLauncher{compute_stream(list.front().param)}, list, h, dynamic);
+  om::dispatch_sgd(GpuLauncher{launch_stream()}, list, h, dynamic);
 }
 
 struct ListEntry {
@@ -329,7 +329,7 @@ void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&
 
 void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found) {
   if (grads.empty()) return;
-  cudaStream_t stream = compute_stream(grads.front());
+  cudaStream_t stream = launch_stream();
   launch_over_list(grads, "unscale_check", [&](auto tag, const auto& a, unsigned blocks) {
     using T = decltype(tag);
     using S = acc_t<T>;
@@ -347,7 +347,7 @@ void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) 
   const int64_t chunk = multi_tensor::chunk_for(numels, kMaxChunks, kMinChunk, kMaxChunk);
   for (const auto& l : multi_tensor::plan(numels, chunk, kMaxTensors, kMaxChunks))
     chunks += static_cast<int64_t>(l.chunks.size());
-  cudaStream_t stream = compute_stream(out);
+  cudaStream_t stream = launch_stream();
   const om::NormKind kind = om::norm_kind(p);
   // One partial per chunk of every launch (stream-ordered: freed after the fold is queued).
   Tensor partials = empty({chunks}, DType::f64, out.device());
@@ -365,7 +365,7 @@ void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) 
 
 void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
   if (list.empty()) return;
-  cudaStream_t stream = compute_stream(list.front());
+  cudaStream_t stream = launch_stream();
   launch_over_list(list, "scale_by", [&](auto tag, const auto& a, unsigned blocks) {
     using T = decltype(tag);
     scale_by_kernel<T, acc_t<T>><<<blocks, kThreads, 0, stream>>>(a, static_cast<const double*>(coef.data_ptr()));

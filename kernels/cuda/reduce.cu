@@ -137,7 +137,7 @@ constexpr int64_t kTargetBlocks = 256, kMinChunk = 4096;
 void sum_rows(const Tensor& out, const Tensor& in) {
   const int64_t M = in.shape()[0], R = in.shape()[1];
   if (M == 0) return;
-  const cudaStream_t st = compute_stream(out);
+  const cudaStream_t st = launch_stream();
   dispatch_numeric(in.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -166,7 +166,7 @@ void sum_cols(const Tensor& out, const Tensor& in) {
   dispatch_numeric(in.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     sum_cols_kernel<T><<<row_blocks((M + kColTile - 1) / kColTile), dim3(kColTile, kRowLanes), 0,
-                         compute_stream(out)>>>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
+                         launch_stream()>>>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
                                                 R, M);
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -182,10 +182,10 @@ void arg_reduce(const Tensor& values, const Tensor& indices, const Tensor& in, i
     T* v = values.defined() ? static_cast<T*>(values.data_ptr()) : nullptr;
     int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
     if (r <= 64) {
-      arg_reduce_thread_kernel<T><<<blocks_for(total), 256, 0, compute_stream(indices)>>>(x, v, idx, outer, r, inner,
+      arg_reduce_thread_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(x, v, idx, outer, r, inner,
                                                                                           is_max);
     } else {
-      arg_reduce_block_kernel<T><<<row_blocks(total), 256, 0, compute_stream(indices)>>>(x, v, idx, total, r, inner,
+      arg_reduce_block_kernel<T><<<row_blocks(total), 256, 0, launch_stream()>>>(x, v, idx, total, r, inner,
                                                                                          is_max);
     }
   });

@@ -103,7 +103,7 @@ void cumsum(const Tensor& out, const Tensor& in, int64_t outer, int64_t D, int64
   if (lines == 0 || D == 0) return;
   dispatch_numeric(out.dtype(), "cumsum", [&](auto tag) {
     using T = decltype(tag);
-    cumsum_kernel<T><<<blocks_for(lines), 256, 0, compute_stream(out)>>>(
+    cumsum_kernel<T><<<blocks_for(lines), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()), lines, D, inner, reverse);
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -114,7 +114,7 @@ void cumprod(const Tensor& out, const Tensor& in, int64_t outer, int64_t D, int6
   if (lines == 0 || D == 0) return;
   dispatch_numeric(out.dtype(), "cumprod", [&](auto tag) {
     using T = decltype(tag);
-    cumprod_kernel<T><<<blocks_for(lines), 256, 0, compute_stream(out)>>>(
+    cumprod_kernel<T><<<blocks_for(lines), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()), lines, D, inner);
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -126,7 +126,7 @@ void cumprod_backward(const Tensor& grad_in, const Tensor& grad_out, const Tenso
   if (lines == 0 || D == 0) return;
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    cumprod_backward_kernel<T><<<blocks_for(lines), 256, 0, compute_stream(grad_in)>>>(
+    cumprod_backward_kernel<T><<<blocks_for(lines), 256, 0, launch_stream()>>>(
         static_cast<T*>(grad_in.data_ptr()), static_cast<const T*>(grad_out.data_ptr()),
         static_cast<const T*>(in.data_ptr()), lines, D, inner);
   };
@@ -146,7 +146,7 @@ void sort(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t
   int64_t P = 1;
   while (P < D) P <<= 1;
   const int64_t total = lines * P;
-  cudaStream_t stream = compute_stream(values);
+  cudaStream_t stream = launch_stream();
   dispatch_all(in.dtype(), "sort", [&](auto tag) {
     using T = decltype(tag);
     using K = sort_key_t<T>;
@@ -175,7 +175,7 @@ void flip(const Tensor& out, const Tensor& in, const FlipGeometry& g) {
   if (total == 0) return;
   dispatch_all(out.dtype(), "flip", [&](auto tag) {
     using T = decltype(tag);
-    flip_kernel<T><<<blocks_for(total), 256, 0, compute_stream(out)>>>(static_cast<T*>(out.data_ptr()),
+    flip_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(static_cast<T*>(out.data_ptr()),
                                                                        static_cast<const T*>(in.data_ptr()), total, g);
   });
   VOLT_CUDA_CHECK_LAUNCH();

@@ -8,9 +8,10 @@
 #include <algorithm>
 #include <atomic>
 
+#include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/common/small_gemm.h>
 #include <volt/kernels/cuda/gemm.h>
-#include <volt/kernels/ops.h>
+#include <volt/kernels/cuda/launch_stream.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
 
@@ -94,9 +95,9 @@ int multiprocessors(const Device& device) {
 template <bool kLinear, Activation act>
 void launch(const sg::Args& g, const Device& device) {
   const sg::Plan p = sg::plan(g.m, g.n, g.k, multiprocessors(device));
-  const auto stream = static_cast<cudaStream_t>(get_stream(device, StreamKind::Compute).handle);
+  const cudaStream_t stream = launch_stream();
   Tensor partials;  // stream-ordered: freed once the fold below is queued
-  if (p.splits > 1) partials = empty({p.splits, g.m, g.n}, DType::f32, device);
+  if (p.splits > 1) partials = backend::scratch({p.splits, g.m, g.n}, DType::f32, device);
   float* pp = partials.defined() ? static_cast<float*>(partials.data_ptr()) : nullptr;
   const dim3 grid(static_cast<unsigned>(p.tiles_m * p.tiles_n), 1, static_cast<unsigned>(p.splits));
   small_gemm_kernel<kLinear, act><<<grid, dim3(sg::kThreadsX, sg::kThreadsY), 0, stream>>>(g, p, pp);

@@ -42,7 +42,7 @@ void softmax_fwd(const Tensor& out, const Tensor& in, int64_t outer, int64_t r, 
   if (rows == 0 || r == 0) return;
   dispatch_floating(in.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
     using T = decltype(tag);
-    softmax_kernel<T><<<row_blocks(rows), threads_for(r), 0, compute_stream(out)>>>(
+    softmax_kernel<T><<<row_blocks(rows), threads_for(r), 0, launch_stream()>>>(
         static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()), rows, r, inner, log);
   });
   VOLT_CUDA_CHECK_LAUNCH();

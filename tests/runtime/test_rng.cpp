@@ -5,9 +5,9 @@
 #include <cmath>
 #include <numeric>
 
-#include <volt/kernels/common/philox.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
+#include <volt/runtime/philox.h>
 
 using namespace volt;
 
