@@ -75,6 +75,7 @@ NpyType parse_descr(const std::string& descr, const std::string& name) {
   else if (is('i', 1) || is('i', 2) || is('i', 4) || is('u', 2)) t.dtype = DType::i32;
   else if (is('i', 8) || is('u', 4)) t.dtype = DType::i64;
   else if (is('u', 1)) t.dtype = DType::u8;
+  else if (is('i', 1)) t.dtype = DType::i8;
   else if (is('b', 1)) t.dtype = DType::boolean;
   else if (is('u', 8))
     VOLT_FAIL("read_npy: '", name, "' has dtype '", descr,
@@ -323,6 +324,7 @@ const char* descr_code(DType t) {
     case DType::i32: return "i4";
     case DType::i64: return "i8";
     case DType::u8: return "u1";
+    case DType::i8: return "i1";
     case DType::boolean: return "b1";
     case DType::bf16: break;
   }

@@ -23,6 +23,7 @@ MPI_Datatype mpi_type(DType t) {
     case DType::i64: return MPI_INT64_T;
     case DType::i32: return MPI_INT32_T;
     case DType::u8: case DType::boolean: return MPI_UINT8_T;
+    case DType::i8: return MPI_INT8_T;
     default: break;
   }
   VOLT_FAIL("mpi backend: no MPI reduction type for dtype ", dtype_name(t));

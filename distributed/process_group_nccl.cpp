@@ -50,6 +50,7 @@ ncclDataType_t nccl_type(DType t) {
     case DType::i64: return ncclInt64;
     case DType::i32: return ncclInt32;
     case DType::u8: case DType::boolean: return ncclUint8;
+    case DType::i8: return ncclInt8;
   }
   return ncclFloat32;
 }

@@ -47,6 +47,9 @@ constexpr OptionField kFields[] = {
     {"weight_decay", &GroupOptions::weight_decay, nullptr}, {"nesterov", nullptr, &GroupOptions::nesterov},
     {"beta1", &GroupOptions::beta1, nullptr},           {"beta2", &GroupOptions::beta2, nullptr},
     {"eps", &GroupOptions::eps, nullptr},               {"amsgrad", nullptr, &GroupOptions::amsgrad},
+    {"alpha", &GroupOptions::alpha, nullptr},           {"centered", nullptr, &GroupOptions::centered},
+    {"lr_decay", &GroupOptions::lr_decay, nullptr},
+    {"initial_accumulator_value", &GroupOptions::initial_accumulator_value, nullptr},
     {"initial_lr", &GroupOptions::initial_lr, nullptr}, {"max_lr", &GroupOptions::max_lr, nullptr},
     {"base_momentum", &GroupOptions::base_momentum, nullptr}, {"max_momentum", &GroupOptions::max_momentum, nullptr},
 };
@@ -112,7 +115,8 @@ void Optimizer::add_param_group(ParamGroup group) {
     if (!mine && dflt) set_group_option(o, opt, *dflt);
   }
   const size_t gi = groups_.size();
-  for (auto f : {&GroupOptions::momentum, &GroupOptions::dampening, &GroupOptions::weight_decay, &GroupOptions::eps})
+  for (auto f : {&GroupOptions::momentum, &GroupOptions::dampening, &GroupOptions::weight_decay, &GroupOptions::eps,
+                 &GroupOptions::lr_decay, &GroupOptions::initial_accumulator_value})
     if ((o.*f).has_value())
       VOLT_CHECK(*(o.*f) >= 0.0 && std::isfinite(*(o.*f)), "optimizer: parameter group ", gi,
                  " has a negative or non-finite option: ", *(o.*f));
@@ -120,6 +124,9 @@ void Optimizer::add_param_group(ParamGroup group) {
     if ((o.*f).has_value())
       VOLT_CHECK(*(o.*f) >= 0.0 && *(o.*f) < 1.0, "optimizer: betas must be in [0, 1), got ", *(o.*f),
                  " in parameter group ", gi);
+  if (o.alpha.has_value())
+    VOLT_CHECK(*o.alpha >= 0.0 && *o.alpha <= 1.0, "optimizer: alpha must be in [0, 1], got ", *o.alpha,
+               " in parameter group ", gi);
   if (o.nesterov.value_or(false))
     VOLT_CHECK(o.momentum.value_or(0) > 0 && o.dampening.value_or(0) == 0, "optimizer: parameter group ", gi,
                " uses nesterov, which needs momentum > 0 and dampening 0, got momentum=", o.momentum.value_or(0),
@@ -263,8 +270,10 @@ namespace {
 std::string hyper_range_problem(const std::string& name, double v) {
   if (!std::isfinite(v)) return "a finite number";
   if (name == "beta1" || name == "beta2") return v >= 0.0 && v < 1.0 ? "" : "a value in [0, 1)";
-  if (name == "nesterov" || name == "amsgrad") return v == 0.0 || v == 1.0 ? "" : "0 or 1 (a flag)";
-  return v >= 0.0 ? "" : "a value >= 0";  // lr, momentum, dampening, weight_decay, eps, the schedulers' fields
+  if (name == "alpha") return v >= 0.0 && v <= 1.0 ? "" : "a value in [0, 1]";
+  if (name == "nesterov" || name == "amsgrad" || name == "centered") return v == 0.0 || v == 1.0 ? "" : "0 or 1 (a flag)";
+  // lr, momentum, dampening, weight_decay, eps, lr_decay, initial_accumulator_value, the schedulers' fields
+  return v >= 0.0 ? "" : "a value >= 0";
 }
 
 }  // namespace

@@ -39,12 +39,15 @@ struct GroupOptions {
   std::optional<bool> nesterov;                             ///< SGD
   std::optional<double> beta1, beta2, eps;                  ///< Adam/AdamW
   std::optional<bool> amsgrad;                              ///< Adam/AdamW
+  std::optional<double> alpha;                              ///< RMSprop (in [0, 1])
+  std::optional<bool> centered;                             ///< RMSprop
+  std::optional<double> lr_decay, initial_accumulator_value;  ///< Adagrad
   std::optional<double> initial_lr, max_lr, base_momentum, max_momentum;  ///< schedulers
 };
 
 /// Which optimizer option a field of GroupOptions is, for code that names options (checkpoint records, errors).
-enum class GroupOption { momentum, dampening, weight_decay, nesterov, beta1, beta2, eps, amsgrad, initial_lr, max_lr,
-                         base_momentum, max_momentum };
+enum class GroupOption { momentum, dampening, weight_decay, nesterov, beta1, beta2, eps, amsgrad, alpha, centered,
+                         lr_decay, initial_accumulator_value, initial_lr, max_lr, base_momentum, max_momentum };
 const char* group_option_name(GroupOption o);
 /// The option called `name`, or nullopt.
 std::optional<GroupOption> parse_group_option(const std::string& name);

@@ -72,6 +72,8 @@ GroupOptions rmsprop_defaults(const RMSpropOptions& o) {
   d.momentum = o.momentum;
   d.weight_decay = o.weight_decay;
   d.eps = o.eps;
+  d.alpha = o.alpha;
+  d.centered = o.centered;
   return d;
 }
 }  // namespace
@@ -79,49 +81,45 @@ GroupOptions rmsprop_defaults(const RMSpropOptions& o) {
 RMSprop::RMSprop(std::vector<Tensor> params, RMSpropOptions o)
     : RMSprop(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o) {}
 RMSprop::RMSprop(std::vector<ParamGroup> groups, RMSpropOptions o)
-    : Optimizer(std::move(groups), o.lr, rmsprop_defaults(o)), default_extra_{o.alpha, o.centered} {
+    : Optimizer(std::move(groups), o.lr, rmsprop_defaults(o)) {
   fp32_state_ = o.fp32_state;
-  extra_.assign(groups_.size(), default_extra_);
 }
 
 std::vector<std::string> RMSprop::state_names(const ParamGroup&) const {
   return {"square_avg", "momentum_buffer", "grad_avg"};
 }
 
-RMSprop::Extra RMSprop::extra(size_t g) const { return g < extra_.size() ? extra_[g] : default_extra_; }
-RMSprop::Extra& RMSprop::extra_mut(size_t g, const char* who) {
-  check_group(who, g, groups_.size());
-  if (extra_.size() < groups_.size()) extra_.resize(groups_.size(), default_extra_);  // groups added since
-  return extra_[g];
-}
 double RMSprop::alpha(size_t g) const {
   check_group("RMSprop::alpha", g, groups_.size());
-  return extra(g).alpha;
+  return groups_[g].options.alpha.value();
 }
 bool RMSprop::centered(size_t g) const {
   check_group("RMSprop::centered", g, groups_.size());
-  return extra(g).centered;
+  return groups_[g].options.centered.value();
 }
 void RMSprop::set_alpha(size_t g, double alpha) {
+  check_group("RMSprop::set_alpha", g, groups_.size());
   VOLT_CHECK(alpha >= 0.0 && alpha <= 1.0, "RMSprop::set_alpha: alpha must be in [0, 1], got ", alpha, " for group ",
              g);
-  extra_mut(g, "RMSprop::set_alpha").alpha = alpha;
+  groups_[g].options.alpha = alpha;
 }
-void RMSprop::set_centered(size_t g, bool c) { extra_mut(g, "RMSprop::set_centered").centered = c; }
+void RMSprop::set_centered(size_t g, bool c) {
+  check_group("RMSprop::set_centered", g, groups_.size());
+  groups_[g].options.centered = c;
+}
 
 void RMSprop::step() {
   trace::Range range(trace::Layer::optim, "[Optimizer]RMSprop.step");
   NoGradGuard ng;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
-    const Extra ex = extra(g);
     RmspropHyper h;
     h.lr = group.lr;
-    h.alpha = ex.alpha;
+    h.alpha = group.options.alpha.value();
     h.eps = group.options.eps.value();
     h.weight_decay = group.options.weight_decay.value();
     h.momentum = group.options.momentum.value();
-    h.centered = ex.centered;
+    h.centered = group.options.centered.value();
     Batches<RmspropTensors> batches;
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
@@ -152,6 +150,8 @@ GroupOptions adagrad_defaults(const AdagradOptions& o) {
   GroupOptions d;
   d.weight_decay = o.weight_decay;
   d.eps = o.eps;
+  d.lr_decay = o.lr_decay;
+  d.initial_accumulator_value = o.initial_accumulator_value;
   return d;
 }
 }  // namespace
@@ -159,32 +159,27 @@ GroupOptions adagrad_defaults(const AdagradOptions& o) {
 Adagrad::Adagrad(std::vector<Tensor> params, AdagradOptions o)
     : Adagrad(std::vector<ParamGroup>{{std::move(params), o.lr, {}}}, o) {}
 Adagrad::Adagrad(std::vector<ParamGroup> groups, AdagradOptions o)
-    : Optimizer(std::move(groups), o.lr, adagrad_defaults(o)), default_extra_{o.lr_decay, o.initial_accumulator_value} {
+    : Optimizer(std::move(groups), o.lr, adagrad_defaults(o)) {
   fp32_state_ = o.fp32_state;
-  extra_.assign(groups_.size(), default_extra_);
 }
 
-Adagrad::Extra Adagrad::extra(size_t g) const { return g < extra_.size() ? extra_[g] : default_extra_; }
-Adagrad::Extra& Adagrad::extra_mut(size_t g, const char* who) {
-  check_group(who, g, groups_.size());
-  if (extra_.size() < groups_.size()) extra_.resize(groups_.size(), default_extra_);
-  return extra_[g];
-}
 double Adagrad::lr_decay(size_t g) const {
   check_group("Adagrad::lr_decay", g, groups_.size());
-  return extra(g).lr_decay;
+  return groups_[g].options.lr_decay.value();
 }
 double Adagrad::initial_accumulator_value(size_t g) const {
   check_group("Adagrad::initial_accumulator_value", g, groups_.size());
-  return extra(g).initial_accumulator_value;
+  return groups_[g].options.initial_accumulator_value.value();
 }
 void Adagrad::set_lr_decay(size_t g, double v) {
+  check_group("Adagrad::set_lr_decay", g, groups_.size());
   check_finite_nonneg("Adagrad::set_lr_decay", "lr_decay", v);
-  extra_mut(g, "Adagrad::set_lr_decay").lr_decay = v;
+  groups_[g].options.lr_decay = v;
 }
 void Adagrad::set_initial_accumulator_value(size_t g, double v) {
+  check_group("Adagrad::set_initial_accumulator_value", g, groups_.size());
   check_finite_nonneg("Adagrad::set_initial_accumulator_value", "initial_accumulator_value", v);
-  extra_mut(g, "Adagrad::set_initial_accumulator_value").initial_accumulator_value = v;
+  groups_[g].options.initial_accumulator_value = v;
 }
 
 void Adagrad::step() {
@@ -192,10 +187,9 @@ void Adagrad::step() {
   NoGradGuard ng;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
-    const Extra ex = extra(g);
     AdagradHyper h;
     h.lr = group.lr;
-    h.lr_decay = ex.lr_decay;
+    h.lr_decay = group.options.lr_decay.value();
     h.weight_decay = group.options.weight_decay.value();
     h.eps = group.options.eps.value();
     // One batch per step count: lr_decay makes the step's lr depend on it.
@@ -207,7 +201,7 @@ void Adagrad::step() {
       refuse_capture(type_name(), p);
       ParamState& st = state(g, i);
       const DType dt = state_dtype(p.dtype());
-      Tensor sum = ensure_state(st.buffers, 0, p, dt, ex.initial_accumulator_value);
+      Tensor sum = ensure_state(st.buffers, 0, p, dt, group.options.initial_accumulator_value.value());
       ++st.step;
       batches.add(p, dt, st.step, AdagradTensors{p, grad, sum});
     }

@@ -10,10 +10,10 @@
 /// per-parameter state generically. Not under graph capture (TrainerOptions::cuda_graphs): only SGD, Adam and
 /// AdamW read their per-step values from device memory; step() refuses a capture with an error.
 ///
-/// Options that GroupOptions has no field for (RMSprop's alpha and centered, Adagrad's lr_decay and
-/// initial_accumulator_value) are per group too, but set through the optimizer (set_alpha(group, value), ...):
-/// a group takes the defaults when it is added. They are NOT part of hyper_state(): a checkpoint restores the
-/// GroupOptions fields and lr, and these keep the values the resumed optimizer was built with.
+/// RMSprop's alpha and centered and Adagrad's lr_decay and initial_accumulator_value are GroupOptions fields like
+/// the others: a group that leaves them unset takes the optimizer's defaults when it is added, they can be changed
+/// per group (group.options.alpha, or set_alpha(group, value), which checks the range), and hyper_state() saves
+/// them, so a checkpoint restores them with the same range checks as the constructor.
 ///
 /// State names (torch's): RMSprop square_avg, momentum_buffer (momentum != 0), grad_avg (centered); Adagrad sum;
 /// Lion exp_avg.
@@ -36,7 +36,7 @@ struct RMSpropOptions {
 
 /// torch.optim.RMSprop: g += wd * p; v = alpha * v + (1 - alpha) * g^2; centered: ga = lerp(ga, g, 1 - alpha),
 /// avg = sqrt(v - ga^2) + eps, else avg = sqrt(v) + eps; momentum: buf = momentum * buf + g / avg,
-/// p -= lr * buf, else p -= lr * g / avg. GroupOptions: momentum, weight_decay, eps.
+/// p -= lr * buf, else p -= lr * g / avg. GroupOptions: momentum, weight_decay, eps, alpha, centered.
 class RMSprop : public Optimizer {
  public:
   explicit RMSprop(std::vector<Tensor> params, RMSpropOptions options = {});
@@ -51,16 +51,6 @@ class RMSprop : public Optimizer {
   bool centered(size_t group) const;
   void set_alpha(size_t group, double alpha);
   void set_centered(size_t group, bool centered);
-
- private:
-  struct Extra {
-    double alpha;
-    bool centered;
-  };
-  Extra extra(size_t group) const;
-  Extra& extra_mut(size_t group, const char* who);
-  std::vector<Extra> extra_;
-  Extra default_extra_;
 };
 
 struct AdagradOptions {
@@ -73,7 +63,7 @@ struct AdagradOptions {
 };
 
 /// torch.optim.Adagrad: g += wd * p; clr = lr / (1 + (step - 1) * lr_decay); sum += g^2;
-/// p -= clr * g / (sqrt(sum) + eps). GroupOptions: weight_decay, eps.
+/// p -= clr * g / (sqrt(sum) + eps). GroupOptions: weight_decay, eps, lr_decay, initial_accumulator_value.
 class Adagrad : public Optimizer {
  public:
   explicit Adagrad(std::vector<Tensor> params, AdagradOptions options = {});
@@ -87,16 +77,6 @@ class Adagrad : public Optimizer {
   void set_lr_decay(size_t group, double lr_decay);
   /// Applies to state created after the call (the sum of a parameter that has not been stepped yet).
   void set_initial_accumulator_value(size_t group, double value);
-
- private:
-  struct Extra {
-    double lr_decay;
-    double initial_accumulator_value;
-  };
-  Extra extra(size_t group) const;
-  Extra& extra_mut(size_t group, const char* who);
-  std::vector<Extra> extra_;
-  Extra default_extra_;
 };
 
 struct LionOptions {

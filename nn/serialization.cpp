@@ -17,6 +17,7 @@ const char* safetensors_dtype_name(DType t) {
     case DType::i64: return "I64";
     case DType::i32: return "I32";
     case DType::u8: return "U8";
+    case DType::i8: return "I8";
     case DType::boolean: return "BOOL";
   }
   VOLT_FAIL("safetensors: unsupported dtype");
@@ -25,10 +26,10 @@ const char* safetensors_dtype_name(DType t) {
 DType parse_safetensors_dtype(const std::string& s) {
   static const std::pair<const char*, DType> table[] = {
       {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"F64", DType::f64},
-      {"I64", DType::i64}, {"I32", DType::i32}, {"U8", DType::u8},     {"BOOL", DType::boolean}};
+      {"I64", DType::i64}, {"I32", DType::i32}, {"U8", DType::u8}, {"I8", DType::i8},     {"BOOL", DType::boolean}};
   for (const auto& [name, dt] : table)
     if (s == name) return dt;
-  VOLT_FAIL("safetensors: unsupported dtype '", s, "'; expected F32, F16, BF16, F64, I64, I32, U8 or BOOL");
+  VOLT_FAIL("safetensors: unsupported dtype '", s, "'; expected F32, F16, BF16, F64, I64, I32, U8, I8 or BOOL");
 }
 
 // ---- JSON ----------------------------------------------------------------------------------------------------

@@ -29,9 +29,10 @@ class DTypeSet {
   uint32_t bits_ = 0;
 };
 
-inline constexpr DTypeSet kAllDTypes{DType::f32, DType::f16,  DType::bf16, DType::f64,
-                                     DType::i64, DType::i32, DType::u8,   DType::boolean};
-inline constexpr DTypeSet kNumeric{DType::f32, DType::f16, DType::bf16, DType::f64, DType::i64, DType::i32, DType::u8};
+inline constexpr DTypeSet kAllDTypes{DType::f32, DType::f16, DType::bf16, DType::f64,    DType::i64,
+                                     DType::i32, DType::u8,  DType::i8,   DType::boolean};
+inline constexpr DTypeSet kNumeric{DType::f32, DType::f16, DType::bf16, DType::f64,
+                                   DType::i64, DType::i32, DType::u8,   DType::i8};
 inline constexpr DTypeSet kFloating{DType::f32, DType::f16, DType::bf16, DType::f64};
 inline constexpr DTypeSet kF32F64{DType::f32, DType::f64};
 

@@ -103,7 +103,8 @@ ScopedBackendOverride::~ScopedBackendOverride() { g_override[slot(type_)].store(
 
 std::string DTypeSet::str() const {
   std::string s;
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8, DType::boolean})
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8, DType::i8,
+                  DType::boolean})
     if (contains(d)) s += (s.empty() ? "" : ", ") + std::string(dtype_name(d));
   return s.empty() ? "none" : s;
 }

@@ -19,6 +19,7 @@ void dispatch_all(DType t, const char* op, F&& f) {
     case DType::i64: f(int64_t{}); return;
     case DType::i32: f(int32_t{}); return;
     case DType::u8: f(uint8_t{}); return;
+    case DType::i8: f(int8_t{}); return;
     case DType::boolean: f(bool{}); return;
   }
   VOLT_FAIL(op, ": unsupported dtype");

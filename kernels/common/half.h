@@ -124,6 +124,7 @@ template <> struct acc_type<Half> { using type = float; };
 template <> struct acc_type<BFloat16> { using type = float; };
 template <> struct acc_type<bool> { using type = int64_t; };
 template <> struct acc_type<uint8_t> { using type = int64_t; };
+template <> struct acc_type<int8_t> { using type = int64_t; };
 template <> struct acc_type<int32_t> { using type = int64_t; };
 template <class T> using acc_t = typename acc_type<T>::type;
 

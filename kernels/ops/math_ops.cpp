@@ -164,6 +164,7 @@ uint64_t randint_range(int64_t low, int64_t high, DType dtype) {
              "dtype)");
   int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
   if (dtype == DType::u8) lo = 0, hi = 255;
+  else if (dtype == DType::i8) lo = -128, hi = 127;
   else if (dtype == DType::i32) lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
   else if (is_floating(dtype)) {  // every integer of the range exact (as PyTorch checks): |v| <= 2^mantissa digits
     const int digits = dtype == DType::f64 ? 53 : dtype == DType::f32 ? 24 : dtype == DType::f16 ? 11 : 8;

@@ -59,7 +59,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   VOLT_CHECK(a.defined(), "sum: the input is undefined");
   if (autocast_detail::wants_fp32(a)) return sum(autocast_detail::fp32(a), dims, keepdim);
   Tensor in = a.detach();
-  if (in.dtype() == DType::boolean || in.dtype() == DType::u8 || in.dtype() == DType::i32) in = in.to(DType::i64);
+  if (in.dtype() == DType::boolean || in.dtype() == DType::u8 || in.dtype() == DType::i8 || in.dtype() == DType::i32)
+    in = in.to(DType::i64);
   ReducePlan p = plan_reduction(in, dims, keepdim, "sum");
   Tensor out = empty(p.out_shape, in.dtype(), in.device());
   if (p.count == 0) {

@@ -72,7 +72,7 @@ TEST(Npy, WriterMatchesNumPyBytesExactly) {
 
 TEST(Npy, RoundTripEveryDtypeVersionByteOrderAndLayout) {
   TempDir dir;
-  for (DType dt : {DType::f16, DType::f32, DType::f64, DType::i32, DType::i64, DType::u8, DType::boolean})
+  for (DType dt : {DType::f16, DType::f32, DType::f64, DType::i32, DType::i64, DType::u8, DType::i8, DType::boolean})
     for (int version : {1, 2, 3})
       for (bool big : {false, true})
         for (bool fortran : {false, true}) {

@@ -56,7 +56,7 @@ TEST(AllGatherShapes, UnevenInEveryDimensionGathersExactly) {
       for (int j = 0; j < 2 - r; ++j) v.push_back(100.0 * r + 10.0 * i + j);
     return from_vector(v, {r + 1, 2 - r});
   };
-  for (DType dt : {DType::f64, DType::f32, DType::i64, DType::u8}) {
+  for (DType dt : {DType::f64, DType::f32, DType::i64, DType::u8, DType::i8}) {
     SCOPED_TRACE(dtype_name(dt));
     std::vector<Tensor> parts = group().all_gather_uneven(make(me).to(dt));
     ASSERT_EQ(static_cast<int>(parts.size()), world);

@@ -30,6 +30,14 @@ TEST(Collectives, AllReduceSumAvgMinMax) {
   pg().all_reduce(t = full({5}, r + 1.0, DType::i32), ReduceOp::Max);
   expect_all(t, w);
   VOLT_EXPECT_ERROR(pg().all_reduce(t, ReduceOp::Avg), "all_reduce", "avg", "int32");
+  // int8 travels as int8: sums, minima and maxima are exact, negatives included.
+  Tensor i8 = from_vector<int8_t>({static_cast<int8_t>(r + 1), static_cast<int8_t>(-10 * (r + 1))});
+  pg().all_reduce(i8, ReduceOp::Sum);
+  EXPECT_EQ(i8.dtype(), DType::i8);
+  EXPECT_EQ(i8.to_vector<int8_t>(), (std::vector<int8_t>{static_cast<int8_t>(w * (w + 1) / 2),
+                                                         static_cast<int8_t>(-10 * w * (w + 1) / 2)}));
+  pg().all_reduce(i8 = from_vector<int8_t>({static_cast<int8_t>(-r)}), ReduceOp::Min);
+  EXPECT_EQ(i8.to_vector<int8_t>()[0], static_cast<int8_t>(1 - w));
 }
 
 TEST(Collectives, AllReduceNonContiguousAndHalf) {

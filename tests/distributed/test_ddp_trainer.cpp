@@ -263,6 +263,8 @@ struct EvalModule : TrainModule {
     log("index_sum", m.index_sum);
     // A per-batch value: its sync_dist epoch value must be the batch-size-weighted global mean.
     log("feat0", b.input.select(1, 0).mean(), {.sync_dist = true});
+    // An int8 value summed across ranks and batches: exactly the number of samples.
+    log("i8_samples", full({}, static_cast<double>(b.size()), DType::i8), {.reduce_fx = "sum", .sync_dist = true});
   }
 };
 
@@ -296,6 +298,7 @@ TEST(DDPTrainer, EvaluationMetricsEqualOneProcessOverUnevenShards) {
   EXPECT_DOUBLE_EQ(r.at("acc"), ref.accuracy.compute().item());
   EXPECT_NEAR(r.at("auroc"), ref.auroc.compute().item(), 1e-6);
   EXPECT_NEAR(r.at("feat0"), feat0, 1e-6);
+  EXPECT_EQ(r.at("i8_samples"), static_cast<double>(kEvalN));
   // The callback metrics are the same global values on every rank.
   MetricMap cb = trainer.callback_metrics();
   EXPECT_EQ(cb.at("count"), static_cast<double>(kEvalN));

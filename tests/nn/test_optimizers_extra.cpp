@@ -466,6 +466,50 @@ TEST(OptimizersExtra, HyperStateCarriesTheGroupOptions) {
   VOLT_EXPECT_ERROR(lion.load_hyper_state({{"group.0.beta1", 1.5}}), "Lion", "group.0.beta1", "[0, 1)");
 }
 
+// RMSprop's alpha/centered and Adagrad's lr_decay/initial_accumulator_value are group options: set per group,
+// saved by hyper_state() and restored (with the constructor's range checks) by load_hyper_state().
+TEST(OptimizersExtra, PerGroupOnlyOptionsRoundTripThroughHyperState) {
+  Tensor a = param({1.0}), b = param({2.0});
+  optim::RMSprop r1({optim::ParamGroup{{a}, 0.01, {}}, optim::ParamGroup{{b}, 0.02, {.alpha = 0.5}}},
+                    {.alpha = 0.9});
+  r1.set_centered(0, true);
+  const auto hs = r1.hyper_state();
+  EXPECT_DOUBLE_EQ(hs.at("group.0.alpha"), 0.9);
+  EXPECT_DOUBLE_EQ(hs.at("group.1.alpha"), 0.5);
+  EXPECT_DOUBLE_EQ(hs.at("group.0.centered"), 1.0);
+  EXPECT_DOUBLE_EQ(hs.at("group.1.centered"), 0.0);
+  EXPECT_EQ(hs.count("group.0.lr_decay"), 0u);
+  optim::RMSprop r2({optim::ParamGroup{{param({1.0})}, 0.01, {}}, optim::ParamGroup{{param({2.0})}, 0.02, {}}},
+                    {.alpha = 0.9});
+  EXPECT_DOUBLE_EQ(r2.alpha(1), 0.9);
+  r2.load_hyper_state(hs);
+  EXPECT_DOUBLE_EQ(r2.alpha(1), 0.5);
+  EXPECT_TRUE(r2.centered(0));
+  EXPECT_FALSE(r2.centered(1));
+  VOLT_EXPECT_ERROR(r2.load_hyper_state({{"group.1.alpha", 1.5}}), "RMSprop", "'group.1.alpha' = 1.5",
+                    "expected a value in [0, 1]");
+  VOLT_EXPECT_ERROR(r2.load_hyper_state({{"group.0.centered", 0.5}}), "'group.0.centered'", "0 or 1");
+  EXPECT_DOUBLE_EQ(r2.alpha(1), 0.5);  // a rejected record changed nothing
+  VOLT_EXPECT_ERROR(r2.add_param_group({{param({3.0})}, 0.1, {.alpha = -0.1}}), "alpha must be in [0, 1]", "-0.1");
+
+  optim::Adagrad g1({optim::ParamGroup{{param({1.0})}, 0.1, {.initial_accumulator_value = 0.5}}}, {.lr_decay = 0.1});
+  g1.set_lr_decay(0, 0.3);
+  const auto ha = g1.hyper_state();
+  EXPECT_DOUBLE_EQ(ha.at("group.0.lr_decay"), 0.3);
+  EXPECT_DOUBLE_EQ(ha.at("group.0.initial_accumulator_value"), 0.5);
+  EXPECT_EQ(ha.count("group.0.alpha"), 0u);
+  optim::Adagrad g2({param({1.0})});
+  g2.load_hyper_state(ha);
+  EXPECT_DOUBLE_EQ(g2.lr_decay(0), 0.3);
+  EXPECT_DOUBLE_EQ(g2.initial_accumulator_value(0), 0.5);
+  VOLT_EXPECT_ERROR(g2.load_hyper_state({{"group.0.lr_decay", -1.0}}), "Adagrad", "'group.0.lr_decay' = -1",
+                    "a value >= 0");
+  VOLT_EXPECT_ERROR(g2.load_hyper_state({{"group.0.alpha", 0.5}}), "Adagrad", "does not have");
+  VOLT_EXPECT_ERROR(g2.set_lr_decay(1, 0.1), "Adagrad::set_lr_decay", "group 1 does not exist");
+  optim::SGD sgd({param({1.0})}, {.lr = 0.1});
+  VOLT_EXPECT_ERROR(sgd.add_param_group({{param({2.0})}, 0.1, {.centered = true}}), "option 'centered'");
+}
+
 // ---- errors ------------------------------------------------------------------------------------------------
 
 TEST(OptimizersExtra, BadOptionsAreClearErrors) {

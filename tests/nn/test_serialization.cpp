@@ -48,6 +48,7 @@ nn::StateDict all_dtypes() {
   sd.emplace_back("scalar", scalar_tensor(42.0));
   sd.emplace_back("empty", zeros({0, 4}));
   sd.emplace_back("strided", from_vector<float>({1, 2, 3, 4}, {2, 2}).t());  // saved contiguous
+  sd.emplace_back("i8", from_vector<int8_t>({-128, -1, 0, 127}, {2, 2}));
   return sd;
 }
 
@@ -70,6 +71,7 @@ TEST(Safetensors, RoundTripAllDtypesAndMetadata) {
     EXPECT_EQ(back[i].second.to_vector<double>(), sd[i].second.to_vector<double>());
   }
   EXPECT_EQ(back[10].second.to_vector<float>(), (std::vector<float>{1, 3, 2, 4}));
+  EXPECT_EQ(back[11].second.to_vector<int8_t>(), (std::vector<int8_t>{-128, -1, 0, 127}));
   EXPECT_EQ(dir.count(), 1u);  // no temp file left behind
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/gradcheck.h"
+#include <volt/kernels/math_ops.h>
 #include <volt/kernels/ops.h>
 
 using namespace volt;
@@ -109,6 +110,37 @@ TEST(CastInt, TruncationBoolAndWideIntegers) {
             (std::vector<int64_t>{0, 1}));
   // 70000 overflows f16 (inf) even from an integer.
   EXPECT_EQ(bits16(from_vector<int64_t>({70000, 2049}).to(DType::f16)), (std::vector<uint16_t>{0x7C00, 0x6800}));
+}
+
+// int8: named, parsed, one byte, promoted (with uint8 to int32: neither holds the other), cast with the same
+// wrap-around as the other integer types, and summed in int64 like them.
+TEST(CastInt, Int8) {
+  EXPECT_STREQ(dtype_name(DType::i8), "int8");
+  EXPECT_EQ(parse_dtype("int8"), DType::i8);
+  EXPECT_EQ(parse_dtype("i8"), DType::i8);
+  EXPECT_EQ(itemsize(DType::i8), 1u);
+  EXPECT_TRUE(is_integral(DType::i8));
+  EXPECT_EQ(promote_types(DType::i8, DType::u8), DType::i32);
+  EXPECT_EQ(promote_types(DType::u8, DType::i8), DType::i32);
+  EXPECT_EQ(promote_types(DType::i8, DType::boolean), DType::i8);
+  EXPECT_EQ(promote_types(DType::i8, DType::i32), DType::i32);
+  EXPECT_EQ(promote_types(DType::i8, DType::f16), DType::f16);
+  EXPECT_EQ(from_vector<float>({2.7f, -2.7f, 127.0f, -128.0f, 128.0f, 300.0f, -1.0f, std::nanf("")})
+                .to(DType::i8)
+                .to_vector<int8_t>(),
+            (std::vector<int8_t>{2, -2, 127, -128, -128, 44, -1, 0}));
+  Tensor a = from_vector<int8_t>({-100, 50, 100});
+  EXPECT_EQ(a.dtype(), DType::i8);
+  EXPECT_EQ(a.to(DType::f32).to_vector<float>(), (std::vector<float>{-100, 50, 100}));
+  EXPECT_EQ((a + a).to_vector<int8_t>(), (std::vector<int8_t>{56, 100, -56}));  // wraps, as int8 arithmetic does
+  Tensor s = sum(a, {0}, false);
+  EXPECT_EQ(s.dtype(), DType::i64);
+  EXPECT_EQ(s.item<int64_t>(), 50);
+  EXPECT_EQ((a + from_vector<uint8_t>({1, 2, 3})).dtype(), DType::i32);
+  EXPECT_EQ((a + from_vector<uint8_t>({1, 2, 3})).to_vector<int32_t>(), (std::vector<int32_t>{-99, 52, 103}));
+  Tensor r = randint(-128, 128, {1000}, DType::i8, kCPU);
+  for (int8_t v : r.to_vector<int8_t>()) EXPECT_TRUE(v >= -128 && v <= 127);
+  VOLT_EXPECT_ERROR(randint(-129, 0, {1}, DType::i8, kCPU), "does not fit in dtype int8", "values -128 to 127");
 }
 
 // C++ leaves NaN and out-of-range float -> integer conversions undefined (x86 and GPUs disagree); Volt defines

@@ -38,6 +38,7 @@ const char* short_name(DType d) {
     case DType::i64: return "i64";
     case DType::i32: return "i32";
     case DType::u8: return "u8";
+    case DType::i8: return "i8";
     case DType::boolean: return "bool";
   }
   return "?";
