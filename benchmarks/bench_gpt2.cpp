@@ -6,6 +6,7 @@
 //
 //   build/benchmarks/bench_gpt2 --model 124M --batch 16 --seq 1024 --precision bf16-mixed --accelerator gpu
 //   build-cpu/benchmarks/bench_gpt2 --model tiny --batch 4 --seq 64 --vocab 256 --accelerator cpu
+//   build/benchmarks/bench_gpt2 --model 350M --recompute ...     # blocks recomputed in backward (gpt2_recompute.h)
 //
 // MFU = flops_per_token (6N + 6LCT, nn::GPT2::flops_per_token) x tokens/s over the device's dense bf16 peak:
 // --peak-tflops, else 989 for compute capability 9.0 (H100/H200 SXM) and 312 for 8.0 (A100); null otherwise.
@@ -20,6 +21,7 @@
 
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/models/gpt2.h>
+#include <volt/nn/models/gpt2_recompute.h>
 #include <volt/nn/optim.h>
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/autocast.h>
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
   int64_t batch = 16, seq = 1024, vocab = 50304, steps = 20, warmup = 5, repeats = 3;
   double peak_tflops = 0;
   uint64_t seed = 1337;
+  bool recompute = false;
   CLI::App app{"Volt GPT-2 training-step benchmark"};
   app.add_option("--model", model_name, "tiny | 124M | 350M | 774M");
   app.add_option("--batch", batch, "batch size B")->check(CLI::PositiveNumber);
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
   app.add_option("--accelerator", accelerator, "gpu | cpu")->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--peak-tflops", peak_tflops, "the device's dense bf16 peak, for the MFU (default: known GPUs)");
   app.add_option("--seed", seed, "weights and tokens");
+  app.add_flag("--recompute", recompute, "recompute each block's activations in backward instead of keeping them");
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = accelerator == "gpu" ? cuda_device(0) : kCPU;
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
     manual_seed(seed);
     nn::GPT2 model(nn::gpt2_config(model_name, vocab, std::max<int64_t>(1024, seq)));
     model.to(device);
+    nn::set_recompute(model, recompute);
     optim::AdamW opt({optim::ParamGroup{model.decay_parameters(), 6e-4, {.weight_decay = 0.1}},
                       optim::ParamGroup{model.no_decay_parameters(), 6e-4, {.weight_decay = 0.0}}},
                      {.lr = 6e-4, .betas = {0.9, 0.95}, .eps = 1e-8});
@@ -105,12 +110,14 @@ int main(int argc, char** argv) {
     std::printf("{\"impl\":\"volt\",\"device\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                 "\"precision\":\"%s\",\"ms_per_step\":%.3f,\"ms_per_step_min\":%.3f,\"ms_per_step_max\":%.3f,"
                 "\"repeats\":%lld,\"steps\":%lld,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,\"mfu\":%s,"
-                "\"peak_tflops\":%g,\"peak_mem_gib\":%.3f,\"first_loss\":%.4f,\"last_loss\":%.4f}\n",
+                "\"peak_tflops\":%g,\"peak_mem_gib\":%.3f,\"peak_mem_bytes\":%lld,\"recompute\":%s,"
+                "\"first_loss\":%.4f,\"last_loss\":%.4f}\n",
                 device.str().c_str(), model_name.c_str(), static_cast<long long>(model.num_parameters()),
                 static_cast<long long>(batch), static_cast<long long>(seq), precision.c_str(), median, sorted.front(),
                 sorted.back(), static_cast<long long>(repeats), static_cast<long long>(steps), tokens_per_s, flops,
                 mfu.c_str(), peak_tflops, static_cast<double>(memory_stats(device).peak_allocated) / (1 << 30),
-                first_loss, last_loss.item());
+                static_cast<long long>(memory_stats(device).peak_allocated), recompute ? "true" : "false", first_loss,
+                last_loss.item());
   } catch (const std::exception& e) {
     std::cerr << "bench_gpt2: " << e.what() << "\n";
     return 1;

@@ -72,7 +72,7 @@ NpyType parse_descr(const std::string& descr, const std::string& name) {
   if (is('f', 2)) t.dtype = DType::f16;
   else if (is('f', 4)) t.dtype = DType::f32;
   else if (is('f', 8)) t.dtype = DType::f64;
-  else if (is('i', 1) || is('i', 2) || is('i', 4) || is('u', 2)) t.dtype = DType::i32;
+  else if (is('i', 2) || is('i', 4) || is('u', 2)) t.dtype = DType::i32;
   else if (is('i', 8) || is('u', 4)) t.dtype = DType::i64;
   else if (is('u', 1)) t.dtype = DType::u8;
   else if (is('i', 1)) t.dtype = DType::i8;
@@ -303,8 +303,7 @@ Tensor decode(const NpyHeader& h, const std::function<void(void*, size_t)>& read
     std::vector<uint8_t> raw(h.nbytes);
     if (h.nbytes) read(raw.data(), h.nbytes);
     const bool big = t.big_endian;
-    if (t.kind == 'i' && t.size == 1) widen<int8_t>(raw.data(), n, big, out.data<int32_t>());
-    else if (t.kind == 'i' && t.size == 2) widen<int16_t>(raw.data(), n, big, out.data<int32_t>());
+    if (t.kind == 'i' && t.size == 2) widen<int16_t>(raw.data(), n, big, out.data<int32_t>());
     else if (t.kind == 'u' && t.size == 2) widen<uint16_t>(raw.data(), n, big, out.data<int32_t>());
     else if (t.kind == 'u' && t.size == 4) widen<uint32_t>(raw.data(), n, big, out.data<int64_t>());
     else VOLT_ASSERT(false, "no widening for kind ", t.kind, t.size);

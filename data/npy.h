@@ -10,9 +10,9 @@
 ///
 /// dtypes read (either byte order, '<' '>' '|' or '='; '=' is taken as little-endian like this host):
 /// @code{.unparsed}
-///   f2 -> f16   f4 -> f32   f8 -> f64   i8 -> i64   i4 -> i32   u1 -> u8   b1 -> boolean (nonzero -> 1)
-///   i1, i2, u2 -> i32 and u4 -> i64 (widened: Volt has no 8/16-bit signed or 16/32-bit unsigned dtype; the
-///   values are kept exactly).
+///   f2 -> f16   f4 -> f32   f8 -> f64   i8 -> i64   i4 -> i32   i1 -> i8   u1 -> u8   b1 -> boolean (nonzero -> 1)
+///   i2, u2 -> i32 and u4 -> i64 (widened: Volt has no 16-bit or 32-bit unsigned dtype; the values are kept
+///   exactly).
 /// @endcode
 /// Refused with an error naming the dtype: u8 (uint64: no Volt dtype holds every value; save
 /// arr.astype(np.int64)), complex, strings, objects (pickles), datetimes and structured dtypes.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <volt/distributed/flight_recorder.h>
+#include <volt/distributed/peer_status.h>
 #include <volt/distributed/work_util.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
@@ -181,6 +182,7 @@ void ProcessGroup::set_peers(std::vector<PeerIdentity> peers) {
     if (peers_[r].host == me) lowest_here = r;
   recorder_ = FlightRecorder::open(backend_name() + std::to_string(index), peers_[0].pid, peers_[0].host,
                                    world_size_, rank_, lowest_here == rank_);
+  detail::remember_flight_recorder(this, recorder_);  // peer_status.h: who is stopped, asked from a signal watcher
 }
 
 std::vector<std::string> ProcessGroup::hosts() const {

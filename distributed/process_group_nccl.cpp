@@ -4,10 +4,16 @@
 // Stream ordering: before a collective the comm stream waits on an event recorded on the compute stream (so
 // the collective sees the finished gradients); Work::wait() makes the compute stream wait on an event recorded
 // after the collective. With VOLT_NCCL_BLOCKING_WAIT=1 (the default) wait() also polls that event on the host
-// with the group's timeout and, on timeout, aborts the NCCL communicator (ncclCommAbort) so the GPU stream does
-// not stay stuck, marks the group broken and throws. VOLT_NCCL_BLOCKING_WAIT=0 keeps wait() free of host
-// synchronisation (more overlap) at the price of no timeout on GPU collectives. While the compute stream is being
-// captured into a CUDA graph, wait() only orders the streams (an event captured into a graph cannot be polled).
+// with the group's timeout. VOLT_NCCL_BLOCKING_WAIT=0 keeps wait() free of host synchronisation (more overlap)
+// at the price of no timeout on GPU collectives. While the compute stream is being captured into a CUDA graph,
+// wait() only orders the streams (an event captured into a graph cannot be polled).
+//
+// A dead or stuck peer: the communicator is non-blocking (nccl_comm.h), so its creation, each enqueue, each
+// blocking wait, the barrier and the teardown are watched with the group's timeout under one rule
+// (nccl_watchdog.h): an error NCCL reports (ncclCommGetAsyncError) or the timeout aborts the communicator
+// (ncclCommAbort, so the GPU stream does not stay stuck), marks the group broken and throws the MPI backend's
+// error: the collective and its sequence number, who has exited, and, from the flight recorder, who is behind
+// and in which collective.
 //
 // The communicator is created at the first device collective, on that tensor's device: the device a strategy
 // (or a user) chose for the rank, whatever the rank numbers or CUDA_VISIBLE_DEVICES make of it.
@@ -17,16 +23,18 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
+#include <volt/distributed/nccl_comm.h>
+#include <volt/distributed/peer_status.h>
 #include <volt/distributed/process_group_mpi.h>
 #include <volt/distributed/work_util.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
+#include <volt/runtime/log.h>
 #include <volt/runtime/cuda_check.h>
 #include <volt/runtime/cuda_graph.h>
 
@@ -118,15 +126,22 @@ class ProcessGroupNCCL final : public ProcessGroup {
   }
   ~ProcessGroupNCCL() override {
     if (!comm_) return;
-    if (broken()) ncclCommAbort(comm_);
-    else ncclCommDestroy(comm_);
+    if (broken()) {
+      ncclCommAbort(comm_);
+    } else if (!nccl_watchdog::finalize_or_abort(comm_, timeout())) {
+      logging::warn("ProcessGroup(nccl): rank " + std::to_string(rank()) + ": the NCCL communicator did not " +
+                    "finish its work within the collective timeout (" + std::to_string(timeout()) +
+                    " s) while being destroyed; it was aborted");
+    }
+    comm_ = nullptr;
   }
   std::string backend_name() const override { return "nccl"; }
   bool avg_is_fused() const override { return true; }  // ncclAvg: no separate scaling kernel
 
-  // Creates the communicator on `device` at the first device collective (every rank reaches it, collectives
-  // being called in the same order on all ranks): the one-GPU-per-rank check, the unique id over MPI, then NCCL.
-  void ensure_comm(Device device) {
+  // Creates the communicator on `device` at the first device collective, `info` (every rank reaches it,
+  // collectives being called in the same order on all ranks): the one-GPU-per-rank check, the unique id over MPI,
+  // then NCCL without blocking, watched with the group's timeout.
+  void ensure_comm(Device device, const CollectiveInfo& info) {
     if (comm_) return;
     use_device(device);
     VOLT_CUDA_CHECK(cudaSetDevice(device_.index));
@@ -136,7 +151,9 @@ class ProcessGroupNCCL final : public ProcessGroup {
     MPI_Request req;
     check_mpi(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, host_->comm(), &req), "MPI_Ibcast(ncclUniqueId)");
     host_->wait_request(req, CollectiveInfo{"nccl bootstrap (unique id broadcast)", 0});
-    VOLT_NCCL_CHECK(ncclCommInitRank(&comm_, world_size(), id, rank()));
+    const CollectiveInfo init{info.op + " (creating its NCCL communicator)", info.seq};
+    comm_ = nccl_watchdog::init_comm(device_.index, world_size(), id, rank(), timeout(),
+                                     [&](const nccl_watchdog::Outcome& o) { return failure_text(init, o); });
   }
 
   // NCCL refuses two ranks on one GPU ("invalid usage" from ncclCommInitRank); say which ranks collide and
@@ -187,24 +204,20 @@ class ProcessGroupNCCL final : public ProcessGroup {
     device_ = device;
     bound_ = true;
   }
-  // An error NCCL raised asynchronously (a peer gone, a network fault), as text; empty while there is none.
-  std::string async_error() const {
-    ncclResult_t e = ncclSuccess;
-    if (!comm_ || ncclCommGetAsyncError(comm_, &e) != ncclSuccess) return "";
-    return e == ncclSuccess || e == ncclInProgress ? "" : ncclGetErrorString(e);
+  // Waits for `done` under the watchdog's rule; on an error or the timeout the communicator has been aborted,
+  // and the group is marked broken and the error thrown (as the MPI backend's).
+  void watch_or_fail(const CollectiveInfo& info, const std::function<bool()>& done) {
+    const nccl_watchdog::Outcome o = nccl_watchdog::watch_comm(&comm_, done, timeout());
+    if (o.kind != nccl_watchdog::Outcome::Kind::Done) VOLT_FAIL(failure_text(info, o));
   }
-
-  // Called by NCCLWork on a timeout: unblocks the stream and poisons the group.
-  [[noreturn]] void fail_timeout(const CollectiveInfo& info, double elapsed) {
-    fail_aborted(timeout_message(info, elapsed));
-  }
-  // Called by NCCLWork when NCCL reported an asynchronous error: marks the group broken and aborts the
-  // communicator, as a timeout does.
-  [[noreturn]] void fail_aborted(const std::string& msg) {
+  // The error of a failed or timed-out watch of `info`; marks the group broken.
+  std::string failure_text(const CollectiveInfo& info, const nccl_watchdog::Outcome& o) {
+    if (o.kind == nccl_watchdog::Outcome::Kind::TimedOut) return timeout_message(info, o.elapsed_s);
+    const std::string recorder = flight_recorder_report(*this, info.seq);
+    std::string msg = nccl_watchdog::failure_message(info, rank(), world_size(), o.error,
+                                                     peer_liveness_report() + (recorder.empty() ? "" : " " + recorder));
     mark_broken(msg);
-    if (comm_) ncclCommAbort(comm_);
-    comm_ = nullptr;
-    VOLT_FAIL(msg);
+    return msg;
   }
 
  protected:
@@ -213,7 +226,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   // Orders the comm stream after the compute stream, runs `issue` on the comm stream, records `done`.
   template <class F>
   std::shared_ptr<Work> launch(const CollectiveInfo& info, const Tensor& t, std::vector<Tensor> keep, F issue) {
-    ensure_comm(bound_ ? device_ : t.device());
+    ensure_comm(bound_ ? device_ : t.device(), info);
     VOLT_CHECK(t.device() == device_, "ProcessGroup::", info.op, ": tensor is on ", t.device().str(),
                " but this rank's NCCL communicator uses ", device_.str());
     Stream compute = get_stream(device_, StreamKind::Compute);
@@ -221,7 +234,20 @@ class ProcessGroupNCCL final : public ProcessGroup {
     Event ready;
     ready.record(compute);
     ready.wait(comm);
-    VOLT_NCCL_CHECK(issue(raw(comm)));
+    const ncclResult_t rc = issue(raw(comm));
+    if (rc == ncclInProgress) {
+      // Non-blocking: NCCL finishes enqueueing in the background; the completion event must come after it.
+      watch_or_fail(info, [this] { return nccl_watchdog::settled(comm_); });
+    } else if (rc == ncclInvalidArgument || rc == ncclInvalidUsage) {
+      VOLT_FAIL("ProcessGroup::", info.op, " (sequence #", info.seq, "): NCCL refused the call: ", ncclGetErrorString(rc));
+    } else if (rc != ncclSuccess) {  // the communicator itself failed (a peer, the network, NCCL)
+      nccl_watchdog::Outcome o;
+      o.kind = nccl_watchdog::Outcome::Kind::Failed;
+      o.error = ncclGetErrorString(rc);
+      if (comm_) ncclCommAbort(comm_);
+      comm_ = nullptr;
+      VOLT_FAIL(failure_text(info, o));
+    }
     auto w = std::make_shared<NCCLWork>(this, info, device_, std::move(keep));
     w->done->record(comm);
     return w;
@@ -252,9 +278,12 @@ class ProcessGroupNCCL final : public ProcessGroup {
   std::shared_ptr<Work> barrier_impl(const CollectiveInfo& info) override {
     // Device work first, then the host barrier (with its timeout). Before the first device collective no
     // device has been chosen, and there is no device communication to wait for.
+    // Polled, not cudaStreamSynchronize: a stream behind a collective whose peer is gone would never finish.
     if (comm_) {
-      synchronize(get_stream(device_, StreamKind::Compute));
-      synchronize(get_stream(device_, StreamKind::Comm));
+      Event compute_done, comm_done;
+      compute_done.record(get_stream(device_, StreamKind::Compute));
+      comm_done.record(get_stream(device_, StreamKind::Comm));
+      watch_or_fail(info, [&] { return compute_done.query() && comm_done.query(); });
     }
     host_->barrier();
     return std::make_shared<DoneWork>(info);
@@ -278,15 +307,7 @@ void NCCLWork::wait() {
   done->wait(get_stream(dev_, StreamKind::Compute));  // later compute sees the result
   // Host polling is not allowed on an event captured into a graph (and nothing has run yet).
   if (!pg_->blocking_wait() || cuda_graph::is_capturing(dev_)) return;
-  auto start = std::chrono::steady_clock::now();
-  std::string async;
-  if (!poll_until([&] { return done->query() || !(async = pg_->async_error()).empty(); }, pg_->timeout())) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    pg_->fail_timeout(info_, s);
-  }
-  if (!async.empty())
-    pg_->fail_aborted("ProcessGroup(nccl): " + info_.op + " failed: NCCL reported " + async +
-                      " (a peer rank may have died or its network failed); the communicator was aborted");
+  pg_->watch_or_fail(info_, [this] { return done->query(); });
 }
 
 }  // namespace

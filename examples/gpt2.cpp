@@ -8,13 +8,15 @@
 //
 // --data: token shard files (named *.bin, or starting with the shard magic number) or text files,
 // comma-separated. With text and no --val-data, every tenth block of 2048 bytes is held out for validation. The
-// training windows are shuffled unless --no-shuffle keeps the reference script's order. results.json gets the
+// training windows are shuffled unless --no-shuffle keeps the reference script's order. --recompute recomputes
+// each block's activations in backward (nn/models/gpt2_recompute.h). results.json gets the
 // final validation loss and, for text, the bigram entropy of the training bytes (the loss of the best
 // one-token-context model).
 #include <iostream>
 
 #include "examples/example_common.h"
 #include "examples/gpt2_module.h"
+#include <volt/nn/models/gpt2_recompute.h>
 
 #ifndef VOLT_SOURCE_DIR
 #define VOLT_SOURCE_DIR "."
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
   args.trainer.log_every_n_steps = 25;
   std::string model_name = "tiny", val_data, init_path, save_path;
   int64_t vocab = 256, seq_len = 64;
-  bool shuffle = true;
+  bool shuffle = true, recompute = false;
   GPT2TrainOptions topt;
   topt.warmup_steps = 20;
   int code = 0;
@@ -59,6 +61,9 @@ int main(int argc, char** argv) {
         ->check(integer_in(0, kMax, "a non-negative integer"));
     cli::add_bool_flag(app, "--shuffle,!--no-shuffle", shuffle,
                        "shuffle the training windows (--no-shuffle: the reference script's order)");
+    app.add_flag("--recompute", recompute,
+                 "recompute each block's activations in backward instead of keeping them (less memory, one more "
+                 "forward; same gradients)");
     app.add_option("--init", init_path, "initial weights (safetensors under the PyTorch GPT-2 names)");
     app.add_option("--save-weights", save_path, "write the trained weights here (safetensors, same names)");
   };
@@ -68,6 +73,7 @@ int main(int argc, char** argv) {
     topt.lr = args.lr;
     seed_everything(args.seed);
     GPT2Module model(nn::gpt2_config(model_name, vocab, seq_len), topt);
+    nn::set_recompute(model.gpt, recompute);
     // Tokens/s, and MFU by the reference script's count (6N + 6LCT per token), which includes the attention the
     // traced GEMM counter does not see.
     auto throughput = std::make_shared<ThroughputMonitor>(ThroughputMonitorOptions{

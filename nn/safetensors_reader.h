@@ -37,9 +37,14 @@ class SafetensorsReader {
   /// Reads `e` into `out` (any device; shape and dtype must be e's): straight into its memory when it is a
   /// contiguous CPU tensor, else through one temporary CPU tensor of e's size.
   void read_into(const Entry& e, Tensor& out);
+  /// Reads elements [first, first + count) of `e` (row-major, as if flattened) into `out`, a (count,) tensor of
+  /// e's dtype on any device: only those bytes are read from the file, straight into `out` when it is a
+  /// contiguous CPU tensor, else through one temporary CPU tensor of `count` elements. A range outside the
+  /// tensor is a volt::Error.
+  void read_range_into(const Entry& e, int64_t first, int64_t count, Tensor& out);
 
  private:
-  void read_bytes(const Entry& e, void* dst);
+  void read_bytes(const Entry& e, uint64_t begin, uint64_t end, void* dst);  ///< [begin, end) of e's bytes
   std::string path_;
   std::ifstream in_;
   uint64_t data_start_ = 0;

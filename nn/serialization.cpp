@@ -179,17 +179,17 @@ const SafetensorsReader::Entry* SafetensorsReader::find(const std::string& name)
   return nullptr;
 }
 
-void SafetensorsReader::read_bytes(const Entry& e, void* dst) {
-  if (e.end == e.begin) return;
+void SafetensorsReader::read_bytes(const Entry& e, uint64_t begin, uint64_t end, void* dst) {
+  if (end == begin) return;
   in_.clear();
-  in_.seekg(static_cast<std::streamoff>(data_start_ + e.begin));
-  in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
+  in_.seekg(static_cast<std::streamoff>(data_start_ + e.begin + begin));
+  in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(end - begin));
   VOLT_CHECK(in_.good(), "load_safetensors: reading tensor '", e.name, "' from '", path_, "' failed");
 }
 
 Tensor SafetensorsReader::read(const Entry& e) {
   Tensor t = empty(e.shape, e.dtype);
-  read_bytes(e, t.data_ptr());
+  read_bytes(e, 0, e.end - e.begin, t.data_ptr());
   return t;
 }
 
@@ -198,11 +198,31 @@ void SafetensorsReader::read_into(const Entry& e, Tensor& out) {
              "': tensor '", e.name, "' is ", dtype_name(e.dtype), " ", shape_to_string(e.shape), " but it is read into ",
              out.defined() ? std::string(dtype_name(out.dtype())) + " " + out.shape_str() : std::string("an undefined tensor"));
   if (out.device().is_cpu() && out.is_contiguous()) {
-    read_bytes(e, out.data_ptr());
+    read_bytes(e, 0, e.end - e.begin, out.data_ptr());
     return;
   }
   NoGradGuard ng;
   out.copy_(read(e));
+}
+
+void SafetensorsReader::read_range_into(const Entry& e, int64_t first, int64_t count, Tensor& out) {
+  const int64_t n = shape_numel(e.shape);
+  VOLT_CHECK(first >= 0 && count >= 0 && first <= n && count <= n - first, "load_safetensors: '", path_,
+             "': elements [", first, ", ", first + count, ") of tensor '", e.name, "' requested, but it holds ", n);
+  VOLT_CHECK(out.defined() && out.dim() == 1 && out.size(0) == count && out.dtype() == e.dtype, "load_safetensors: '",
+             path_, "': ", count, " elements of tensor '", e.name, "' (", dtype_name(e.dtype), ") are read into ",
+             out.defined() ? std::string(dtype_name(out.dtype())) + " " + out.shape_str() : std::string("an undefined tensor"),
+             "; expected a (", count, ",) ", dtype_name(e.dtype), " tensor");
+  const uint64_t item = itemsize(e.dtype);
+  const uint64_t begin = static_cast<uint64_t>(first) * item, end = static_cast<uint64_t>(first + count) * item;
+  if (out.device().is_cpu() && out.is_contiguous()) {
+    read_bytes(e, begin, end, out.data_ptr());
+    return;
+  }
+  Tensor tmp = empty({count}, e.dtype);
+  read_bytes(e, begin, end, tmp.data_ptr());
+  NoGradGuard ng;
+  out.copy_(tmp);
 }
 
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {

@@ -4,7 +4,8 @@
 #   run  command: bash scripts/gpu_check.sh   carry: [".gpu"]   timeout_s: 540
 # It works in order of what matters most and stops starting new work when its time budget
 # (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
-#   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, the tests that once assumed no GPU);
+#   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, NCCL's watchdog, the tests that once
+#      assumed no GPU);
 #   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
 #      the MLP with small products on cuBLAS (--small-gemm off) and with TF32, and the MLP with two loader threads
 #      (--num-workers 2), Volt's small GEMM against cuBLAS; then the PyTorch references for the same work
@@ -74,6 +75,9 @@ for t in test_runtime test_kernels test_nn test_trainer test_data test_reliabili
   have $t "gpu_$t" gpu_test && step "gpu_$t" 120 $t --gtest_filter="$gpu_filter"
 done
 have test_op_table gpu_test_op_table gpu_test && step gpu_test_op_table 180 test_op_table --gtest_filter='*Cuda*:*cuda*'
+# NCCL's non-blocking communicator and its watchdog on the GPU (tests/distributed/test_nccl_cuda.cpp), one rank.
+have test_distributed gpu_test_distributed gpu_test && step gpu_test_distributed 90 orterun -np 1 test_distributed \
+  --gtest_filter='NcclWatchdog*'
 # The model zoo (docs/zoo.md), one training step each on the GPU.
 for z in vae vit resnet18 wgan_gp pinn lstm_lm ddpm_unet gnn; do
   zoo_args=(--accelerator gpu --steps 1)

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <volt/distributed/peer_status.h>
 #include <volt/distributed/process_group.h>
 #include <volt/runtime/error.h>
 
@@ -54,26 +56,34 @@ void write_all(const std::string& s) {
 // A launcher tears a job down after one of its ranks died by sending the survivors SIGTERM: the graceful path
 // would wait for the dead rank in its next collective until the launcher kills the survivors, with no word of
 // why. If a peer on this host has exited, say which (rank, pid, host) and exit with 128 + signal (half a second
-// later, unless the launcher's SIGKILL comes first). A signal while every peer is alive (a scheduler stopping
-// the whole job) is left to the graceful path.
+// later, unless the launcher's SIGKILL comes first). A peer that is stopped (SIGSTOP, a debugger) cannot reach
+// the step boundary either: if it stays stopped for two looks 100 ms apart (a launcher that ends a job
+// continues its stopped processes first), name it and its last collective and exit the same way. A signal
+// while every peer is alive and running (a scheduler stopping the whole job) is left to the graceful path.
+void exit_naming(const dist::ProcessGroup& g, int sig, const std::vector<std::string>& peers, const char* what) {
+  std::string list;
+  for (size_t i = 0; i < peers.size(); ++i) list += (i ? ", " : "") + peers[i];
+  write_all("rank " + std::to_string(g.rank()) + ": " + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " received while " +
+            list + (peers.size() == 1 ? " is" : " are") + " " + what + "; exiting now (code " +
+            std::to_string(128 + sig) + ") instead of waiting for it in a collective\n");
+  // The launcher is about to kill the whole job; an early exit of ours would only make it hurry (Open MPI
+  // then SIGKILLs the other survivors before they have said the same). Give them a moment.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::_exit(128 + sig);
+}
+
 void report_missing_peers(int sig) {
   if (!dist::is_initialized()) return;
   const dist::ProcessGroup& g = dist::default_group();
   if (g.world_size() < 2) return;
+  int stopped_looks = 0;
   for (int look = 0; look < 3; ++look) {  // the launcher may signal the moment it reaps the dead rank
     const std::vector<std::string> gone = g.missing_peers();
-    if (!gone.empty()) {
-      std::string list;
-      for (size_t i = 0; i < gone.size(); ++i) list += (i ? ", " : "") + gone[i];
-      write_all("rank " + std::to_string(g.rank()) + ": " + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
-                " received while " + list + (gone.size() == 1 ? " is" : " are") +
-                " missing (exited); exiting now (code " + std::to_string(128 + sig) +
-                ") instead of waiting for it in a collective\n");
-      // The launcher is about to kill the whole job; an early exit of ours would only make it hurry (Open MPI
-      // then SIGKILLs the other survivors before they have said the same). Give them a moment.
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      ::_exit(128 + sig);
-    }
+    if (!gone.empty()) exit_naming(g, sig, gone, "missing (exited)");
+    const std::vector<std::string> stopped = dist::stopped_peers(g);
+    stopped_looks = stopped.empty() ? 0 : stopped_looks + 1;
+    if (stopped_looks == 2)
+      exit_naming(g, sig, stopped, ("stuck (this rank's last collective is " + dist::last_collective(g) + ")").c_str());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

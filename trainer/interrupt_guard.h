@@ -10,7 +10,10 @@
 // would spend that second waiting for the dead rank in a collective and die without a word. So a watcher
 // thread looks at the signal at once: when a rank of the default process group on this host has exited, it
 // prints "rank R: SIGTERM received while rank X (pid P on HOST) is missing (exited); ..." to stderr and exits
-// with 128 + signal. With every peer alive, the signal takes the graceful path above.
+// with 128 + signal. A rank on this host that is stopped (SIGSTOP, a debugger) at two looks 100 ms apart is
+// named the same way, with its last collective and this rank's (distributed/peer_status.h): "rank R: SIGTERM
+// received while rank X (pid P on HOST, process stopped, last collective #S OP) is stuck (this rank's last
+// collective is #S' OP'); ...". With every peer alive and running, the signal takes the graceful path above.
 #include <csignal>
 
 namespace volt {

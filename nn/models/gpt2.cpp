@@ -1,11 +1,16 @@
 #include <volt/nn/models/gpt2.h>
+#include <volt/nn/models/gpt2_recompute.h>
 
 #include <cmath>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include <volt/kernels/fused_ops.h>
 #include <volt/nn/init.h>
+#include <volt/nn/recompute.h>
 #include <volt/nn/serialization.h>
 
 namespace volt::nn {
@@ -19,7 +24,27 @@ struct NamedConfig {
 constexpr NamedConfig kConfigs[] = {{"tiny", 2, 2, 64}, {"124M", 12, 12, 768}, {"350M", 24, 16, 1024},
                                     {"774M", 36, 20, 1280}};
 
+// The models with recomputation on, by their first block (owner comparison: a model built later at the same
+// address is a different owner, so it does not inherit the setting; expired entries are dropped as others change).
+std::mutex g_recompute_mu;
+std::set<std::weak_ptr<GPT2Block>, std::owner_less<std::weak_ptr<GPT2Block>>> g_recompute;
+
 }  // namespace
+
+void set_recompute(GPT2& model, bool on) {
+  std::lock_guard<std::mutex> l(g_recompute_mu);
+  std::erase_if(g_recompute, [](const auto& w) { return w.expired(); });
+  const std::weak_ptr<GPT2Block> key = model.transformer.blocks.front();
+  if (on)
+    g_recompute.insert(key);
+  else
+    g_recompute.erase(key);
+}
+
+bool recompute_enabled(const GPT2& model) {
+  std::lock_guard<std::mutex> l(g_recompute_mu);
+  return g_recompute.count(model.transformer.blocks.front()) > 0;
+}
 
 void GPT2Config::validate() const {
   VOLT_CHECK(n_layer > 0, "GPT2Config: n_layer must be positive, got ", n_layer);
@@ -146,7 +171,8 @@ Tensor GPT2::forward(const Tensor& idx) {
     VOLT_CHECK(T > 0 && T <= config.block_size, "GPT2::forward: sequence length ", T,
                " must be in [1, block_size = ", config.block_size, "]");
     Tensor x = add(transformer.wte(idx), transformer.wpe(arange(T, DType::i64, idx.device())));  // (B, T, C)
-    for (auto& b : transformer.blocks) x = (*b)(x);
+    const bool recompute = recompute_enabled(*this);
+    for (auto& b : transformer.blocks) x = recompute ? nn::recompute(*b, x) : (*b)(x);
     return linear(transformer.ln_f(x), transformer.wte.weight);  // (B, T, V)
   });
 }

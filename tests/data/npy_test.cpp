@@ -146,8 +146,8 @@ TEST(Npy, FortranOrderFixtureIsReturnedRowMajor) {
 
 TEST(Npy, NarrowAndUnsignedIntegersAreWidenedExactly) {
   Tensor i1 = parse(npy(dict("|i1", "(3,)"), bytes({0xff, 0x7f, 0x80})));
-  EXPECT_EQ(i1.dtype(), DType::i32);
-  EXPECT_EQ(i1.to_vector<int>(), (std::vector<int>{-1, 127, -128}));
+  EXPECT_EQ(i1.dtype(), DType::i8);  // int8 is read as int8 (no widening)
+  EXPECT_EQ(i1.to_vector<int8_t>(), (std::vector<int8_t>{-1, 127, -128}));
   Tensor i2 = parse(npy(dict(">i2", "(2,)"), bytes({0xff, 0xfe, 0x80, 0x00})));
   EXPECT_EQ(i2.dtype(), DType::i32);
   EXPECT_EQ(i2.to_vector<int>(), (std::vector<int>{-2, -32768}));

@@ -4,7 +4,7 @@
 # single device (no mpirun) for 4 more; the ddp checkpoint also resumes under fsdp on 3 ranks. Every resume
 # checks that the loaded parameters and full-layout optimizer state equal the checkpoint exactly, and the final
 # parameters of the 12-step legs must match an uninterrupted single-device run of 12 steps to 1e-9. A run saved
-# with per-rank shard files resumes under fsdp (reading its own shards) and under ddp.
+# with per-rank shard files resumes under fsdp (reading its own shards), under ddp, and under fsdp on 2 ranks.
 # Usage: check_fsdp_resume.sh <mpiexec> <driver>
 set -uo pipefail
 mpiexec="$1"
@@ -25,7 +25,10 @@ run "$mpiexec" -np 3 --oversubscribe "$driver" --fsdp-net fsdp+sharded 4 "$work/
 [ -f "$work/fsdp_sharded_np3.shards/rank-2-of-3.safetensors" ] || fail "no per-rank shard file under fsdp"
 run "$mpiexec" -np 3 --oversubscribe "$driver" --fsdp-net fsdp 8 "$work/fsdp_from_sharded" "$work/fsdp_sharded_np3"
 run "$mpiexec" -np 2 --oversubscribe "$driver" --fsdp-net ddp 8 "$work/ddp_from_sharded" "$work/fsdp_sharded_np3"
-[ "$(grep -c 'zero-resume ok' "$work/log")" = 8 ] || fail "expected eight legs to report ok"
-[ "$(grep -c 'tensors equal to' "$work/log")" = 5 ] || fail "expected five resumes to check the loaded state"
+# fsdp at another world size: the sharded checkpoint is consolidated in memory and each rank copies its slices of
+# the parameters into its shards (no gather); the run goes on to the reference's 12 steps.
+run "$mpiexec" -np 2 --oversubscribe "$driver" --fsdp-net fsdp 12 "$work/fsdp_np2_from_sharded" "$work/fsdp_sharded_np3" "$work/reference"
+[ "$(grep -c 'zero-resume ok' "$work/log")" = 9 ] || fail "expected nine legs to report ok"
+[ "$(grep -c 'tensors equal to' "$work/log")" = 6 ] || fail "expected six resumes to check the loaded state"
 grep 'max |params' "$work/log"
 echo "fsdp-resume check passed"

@@ -7,7 +7,10 @@
 //  - a released parameter read outside its unit is a volt::Error; validation and predict run under fsdp;
 //  - the wrap plan (children first, leftovers to the root), and errors for unknown names and misplaced options;
 //  - a checkpoint written under fsdp holds the full layout DDP writes and loads back under ddp.
+//  - loading a state (in memory, or from a file by byte range) copies each rank's slices into its shards with
+//    no gather and no allocation.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -15,6 +18,7 @@
 #include <volt/distributed/process_group.h>
 #include <volt/nn/serialization.h>
 #include <volt/runtime/allocator.h>
+#include <volt/trainer/checkpoint/sharded_stream.h>
 #include <volt/trainer/strategies/fsdp.h>
 
 #include "common/gradcheck.h"
@@ -319,6 +323,96 @@ TEST(Fsdp, CheckpointHasTheFullLayoutAndResumesUnderDdp) {
   }
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(dir);
+}
+
+// Loading under fsdp never gathers a unit: each rank copies only its slice of every sharded parameter into its
+// shards, from a state in memory (load_module_state_dict) or from a file by byte range (load_module_from_file,
+// what a sharded resume uses), with no allocation on the way. The values gathered afterwards equal the state,
+// a unit that was gathered at the call shows the new values, and a wrong state is load_state_dict's error.
+TEST(Fsdp, LoadsEachRanksSliceWithoutGathering) {
+  struct Load : Callback {
+    std::string path;
+    int64_t gathers = -1, alloc_increase = -1, gathered_after = -1;
+    double file_err = -1, memory_err = -1, pinned_err = -1;
+    std::string missing_msg, shape_msg;
+    static double max_diff(const nn::StateDict& got, const nn::StateDict& want) {
+      std::map<std::string, Tensor> w(want.begin(), want.end());
+      double worst = got.size() == want.size() ? 0 : 1e30;
+      for (const auto& [k, t] : got)
+        worst = std::max(worst, w.count(k) ? (t.to(DType::f64) - w[k].to(DType::f64)).abs().max().item() : 1e30);
+      return worst;
+    }
+    void on_fit_start(Trainer& trainer, TrainModule& m) override {
+      auto& fsdp = dynamic_cast<FSDPStrategy&>(trainer.strategy());
+      nn::StateDict a, b, placeholders;  // two states unlike the module's
+      for (auto& [k, t] : test::FsdpNet().state_dict()) {
+        a.emplace_back(k, t * 2.0 + 0.25);
+        b.emplace_back(k, t - 1.0);
+        placeholders.emplace_back(k, zero_placeholder(t.shape(), t.dtype(), kCPU));
+      }
+      nn::save_safetensors(path, a);
+      const int64_t g0 = fsdp.gather_count();
+      reset_peak_memory_stats(kCPU);
+      const int64_t before = memory_stats(kCPU).allocated;
+      {
+        nn::SafetensorsReader reader(path);
+        fsdp.load_module_from_file(m, placeholders, reader);
+      }
+      alloc_increase = memory_stats(kCPU).peak_allocated - before;
+      fsdp.load_module_state_dict(m, b);
+      gathers = fsdp.gather_count() - g0;
+      gathered_after = 0;
+      for (auto& [n, p] : m.named_parameters())
+        if (p.storage()->data) ++gathered_after;
+      {
+        FSDPStrategy::FullParams full(fsdp);
+        memory_err = max_diff(m.state_dict(), b);
+      }
+      {
+        nn::SafetensorsReader reader(path);
+        fsdp.load_module_from_file(m, placeholders, reader);
+        FSDPStrategy::FullParams full(fsdp);
+        file_err = max_diff(m.state_dict(), a);
+        fsdp.load_module_state_dict(m, b);  // gathered now: refreshed from the new shards
+        pinned_err = max_diff(m.state_dict(), b);
+      }
+      nn::StateDict missing(a.begin(), a.end() - 1), misshaped = a;
+      misshaped[0].second = zeros({4}, DType::f64);
+      try {
+        fsdp.load_module_state_dict(m, missing);
+      } catch (const Error& e) {
+        missing_msg = e.what();
+      }
+      try {
+        fsdp.load_module_state_dict(m, misshaped);
+      } catch (const Error& e) {
+        shape_msg = e.what();
+      }
+    }
+  };
+  auto load = std::make_shared<Load>();
+  load->path = (fs::temp_directory_path() / ("volt_fsdp_load_" + std::to_string(::getpid()) + ".safetensors")).string();
+  TrainerOptions o = test::zero_options("fsdp");
+  test::fsdp_test_wrap(o);
+  o.max_steps = 1;
+  o.max_epochs = -1;
+  o.callbacks.push_back(load);
+  Trainer trainer(o);
+  test::FsdpNet m;
+  ASSERT_EQ(m.state_dict().front().first, "skip");
+  auto loader = std::make_shared<data::DataLoader>(test::zero_regression_data(24), data::DataLoaderOptions{.batch_size = 2});
+  trainer.fit(m, loader);  // and it trains on from the loaded state
+  fs::remove(load->path);
+  EXPECT_EQ(load->gathers, 0);
+  EXPECT_EQ(load->alloc_increase, 0);
+  EXPECT_EQ(load->gathered_after, 0);
+  EXPECT_EQ(load->memory_err, 0.0);
+  EXPECT_EQ(load->file_err, 0.0);
+  EXPECT_EQ(load->pinned_err, 0.0);
+  for (const std::string& msg : {load->missing_msg, load->shape_msg})
+    EXPECT_NE(msg.find("FsdpNet::load_state_dict: error(s) in loading the state dict"), std::string::npos) << msg;
+  EXPECT_NE(load->missing_msg.find("missing keys: head.bias"), std::string::npos) << load->missing_msg;
+  EXPECT_NE(load->shape_msg.find("size mismatch: skip (expected (3,), got (4,))"), std::string::npos) << load->shape_msg;
 }
 
 // A fit that fails on every rank mid-epoch (the same batch everywhere): the strategy drops its hooks on the way

@@ -8,7 +8,10 @@
 #include <volt/nn/nn.h>
 #include <volt/nn/safetensors_reader.h>
 
+#include "common/gradcheck.h"
+
 using namespace volt;
+using namespace volt::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -75,6 +78,42 @@ TEST(SafetensorsReader, ReadIntoFillsInPlace) {
   }
   Tensor wrong_dtype = zeros({2, 3}, DType::f64);
   EXPECT_THROW(reader.read_into(e, wrong_dtype), Error);
+  fs::remove(path);
+}
+
+// A range of elements: only those bytes, into a (count,) destination (FSDP loads each rank's slice this way).
+TEST(SafetensorsReader, ReadRangeIntoReadsASliceOfTheFlattenedTensor) {
+  const std::string path = temp_file("r.safetensors");
+  nn::save_safetensors(path, {{"a", from_vector<double>({9, 8})}, {"w", arange(0, 12, 1, DType::f32).reshape({3, 4})}});
+  nn::SafetensorsReader reader(path);
+  const auto& w = *reader.find("w");
+  Tensor mid = zeros({5});
+  reader.read_range_into(w, 3, 5, mid);
+  EXPECT_EQ(mid.to_vector<float>(), (std::vector<float>{3, 4, 5, 6, 7}));
+  // Into a slice of a larger buffer (a shard), the rest untouched.
+  Tensor shard = full({6}, -1.0);
+  Tensor tail = shard.narrow(0, 4, 2);
+  reader.read_range_into(w, 10, 2, tail);
+  EXPECT_EQ(shard.to_vector<float>(), (std::vector<float>{-1, -1, -1, -1, 10, 11}));
+  // A strided destination goes through one temporary; an empty range reads nothing.
+  Tensor big = zeros({4});
+  Tensor every_other = big.slice(0, 0, 4, 2);
+  reader.read_range_into(w, 0, 2, every_other);
+  EXPECT_EQ(big.to_vector<float>(), (std::vector<float>{0, 0, 1, 0}));
+  Tensor none = zeros({0});
+  reader.read_range_into(w, 12, 0, none);
+  Tensor first = zeros({1}, DType::f64);
+  reader.read_range_into(*reader.find("a"), 1, 1, first);
+  EXPECT_EQ(first.to_vector<double>(), (std::vector<double>{8}));
+  Tensor two = zeros({2});
+  VOLT_EXPECT_ERROR(reader.read_range_into(w, 11, 2, two), "elements [11, 13) of tensor 'w' requested, but it holds 12",
+                    path.c_str());
+  VOLT_EXPECT_ERROR(reader.read_range_into(w, -1, 2, two), "elements [-1, 1) of tensor 'w'");
+  Tensor wrong_dtype = zeros({2}, DType::f64);
+  VOLT_EXPECT_ERROR(reader.read_range_into(w, 0, 2, wrong_dtype), "2 elements of tensor 'w' (float32) are read into float64 (2,)",
+                    "expected a (2,) float32 tensor");
+  Tensor wrong_size = zeros({3});
+  VOLT_EXPECT_ERROR(reader.read_range_into(w, 0, 2, wrong_size), "are read into float32 (3,)");
   fs::remove(path);
 }
 

@@ -8,12 +8,7 @@
 #include <exception>
 #include <filesystem>
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-
 #include <volt/nn/serialization.h>
-#include <volt/runtime/allocator.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/trace.h>
 #include <volt/trainer/callbacks/async_checkpointing.h>
@@ -156,23 +151,13 @@ void fill_module(nn::Module& module, const std::string& stem) {
 }
 
 // The module's state from placeholders (every check of load_module_state_dict), then filled in place from
-// `<stem>.safetensors`. FSDP gathers every unit for the scope (as its load_module_state_dict does) and writes
-// the filled parameters back into its shards at exit: the full parameters plus one tensor. (collective)
+// `<stem>.safetensors`. FSDP reads only the byte range of each parameter that this rank's shards hold, straight
+// into them (FSDPStrategy::load_module_from_file): no unit is gathered, the host holds one slice at a time.
 void load_module_streamed(Strategy& s, nn::Module& module, const nn::StateDict& placeholders,
                           const std::string& stem) {
   if (auto* fsdp = dynamic_cast<FSDPStrategy*>(&s)) {
-    {
-      FSDPStrategy::FullParams full(*fsdp, /*writeback=*/true);
-      module.load_state_dict(placeholders, /*strict=*/true);
-      fill_module(module, stem);
-    }
-    // The gathered parameters go back to the system (not to the allocator's cache, nor to the C heap's free
-    // lists) before the optimizer state, in blocks of other sizes, is allocated: the host holds the full
-    // parameters or the state, not both.
-    empty_cache(kCPU);
-#ifdef __GLIBC__
-    malloc_trim(0);
-#endif
+    nn::SafetensorsReader main(stem + ".safetensors");
+    fsdp->load_module_from_file(module, placeholders, main);
     return;
   }
   s.load_module_state_dict(module, placeholders);

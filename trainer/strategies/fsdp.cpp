@@ -291,12 +291,6 @@ nn::StateDict FSDPStrategy::module_state_dict(nn::Module& module) {
   return sd;
 }
 
-void FSDPStrategy::load_module_state_dict(nn::Module& module, const nn::StateDict& sd) {
-  if (units_.empty()) return Strategy::load_module_state_dict(module, sd);
-  FullParams full(*this, /*writeback=*/true);
-  module.load_state_dict(sd, /*strict=*/true);
-}
-
 std::vector<FSDPStrategy::UnitInfo> FSDPStrategy::units() const {
   std::vector<UnitInfo> out;
   for (const auto& u : units_) out.push_back({u.name, u.params, u.buckets, u.numel});

@@ -37,12 +37,17 @@
 /// parameters' .grad (freed by the stepping batch's reduction). Clipping by norm takes the norm over all
 /// shards; 16-mixed unscales the shard gradients. Checkpoints: module_state_dict() gathers the full layout DDP
 /// writes (rank 0 writes it) and optimizer state is gathered as under ZeRO, so a run can resume under any
-/// strategy and world size. teardown() leaves the module with its full parameters (gathered) on every rank.
+/// strategy and world size. Loading never gathers: each rank copies only its slice of every sharded parameter
+/// into its shards (load_module_state_dict, load_module_from_file), so a resume holds this rank's shards plus one
+/// tensor, not the full parameters. teardown() leaves the module with its full parameters (gathered) on every
+/// rank.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <volt/nn/safetensors_reader.h>
 #include <volt/trainer/strategies/fsdp_wrap.h>
 #include <volt/trainer/strategies/zero.h>
 
@@ -70,7 +75,15 @@ class FSDPStrategy : public ZeroStrategy, private nn::CallHook {
   /// Takes the module's fsdp_wrap_modules into the wrap policy and whether it optimises automatically.
   void bind(TrainModule& module) override;
   nn::StateDict module_state_dict(nn::Module& module) override;
+  /// A full-layout state (strict: the checks and messages of nn::Module::load_state_dict), present on every
+  /// rank: this rank's slice of each sharded parameter is copied into its shard, other tensors whole; no unit is
+  /// gathered. Units gathered at the call are re-gathered from the new shards (collective only then).
   void load_module_state_dict(nn::Module& module, const nn::StateDict& sd) override;
+  /// The same from a checkpoint file: `placeholders` (trainer/checkpoint/sharded_stream.h's zero_placeholder, or
+  /// any tensors) give the names, shapes and dtypes that are checked; the values are read from `reader` under
+  /// the same names, for a sharded parameter only the byte range of the slice this rank owns. Host memory: one
+  /// slice at a time (plus, for a shard on a GPU, one slice-sized staging tensor).
+  void load_module_from_file(nn::Module& module, const nn::StateDict& placeholders, nn::SafetensorsReader& reader);
   void teardown(nn::Module& module) override;
   void abandon(nn::Module& module) noexcept override;
 
@@ -140,6 +153,11 @@ class FSDPStrategy : public ZeroStrategy, private nn::CallHook {
     wait_gather(unit);
   }
   void release(int unit);
+  /// The checks of load_module_state_dict, then `fill(name, first, count, dst)` for every tensor of the module:
+  /// elements [first, first + count) of the source tensor `name` (flattened) into `dst` (count,), or with
+  /// count < 0 the whole tensor into `dst`, a tensor of its shape (fsdp_load.cpp).
+  using SliceFill = std::function<void(const std::string& name, int64_t first, int64_t count, Tensor& dst)>;
+  void load_module_sliced(nn::Module& module, const nn::StateDict& sd, const SliceFill& fill);
   /// Starts gathering the unit after `unit` in `order` (step +1: forward, -1: backward) if it will be needed.
   void prefetch_next(const std::vector<int>& order, int unit, int step);
   void build_units();
