@@ -1,7 +1,11 @@
-# volt_add_layer(NAME <layer> DEPS <targets...> [PRIVATE_DEPS <targets...>] [INTERNAL_HEADERS <paths...>])
+# volt_add_layer(NAME <layer> DEPS <targets...> [PRIVATE_DEPS <targets...>] [INTERNAL_HEADERS <paths...>]
+#                [EXCLUDE <folders...>] [EXPORT <export set>])
 # One library per source folder, named volt_<layer> with the alias volt::<layer>: static, or shared with
 # BUILD_SHARED_LIBS=ON. Sources are globbed so adding a file needs no CMake edit; .cu files join only when the
-# CUDA backend is built.
+# CUDA backend is built. EXCLUDE names subfolders ("cli/", relative to the layer folder) that are a library of
+# their own: their sources and headers are left to that library's volt_add_layer. EXPORT: the install export
+# set (default voltTargets; an optional library has its own, which voltConfig.cmake loads when its dependencies
+# are found).
 # Headers (*.h) are public and installed under include/volt/<layer>/ unless INTERNAL_HEADERS names them:
 # paths relative to the layer folder, a file ("process.h") or a folder ending in "/" ("cuda/"). A public header
 # must include only public ones (the CTest consumer_headers compiles each installed header on its own).
@@ -9,13 +13,24 @@
 # the API docs (docs/CMakeLists.txt).
 include(GNUInstallDirs)
 function(volt_add_layer)
-  cmake_parse_arguments(L "" "NAME" "DEPS;PRIVATE_DEPS;INTERNAL_HEADERS" ${ARGN})
+  cmake_parse_arguments(L "" "NAME;EXPORT" "DEPS;PRIVATE_DEPS;INTERNAL_HEADERS;EXCLUDE" ${ARGN})
+  if(NOT L_EXPORT)
+    set(L_EXPORT voltTargets)
+  endif()
   file(GLOB_RECURSE _cpp CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   set(_srcs ${_cpp})
   if(VOLT_WITH_CUDA)
     file(GLOB_RECURSE _cu CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cu)
     list(APPEND _srcs ${_cu})
   endif()
+  foreach(_x ${L_EXCLUDE})  # a prefix test, not a regex: source paths may hold regex characters
+    foreach(_s ${_srcs})
+      string(FIND "${_s}" "${CMAKE_CURRENT_SOURCE_DIR}/${_x}" _at)
+      if(_at EQUAL 0)
+        list(REMOVE_ITEM _srcs ${_s})
+      endif()
+    endforeach()
+  endforeach()
   set(_t volt_${L_NAME})
   if(NOT _srcs)  # a layer with headers only (so far)
     add_library(${_t} INTERFACE)
@@ -24,7 +39,7 @@ function(volt_add_layer)
     target_include_directories(${_t} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
       $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${_t} INTERFACE ${L_DEPS})
-    install(TARGETS ${_t} EXPORT voltTargets)
+    install(TARGETS ${_t} EXPORT ${L_EXPORT})
     return()
   endif()
   add_library(${_t} ${_srcs})  # STATIC or SHARED after BUILD_SHARED_LIBS
@@ -52,9 +67,17 @@ function(volt_add_layer)
       target_link_options(${_t} PRIVATE LINKER:--no-undefined)
     endif()
   endif()
-  install(TARGETS ${_t} EXPORT voltTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  install(TARGETS ${_t} EXPORT ${L_EXPORT} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   file(GLOB_RECURSE _hdr RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  foreach(_x ${L_EXCLUDE})
+    foreach(h ${_hdr})
+      string(FIND "${h}" "${_x}" _at)
+      if(_at EQUAL 0)
+        list(REMOVE_ITEM _hdr ${h})
+      endif()
+    endforeach()
+  endforeach()
   foreach(i ${L_INTERNAL_HEADERS})
     if(NOT EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${i})
       message(FATAL_ERROR "volt_add_layer(${L_NAME}): INTERNAL_HEADERS names ${i}, which does not exist")

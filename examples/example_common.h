@@ -24,7 +24,9 @@
 #include <volt/trainer/checkpoint/files.h>
 #include <volt/trainer/loggers/tensorboard_logger.h>
 #include <volt/trainer/callbacks/throughput_monitor.h>
-#include "examples/trainer_flags.h"
+#include <volt/trainer/cli/config_file.h>
+#include <volt/trainer/cli/option_table.h>
+#include <volt/trainer/cli/trainer_flags.h>
 #include <volt/trainer/strategies/registry.h>
 #include <volt/trainer/trainer.h>
 
@@ -47,8 +49,8 @@ struct Args {
   std::string logger = "csv";  // csv | tensorboard | both | none
   std::string profiler;        // "" | simple | ops | advanced
   std::string profile_steps;   // "A:B"
-  // Every other Trainer option (--max-steps, --limit-train-batches, --gradient-clip-val, ...; see
-  // examples/trainer_flags.h). The fields above win over their namesakes here.
+  // Every other Trainer option (--max-steps, --limit-train-batches, --gradient-clip-val, ...; generated from the
+  // option table, trainer/cli/option_table.h). The fields above win over their namesakes here.
   TrainerOptions trainer;
 };
 
@@ -140,7 +142,7 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
       ->check(integer_in(0, kMax, "a non-negative integer"));
   app.add_option("--accelerator", a.accelerator, "cpu | gpu | auto")->check(one_of({"cpu", "gpu", "cuda", "auto"}));
   app.add_option("--devices", a.devices, "auto | N | -1 | ids like '0,1'")->check(devices_spec());
-  app.add_option("--strategy", a.strategy, "auto | single_device | ddp | ddp_spawn | zero1 | zero2 | ddp_sharded | deepspeed_stage_1 | deepspeed_stage_2 | fsdp | fsdp_full_shard | deepspeed_stage_3 | dp | ddp2")
+  app.add_option("--strategy", a.strategy, cli::trainer_option("strategy").help)  // the registry's names
       ->check(one_of(volt::strategy_names()));
   app.add_option("--precision", a.precision, "32-true | 16-mixed | bf16-mixed | 16-true | bf16-true | 64-true")
       ->check(one_of({"32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16", "16-true", "bf16-true", "64-true",

@@ -1,6 +1,6 @@
 // GPT-2 on the Trainer: the library model (nn/models/gpt2.h) trained on GPT-2 token shards or on plain text
 // (byte tokens), with AdamW (decay on 2-D weights only), linear warm-up and cosine decay, and every Trainer flag
-// (--precision, --strategy, --gradient-clip-val, --accumulate-grad-batches, ...; see examples/trainer_flags.h).
+// (--precision, --strategy, --gradient-clip-val, --accumulate-grad-batches, ...; see trainer/cli/option_table.h).
 //
 //   build/examples/gpt2 --accelerator cpu --max-steps 300                  # tiny, on examples/corpus/licenses.txt
 //   build/examples/gpt2 --model 124M --data train_000001.bin,train_000002.bin --val-data val_000000.bin \

@@ -1,4 +1,4 @@
-// libFuzzer target: the examples' YAML/JSON config files (examples/trainer_flags.h, cli::YamlConfig). Any input
+// libFuzzer target: the examples' YAML/JSON config files (trainer/cli/config_file.h, cli::YamlConfig). Any input
 // either gives config items or a CLI::ConfigError naming the problem; nothing else may escape, and every item
 // read has a name.
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "examples/trainer_flags.h"
+#include <volt/trainer/cli/config_file.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
