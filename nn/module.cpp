@@ -1,5 +1,7 @@
 #include <volt/nn/module.h>
 
+#include <volt/nn/state_dict_check.h>
+
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -200,51 +202,12 @@ StateDict Module::state_dict() const {
 
 void Module::load_state_dict(const StateDict& sd, bool strict) {
   StateDict own = state_dict();
+  check_state_dict_matches(type_name(), own, sd, strict);
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [n, t] : sd) given.emplace(n, &t);
-  std::unordered_set<std::string> own_names;
-  std::vector<std::string> missing, unexpected, misshaped, mistyped;
-  std::vector<std::pair<Tensor, const Tensor*>> copies;
-  for (const auto& [n, t] : own) {
-    own_names.insert(n);
-    auto it = given.find(n);
-    if (it == given.end()) {
-      missing.push_back(n);
-      continue;
-    }
-    const Tensor& src = *it->second;
-    if (!src.defined() || src.shape() != t.shape()) {
-      misshaped.push_back(n + " (expected " + t.shape_str() + ", got " + (src.defined() ? src.shape_str() : "undefined") + ")");
-      continue;
-    }
-    // A stored dtype different from the parameter's is a wrong or corrupt file, not something to convert.
-    if (src.dtype() != t.dtype()) {
-      mistyped.push_back(n + " (expected " + dtype_name(t.dtype()) + ", got " + dtype_name(src.dtype()) + ")");
-      continue;
-    }
-    copies.emplace_back(t, &src);
-  }
-  for (const auto& [n, t] : sd)
-    if (!own_names.count(n)) unexpected.push_back(n);
-  bool fail = !misshaped.empty() || !mistyped.empty() || (strict && (!missing.empty() || !unexpected.empty()));
-  if (fail) {
-    std::ostringstream os;
-    os << type_name() << "::load_state_dict: error(s) in loading the state dict:";
-    auto list = [&](const char* what, const std::vector<std::string>& v) {
-      if (v.empty()) return;
-      os << "\n  " << what << ": ";
-      for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-    };
-    list("size mismatch", misshaped);
-    list("dtype mismatch", mistyped);
-    if (strict) {
-      list("missing keys", missing);
-      list("unexpected keys", unexpected);
-    }
-    VOLT_FAIL(os.str());
-  }
   NoGradGuard ng;
-  for (auto& [dst, src] : copies) dst.copy_(*src);
+  for (auto& [n, dst] : own)
+    if (auto it = given.find(n); it != given.end()) dst.copy_(*it->second);
 }
 
 std::string Module::repr() const {

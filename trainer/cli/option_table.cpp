@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <type_traits>
@@ -163,7 +164,10 @@ BatchAmount parse_batch_amount(const std::string& s, const std::string& flag) {
   return BatchAmount(static_cast<int64_t>(v));
 }
 
-std::vector<OptionField> trainer_option_table() {
+namespace {
+
+// The table in four parts, in the order --help lists them.
+std::vector<OptionField> hardware_rows() {
   const std::vector<std::string> strategies = strategy_names();
   return {
       row(VOLT_FIELD(accelerator), "cpu | gpu | auto", one_of({"cpu", "gpu", "cuda", "auto"})),
@@ -182,6 +186,11 @@ std::vector<OptionField> trainer_option_table() {
       row(VOLT_FIELD(grad_scaler.growth_factor), "16-mixed: scale growth factor", non_negative_real()),
       row(VOLT_FIELD(grad_scaler.backoff_factor), "16-mixed: scale backoff factor", non_negative_real()),
       row(VOLT_FIELD(grad_scaler.growth_interval), "16-mixed: clean steps before the scale grows", at_least(1)),
+  };
+}
+
+std::vector<OptionField> loop_rows() {
+  return {
       row(VOLT_FIELD(max_epochs), "-1: 1000 unless --max-steps is set", at_least(-1)),
       row(VOLT_FIELD(min_epochs), "epochs before early stopping may stop", at_least(0)),
       row(VOLT_FIELD(max_steps), "optimizer steps; -1 = no limit", at_least(-1)),
@@ -202,6 +211,41 @@ std::vector<OptionField> trainer_option_table() {
                {[](TrainerOptions& o, const std::string& s) { o.gradient_clip_algorithm = parse_gradient_clip_algorithm(s); },
                 [](const TrainerOptions& o) { return std::string(name(o.gradient_clip_algorithm)); }},
                "norm | value", one_of({"norm", "value"})),
+  };
+}
+
+OptionField on_nonfinite_loss_row() {
+  return text_row("on_nonfinite_loss",
+                  {[](TrainerOptions& o, const std::string& s) {
+                     o.on_nonfinite_loss = s == "skip"   ? NonFiniteLoss::skip
+                                           : s == "stop" ? NonFiniteLoss::stop
+                                                         : NonFiniteLoss::ignore;
+                   },
+                   [](const TrainerOptions& o) {
+                     return std::string(o.on_nonfinite_loss == NonFiniteLoss::skip   ? "skip"
+                                        : o.on_nonfinite_loss == NonFiniteLoss::stop ? "stop"
+                                                                                     : "ignore");
+                   }},
+                  "ignore | skip | stop: a step whose loss is NaN/Inf", one_of({"ignore", "skip", "stop"}));
+}
+
+OptionField cuda_graphs_row() {
+  return text_row("cuda_graphs",
+                  {[](TrainerOptions& o, const std::string& s) {
+                     o.cuda_graphs = s == "on" ? CudaGraphs::on : s == "off" ? CudaGraphs::off : CudaGraphs::automatic;
+                   },
+                   [](const TrainerOptions& o) {
+                     return std::string(o.cuda_graphs == CudaGraphs::on    ? "on"
+                                        : o.cuda_graphs == CudaGraphs::off ? "off"
+                                                                           : "auto");
+                   }},
+                  "auto | on | off: capture the training step as a graph and replay it (auto: on a GPU, for a module "
+                  "that declares a static step)",
+                  one_of({"auto", "on", "off"}));
+}
+
+std::vector<OptionField> behaviour_rows() {
+  std::vector<OptionField> rows = {
       text_row("checkpoint_layout",
                {[](TrainerOptions& o, const std::string& s) { o.checkpoint_layout = parse_checkpoint_layout(s); },
                 [](const TrainerOptions& o) { return std::string(name(o.checkpoint_layout)); }},
@@ -213,30 +257,14 @@ std::vector<OptionField> trainer_option_table() {
           "(false under --deterministic)",
           {}, "--no-benchmark"),
       row(VOLT_FIELD(detect_anomaly), "find the first op producing NaN/Inf (slow)"),
-      text_row("on_nonfinite_loss",
-               {[](TrainerOptions& o, const std::string& s) {
-                  o.on_nonfinite_loss = s == "skip"   ? NonFiniteLoss::skip
-                                        : s == "stop" ? NonFiniteLoss::stop
-                                                      : NonFiniteLoss::ignore;
-                },
-                [](const TrainerOptions& o) {
-                  return std::string(o.on_nonfinite_loss == NonFiniteLoss::skip   ? "skip"
-                                     : o.on_nonfinite_loss == NonFiniteLoss::stop ? "stop"
-                                                                                  : "ignore");
-                }},
-               "ignore | skip | stop: a step whose loss is NaN/Inf", one_of({"ignore", "skip", "stop"})),
-      text_row("cuda_graphs",
-               {[](TrainerOptions& o, const std::string& s) {
-                  o.cuda_graphs = s == "on" ? CudaGraphs::on : s == "off" ? CudaGraphs::off : CudaGraphs::automatic;
-                },
-                [](const TrainerOptions& o) {
-                  return std::string(o.cuda_graphs == CudaGraphs::on    ? "on"
-                                     : o.cuda_graphs == CudaGraphs::off ? "off"
-                                                                        : "auto");
-                }},
-               "auto | on | off: capture the training step as a graph and replay it (auto: on a GPU, for a module "
-               "that declares a static step)",
-               one_of({"auto", "on", "off"})),
+  };
+  rows.push_back(on_nonfinite_loss_row());
+  rows.push_back(cuda_graphs_row());
+  return rows;
+}
+
+std::vector<OptionField> logging_rows() {
+  return {
       row(VOLT_FIELD(enable_progress_bar), "the progress bar", {}, "--no-progress-bar"),
       row(VOLT_FIELD(enable_model_summary), "print the model summary before fit", {}, "--no-model-summary"),
       row(VOLT_FIELD(enable_checkpointing), "a default ModelCheckpoint (last epoch)", {}, "--no-checkpointing"),
@@ -259,6 +287,17 @@ std::vector<OptionField> trainer_option_table() {
           parsed_by([](const std::string& s) { parse_profile_steps(s); }, "A:B")),
       row(VOLT_FIELD(seed), "seed_everything at construction; -1 = none", at_least(-1)),
   };
+}
+
+}  // namespace
+
+std::vector<OptionField> trainer_option_table() {
+  std::vector<OptionField> table;
+  for (auto part : {hardware_rows, loop_rows, behaviour_rows, logging_rows}) {
+    std::vector<OptionField> rows = part();
+    table.insert(table.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+  }
+  return table;
 }
 
 #undef VOLT_FIELD

@@ -2,59 +2,17 @@
 // shards, so a load never allocates a unit's full parameters (the bound benchmarks/bench_sharded_load.cpp checks).
 #include <algorithm>
 #include <map>
-#include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
+#include <volt/nn/state_dict_check.h>
 #include <volt/runtime/error.h>
 #include <volt/trainer/strategies/fsdp.h>
 
 namespace volt {
 
-namespace {
-
-// nn::Module::load_state_dict's strict checks, with its message, without its copies: a released parameter has
-// no memory to copy into.
-void check_strict(const nn::Module& module, const nn::StateDict& own, const nn::StateDict& sd) {
-  std::unordered_map<std::string, const Tensor*> given;
-  for (const auto& [n, t] : sd) given.emplace(n, &t);
-  std::unordered_set<std::string> own_names;
-  std::vector<std::string> missing, unexpected, misshaped, mistyped;
-  for (const auto& [n, t] : own) {
-    own_names.insert(n);
-    auto it = given.find(n);
-    if (it == given.end()) {
-      missing.push_back(n);
-      continue;
-    }
-    const Tensor& src = *it->second;
-    if (!src.defined() || src.shape() != t.shape())
-      misshaped.push_back(n + " (expected " + t.shape_str() + ", got " + (src.defined() ? src.shape_str() : "undefined") + ")");
-    else if (src.dtype() != t.dtype())
-      mistyped.push_back(n + " (expected " + dtype_name(t.dtype()) + ", got " + dtype_name(src.dtype()) + ")");
-  }
-  for (const auto& [n, t] : sd)
-    if (!own_names.count(n)) unexpected.push_back(n);
-  if (misshaped.empty() && mistyped.empty() && missing.empty() && unexpected.empty()) return;
-  std::ostringstream os;
-  os << module.type_name() << "::load_state_dict: error(s) in loading the state dict:";
-  auto list = [&](const char* what, const std::vector<std::string>& v) {
-    if (v.empty()) return;
-    os << "\n  " << what << ": ";
-    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  };
-  list("size mismatch", misshaped);
-  list("dtype mismatch", mistyped);
-  list("missing keys", missing);
-  list("unexpected keys", unexpected);
-  VOLT_FAIL(os.str());
-}
-
-}  // namespace
-
 void FSDPStrategy::load_module_sliced(nn::Module& module, const nn::StateDict& sd, const SliceFill& fill) {
   const nn::StateDict own = module.state_dict();
-  check_strict(module, own, sd);
+  nn::check_state_dict_matches(module.type_name(), own, sd, /*strict=*/true);
   // A sharded parameter views its bucket's flat storage from its slot's offset (build_units); tied names of one
   // parameter view the same elements and load the same slice.
   std::map<const Storage*, size_t> bucket_of_storage;
