@@ -127,6 +127,18 @@ def classify(head):
     return "function"
 
 
+def block_end(text, k):
+    """The index just past the '}' that closes the '{' at text[k] (or len(text) if it never closes)."""
+    depth, j, n = 1, k + 1, len(text)
+    while j < n and depth:
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+        j += 1
+    return j
+
+
 def scan(text):
     """Yields (first line, name, length in lines) for every function body in the blanked text."""
     line_of = [0] * (len(text) + 1)
@@ -146,27 +158,13 @@ def scan(text):
             kind = classify(text[head_start:k])
             if kind == "function":
                 start = head_start + (len(text[head_start:k]) - len(text[head_start:k].lstrip()))
-                depth = 1
-                j = k + 1
-                while j < n and depth:
-                    if text[j] == "{":
-                        depth += 1
-                    elif text[j] == "}":
-                        depth -= 1
-                    j += 1
+                j = block_end(text, k)
                 yield line_of[start], function_name(text[head_start:k]), line_of[j - 1] - line_of[start] + 1
                 k = j
                 head_start = k
                 continue
             if kind in ("init", "ctor_init"):
-                depth = 1
-                j = k + 1
-                while j < n and depth:
-                    if text[j] == "{":
-                        depth += 1
-                    elif text[j] == "}":
-                        depth -= 1
-                    j += 1
+                j = block_end(text, k)
                 k = j  # the head goes on (`= {...};`, or the constructor's body after its initialisers)
                 continue
             stack.append(kind)

@@ -8,6 +8,7 @@
 # random stopped rank and a random delay; passes when at least <need> of them do both.
 #   check_sigterm_stuck.sh <mpiexec> <rank_kill_driver> <np> <trials> <need> [<max_ms>]
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/sigterm_job.sh"
 mpiexec="$1" driver="$2" np="$3" trials="$4" need="$5" max_ms="${6:-2000}"
 work="$(mktemp -d /tmp/volt_sigterm_stuck.XXXXXX)"
 job=""
@@ -24,14 +25,7 @@ good=0
 worst_ms=0
 for t in $(seq "$trials"); do
   run="$work/run$t"
-  # A long collective timeout: the ranks must not get away by timing out.
-  VOLT_COLLECTIVE_TIMEOUT=60 "$mpiexec" -np "$np" --oversubscribe "$driver" "$run" 100000 >"$work/log$t" 2>&1 &
-  job=$!
-  for _ in $(seq 600); do  # training runs once the first epoch's checkpoint exists (at most 60 s)
-    [ -f "$run/ckpt/last.json" ] && [ "$(ls "$run"/pid.* 2>/dev/null | wc -l)" -eq "$np" ] && break
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
+  start_training_job "$mpiexec" "$driver" "$np" "$run" "$work/log$t"
   stuck_rank=$((RANDOM % np))
   sleep "0.$((RANDOM % 10))"
   stuck=$(cat "$run/pid.$stuck_rank" 2>/dev/null)
