@@ -12,6 +12,13 @@
 // "cudnn" (cuDNN's fused SDPA), "fused" (Volt's fused softmax between two matmuls), or "mixed"; "attention_note" is
 // why the last call did not go to cuDNN (empty when none fell back). VOLT_DISABLE_CUDNN_SDPA=1 forces "fused".
 //
+// Loss parity with the reference on a GPU: --init loads its initial weights (safetensors under its tensor names, as
+// written by gpt2_torch.py --init-out), --tokens reads its token stream (a GPT-2 token shard, --tokens-out) instead of
+// random tokens, and --losses adds every step's loss (warm-up steps included, as the reference counts them) to the
+// JSON line; scripts/gpt2_loss_parity.py compares the two lines.
+//   bench_gpt2 --model 124M --batch 8 --steps 50 --warmup 0 --repeats 1 --init init.safetensors \
+//       --tokens tokens.bin --losses
+//
 // MFU = flops_per_token (6N + 6LCT, nn::GPT2::flops_per_token) x tokens/s over the device's dense bf16 peak:
 // --peak-tflops, else 989 for compute capability 9.0 (H100/H200 SXM) and 312 for 8.0 (A100); null otherwise.
 #include <algorithm>
@@ -23,6 +30,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <volt/data/token_shard.h>
 #include <volt/kernels/sdpa_path.h>
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/models/gpt2.h>
@@ -39,7 +47,8 @@ int main(int argc, char** argv) {
   int64_t batch = 16, seq = 1024, vocab = 50304, steps = 20, warmup = 5, repeats = 3;
   double peak_tflops = 0;
   uint64_t seed = 1337;
-  bool recompute = false;
+  bool recompute = false, losses = false;
+  std::string init_path, tokens_path;
   CLI::App app{"Volt GPT-2 training-step benchmark"};
   app.add_option("--model", model_name, "tiny | 124M | 350M | 774M");
   app.add_option("--batch", batch, "batch size B")->check(CLI::PositiveNumber);
@@ -53,6 +62,11 @@ int main(int argc, char** argv) {
   app.add_option("--peak-tflops", peak_tflops, "the device's dense bf16 peak, for the MFU (default: known GPUs)");
   app.add_option("--seed", seed, "weights and tokens");
   app.add_flag("--recompute", recompute, "recompute each block's activations in backward instead of keeping them");
+  app.add_option("--init", init_path, "initial weights (safetensors under the reference's GPT-2 tensor names)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tokens", tokens_path, "token stream to train on (GPT-2 token shard) instead of random tokens")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--losses", losses, "add every step's loss to the JSON line (one device synchronisation per step)");
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = accelerator == "gpu" ? cuda_device(0) : kCPU;
@@ -63,6 +77,7 @@ int main(int argc, char** argv) {
     }
     manual_seed(seed);
     nn::GPT2 model(nn::gpt2_config(model_name, vocab, std::max<int64_t>(1024, seq)));
+    if (!init_path.empty()) model.load(init_path);
     model.to(device);
     nn::set_recompute(model, recompute);
     optim::AdamW opt({optim::ParamGroup{model.decay_parameters(), 6e-4, {.weight_decay = 0.1}},
@@ -74,7 +89,20 @@ int main(int argc, char** argv) {
     const int64_t total_steps = warmup + repeats * steps, n = batch * seq;
     // Uniform tokens below min(vocab, 50257) - 1 (the cast to i64 may round up by one).
     const double top = static_cast<double>(std::min<int64_t>(vocab, 50257) - 1);
-    Tensor stream = rand({total_steps * n + 1}, DType::f64, kCPU, &gen, 0.0, top).to(DType::i64);
+    Tensor stream;
+    if (tokens_path.empty()) {
+      stream = rand({total_steps * n + 1}, DType::f64, kCPU, &gen, 0.0, top).to(DType::i64);
+    } else {
+      const data::TokenShard shard(tokens_path, vocab);
+      if (shard.size() < total_steps * n + 1)
+        throw std::invalid_argument("--tokens " + tokens_path + " holds " + std::to_string(shard.size()) +
+                                    " tokens; " + std::to_string(total_steps) + " steps of batch " +
+                                    std::to_string(batch) + " x seq " + std::to_string(seq) + " need " +
+                                    std::to_string(total_steps * n + 1));
+      std::vector<int64_t> ids(shard.data(), shard.data() + total_steps * n + 1);
+      stream = from_vector(ids, {total_steps * n + 1});
+    }
+    std::vector<double> step_losses;
     int64_t pos = 0;
     Tensor last_loss;
     auto step = [&] {
@@ -91,6 +119,7 @@ int main(int argc, char** argv) {
       opt.step();
       opt.zero_grad();
       last_loss = loss.detach();
+      if (losses) step_losses.push_back(last_loss.item());
     };
     for (int64_t i = 0; i < warmup; ++i) step();
     synchronize(device);
@@ -114,6 +143,16 @@ int main(int argc, char** argv) {
     std::string mfu = "null";
     if (peak_tflops > 0) mfu = std::to_string(flops * tokens_per_s / (peak_tflops * 1e12));
     const SdpaStats attn = sdpa_stats();
+    std::string loss_list;  // ,"losses":[...] with --losses
+    if (losses) {
+      loss_list = ",\"losses\":[";
+      for (size_t i = 0; i < step_losses.size(); ++i) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%.6f", i ? "," : "", step_losses[i]);
+        loss_list += buf;
+      }
+      loss_list += "]";
+    }
     std::string attn_note;  // JSON-escaped: quotes and backslashes out
     for (char c : attn.last_fallback_reason)
       if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) attn_note += c;
@@ -121,13 +160,13 @@ int main(int argc, char** argv) {
                 "\"precision\":\"%s\",\"ms_per_step\":%.3f,\"ms_per_step_min\":%.3f,\"ms_per_step_max\":%.3f,"
                 "\"repeats\":%lld,\"steps\":%lld,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,\"mfu\":%s,"
                 "\"peak_tflops\":%g,\"peak_mem_gib\":%.3f,\"peak_mem_bytes\":%lld,\"recompute\":%s,"
-                "\"first_loss\":%.4f,\"last_loss\":%.4f,\"attention\":\"%s\",\"attention_note\":\"%s\"}\n",
+                "\"first_loss\":%.4f,\"last_loss\":%.4f,\"attention\":\"%s\",\"attention_note\":\"%s\"%s}\n",
                 device.str().c_str(), model_name.c_str(), static_cast<long long>(model.num_parameters()),
                 static_cast<long long>(batch), static_cast<long long>(seq), precision.c_str(), median, sorted.front(),
                 sorted.back(), static_cast<long long>(repeats), static_cast<long long>(steps), tokens_per_s, flops,
                 mfu.c_str(), peak_tflops, static_cast<double>(memory_stats(device).peak_allocated) / (1 << 30),
                 static_cast<long long>(memory_stats(device).peak_allocated), recompute ? "true" : "false", first_loss,
-                last_loss.item(), sdpa_path_summary(attn).c_str(), attn_note.c_str());
+                last_loss.item(), sdpa_path_summary(attn).c_str(), attn_note.c_str(), loss_list.c_str());
   } catch (const std::exception& e) {
     std::cerr << "bench_gpt2: " << e.what() << "\n";
     return 1;

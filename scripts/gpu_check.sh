@@ -4,18 +4,21 @@
 #   run  command: bash scripts/gpu_check.sh   carry: [".gpu"]   timeout_s: 540
 # It works in order of what matters most and stops starting new work when its time budget
 # (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
+#   0. GPT-2 (issue 27): Volt's bf16-mixed step beside PyTorch's (../shared/anchors/gpt2_torch.py, eager and
+#      torch.compile) in the same call, 32-true, 350M with recomputation, bf16 loss parity from the reference's init,
+#      the Trainer at one rank (single device, DDP, ZeRO-1 over NCCL), and the ratios (scripts/gpt2_gpu_summary.py);
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, NCCL's watchdog, the tests that once
 #      assumed no GPU);
 #   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
 #      the MLP with small products on cuBLAS (--small-gemm off) and with TF32, and the MLP with two loader threads
-#      (--num-workers 2), Volt's small GEMM against cuBLAS; then the PyTorch references for the same work
-#      (../shared/anchors: mnist_torch.py, gpt2_torch.py) in the same call, on the same GPU;
+#      (--num-workers 2), Volt's small GEMM against cuBLAS; then the PyTorch reference for the same work
+#      (../shared/anchors/mnist_torch.py) in the same call, on the same GPU;
 #   3. every other test binary in full, test_distributed at 1 rank over NCCL;
 #   4. one epoch of each MNIST example on the GPU;
 #   5. compute-sanitizer memcheck over the captured training step, memcheck and racecheck over the small GEMM;
 #   6. where the step's time goes: the simple profiler around the replayed step, and ncu's kernel times;
 #   7. CPU data parallelism on the host's cores (no GPU in sight): benchmarks/ddp_scaling.sh --ceiling, 2 ranks.
-# GPU_CHECK_PARTS picks parts by number (default "1 2 3 4 5 6 7"), e.g. GPU_CHECK_PARTS="2 6" for the speed only.
+# GPU_CHECK_PARTS picks parts by number (default "0 1 2 3 4 5 6 7"), e.g. GPU_CHECK_PARTS="2 6" for the speed only.
 # The bundle must stay under the device tool's 64 MiB carry with the tracked files: pack.sh's Fashion-MNIST copy
 # (30 MB) does not fit beside a 34 MB volt.txz, so a lease may carry a cut-down training set instead (the speed
 # table needs only the files' format; the examples' accuracies then differ from a full run's).
@@ -46,7 +49,7 @@ budget=${GPU_CHECK_SECONDS:-480}; start=$SECONDS
 gpu_check_init
 # GPU_CHECK_PARTS: which of the numbered parts below to run (default all), e.g. "2 6" for the speed table and
 # the profiles only.
-parts=" ${GPU_CHECK_PARTS:-1 2 3 4 5 6 7} "
+parts=" ${GPU_CHECK_PARTS:-0 1 2 3 4 5 6 7} "
 want() { [[ $parts == *" $1 "* ]]; }
 # At the end, whatever stopped the script: the report, then one archive of the logs and the profiler reports
 # (few files come back from a device run); the check's status is the report's.
@@ -67,6 +70,69 @@ python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1].split(), sys
 note "gpu_check $(date -u +%FT%TZ), budget ${budget}s, parts:${parts% }"
 note "commit $commit, GPU: $gpu"
 step --kind tool nvidia_smi 30 nvidia-smi  # no GPU (or no driver) fails the check here, whatever skips later
+
+# The anchors (../shared/anchors: the PyTorch references) are looked for in $VOLT_ANCHORS, shared/anchors,
+# ../shared/anchors and the bundle's anchors/ (copy them there when the device run carries only the bundle).
+anchors=""
+for d in ${VOLT_ANCHORS:-} "$root/shared/anchors" "$root/../shared/anchors" "$bundle/anchors"; do
+  [ -f "$d/mnist_torch.py" ] && { anchors=$(cd "$d" && pwd); break; }
+done
+# anchor_step NAME CAP ARGS...: a PyTorch reference as a step, or a failed step when the anchors are missing.
+anchor_step() {
+  local name=$1 cap=$2 script=$3; shift 3
+  if [ -z "$anchors" ]; then
+    step --kind anchor "$name" 15 sh -c 'echo "gpu_check: no ../shared/anchors (set VOLT_ANCHORS)" >&2; exit 1'
+  else
+    step --kind anchor "$name" "$cap" env PYTHONUNBUFFERED=1 python3 "$anchors/$script" "$@"
+  fi
+}
+
+# 0. GPT-2 (issue 27), first because it matters most: Volt's training step and PyTorch's (eager and torch.compile)
+# at the same model, batch (GPU_CHECK_GPT2_BATCH, default 16), T=1024 and bf16-mixed, back to back; Volt's 32-true
+# with TF32 off and its bf16 step without cuDNN's attention; 350M with and without recomputation; loss parity from the
+# reference's initial weights and token stream (bf16-mixed, 50 steps, within 1%); the Trainer (examples/gpt2) on
+# that stream as a single device and as one-rank DDP and ZeRO-1 over NCCL. scripts/gpt2_gpu_summary.py prints the
+# ratios and the issue's goals as one JSON line.
+if want 0; then
+gb=${GPU_CHECK_GPT2_BATCH:-16}
+have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
+  --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
+anchor_step anchor_gpt2_124M 240 gpt2_torch.py --model 124M --batch "$gb" --seq 1024 --steps 20 --warmup 5 \
+  --mode "${GPU_CHECK_GPT2_MODE:-both}"
+have bench_gpt2 bench_gpt2_124M_fp32 bench && step bench_gpt2_124M_fp32 120 bench_gpt2 --accelerator gpu \
+  --model 124M --batch "$gb" --seq 1024 --precision 32-true --steps 5 --warmup 2 --repeats 3
+# Each bench_gpt2 line says which attention ran ("attention": cudnn | fused | mixed); here cuDNN's is switched off.
+have bench_gpt2 bench_gpt2_124M_bf16_fused_attn bench && step bench_gpt2_124M_bf16_fused_attn 90 \
+  env VOLT_DISABLE_CUDNN_SDPA=1 bench_gpt2 --accelerator gpu --model 124M --batch "$gb" --seq 1024 \
+  --precision bf16-mixed --steps 10 --warmup 3 --repeats 3
+for rc_flag in "" --recompute; do
+  have bench_gpt2 "bench_gpt2_350M_bf16${rc_flag:+_recompute}" bench && step "bench_gpt2_350M_bf16${rc_flag:+_recompute}" \
+    90 bench_gpt2 --accelerator gpu --model 350M --batch "$gb" --seq 1024 --precision bf16-mixed --steps 5 --warmup 2 \
+    --repeats 1 $rc_flag
+done
+# Loss parity: the reference writes its initial weights and token stream, Volt starts from them.
+par=/tmp/volt-gpu-runs/gpt2_parity; mkdir -p "$par"
+anchor_step anchor_gpt2_parity 120 gpt2_torch.py --model 124M --batch 8 --seq 1024 --steps 50 --warmup 0 \
+  --mode eager --precision bf16-mixed --losses --init-out "$par/init.safetensors" --tokens-out "$par/tokens.bin"
+if [ -f "$par/tokens.bin" ]; then
+  have bench_gpt2 bench_gpt2_parity bench && step bench_gpt2_parity 120 bench_gpt2 --accelerator gpu --model 124M \
+    --batch 8 --seq 1024 --precision bf16-mixed --steps 50 --warmup 0 --repeats 1 --init "$par/init.safetensors" \
+    --tokens "$par/tokens.bin" --losses
+  step --kind test gpt2_loss_parity 30 python3 "$root/scripts/gpt2_loss_parity.py" "$logs/anchor_gpt2_parity.log" \
+    "$logs/bench_gpt2_parity.log" --rtol 0.01
+  # The Trainer on the same stream (400 windows of 1024): single device, then DDP and ZeRO-1 at one rank over NCCL.
+  for s in single_device ddp zero1; do
+    have gpt2 "trainer_gpt2_$s" bench && step --kind bench "trainer_gpt2_$s" 90 orterun -np 1 gpt2 \
+      --accelerator gpu --model 124M --vocab 50304 --seq-len 1024 --batch-size "$gb" --precision bf16-mixed \
+      --strategy $s --data "$par/tokens.bin" --no-shuffle --max-steps $((400 / gb - 1)) --warmup-steps 0 --lr 6e-4 \
+      --weight-decay 0.1 --no-progress-bar --out "/tmp/volt-gpu-runs/gpt2_$s"
+    python3 -c 'import json, sys; print(json.dumps({"trainer": sys.argv[2], **json.load(open(sys.argv[1]))}))' \
+      "/tmp/volt-gpu-runs/gpt2_$s/results.json" "$s" >> "$logs/trainer_gpt2_$s.log" 2>/dev/null
+  done
+fi
+python3 "$root/scripts/gpt2_gpu_summary.py" "$logs" > "$logs/gpt2_summary.log" 2>&1
+sed 's/^/    /' "$logs/gpt2_summary.log" | tee -a "$summary"
+fi
 
 # 1. What has never run on a GPU, and the tests that once assumed there was none.
 if want 1; then
@@ -119,39 +185,15 @@ step bench_mlp_workers2_graphs_off 60 bench_train --accelerator gpu --batch-size
   --cuda-graphs off --num-workers 2
 fi
 
-# 2b. The PyTorch references for the same work (../shared/anchors/), in this call on this GPU, so that every
-# comparison with PyTorch comes from one run: the MNIST MLP and CNN (eager, captured graph, Lightning) and a
-# GPT-2 124M training step (bf16 autocast). Part of the speed table (GPU_CHECK_PARTS "2").
-# The anchors are looked for in $VOLT_ANCHORS, shared/anchors, ../shared/anchors and the bundle's anchors/
-# (copy them there when the device run carries only the bundle); not finding them fails the check.
+# 2b. The PyTorch reference for the same work (../shared/anchors/mnist_torch.py: the MNIST MLP and CNN, eager, as a
+# captured graph and in Lightning), in this call on this GPU, so that every comparison with PyTorch comes from one run
+# (GPT-2's references run in part 0). Not finding the anchors fails the check.
 if want 2; then
-anchors=""
-for d in ${VOLT_ANCHORS:-} "$root/shared/anchors" "$root/../shared/anchors" "$bundle/anchors"; do
-  [ -f "$d/mnist_torch.py" ] && { anchors=$(cd "$d" && pwd); break; }
-done
-if [ -z "$anchors" ]; then
-  step --kind anchor anchor_missing 15 sh -c 'echo "gpu_check: no ../shared/anchors (set VOLT_ANCHORS)" >&2; exit 1'
-else
   if [ -f "$mnist/train-images-idx3-ubyte.gz" ]; then
-    step anchor_mnist_torch 120 python3 "$anchors/mnist_torch.py" "$mnist" 2000
+    anchor_step anchor_mnist_torch 120 mnist_torch.py "$mnist" 2000
   else
     skip_step anchor_mnist_torch anchor "no Fashion-MNIST under $mnist"
   fi
-  step anchor_gpt2_torch 120 python3 "$anchors/gpt2_torch.py" --model 124M --batch 16 --seq 1024 --steps 20 \
-    --mode "${GPU_CHECK_GPT2_MODE:-eager}"
-fi
-# Volt's GPT-2 step at the anchor's model, batch, sequence length and precision, right after it (issue 27's
-# ratios: tokens/s against eager and torch.compile, MFU, peak memory), and Volt's own 32-true with TF32 off,
-# against which bf16-mixed is measured.
-have bench_gpt2 bench_gpt2_124M_bf16 && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
-  --batch 16 --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
-have bench_gpt2 bench_gpt2_124M_fp32 && step bench_gpt2_124M_fp32 120 bench_gpt2 --accelerator gpu --model 124M \
-  --batch 16 --seq 1024 --precision 32-true --steps 10 --warmup 3 --repeats 3
-# The bf16 step again with cuDNN's fused attention switched off (Volt's fused softmax between two matmuls): what the
-# cuDNN path is worth. Each bench_gpt2 line says which attention ran ("attention": cudnn | fused | mixed).
-have bench_gpt2 bench_gpt2_124M_bf16_fused_attn && step bench_gpt2_124M_bf16_fused_attn 120 \
-  env VOLT_DISABLE_CUDNN_SDPA=1 bench_gpt2 --accelerator gpu --model 124M --batch 16 --seq 1024 \
-  --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
 fi
 
 # 3. Everything else, in full.

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Issue 27's GPT-2 ratios from one scripts/gpu_check.sh run (part 0), all measured in the same call on one GPU.
+
+Usage: gpt2_gpu_summary.py LOGS_DIR
+Reads the JSON lines of the part's logs (bench_gpt2_*, anchor_gpt2_*, trainer_gpt2_*) and prints one JSON line:
+Volt's bf16-mixed tokens/s against PyTorch eager and torch.compile at the same model, batch and sequence length,
+MFU, peak memory against PyTorch's, bf16-mixed against Volt's own 32-true, the Trainer's one-rank DDP and ZeRO-1
+over NCCL against its single device, and each goal of the issue as met, missed or unmeasured (null). A missed goal
+is a finding for the note, not a failed step: the exit status is 0 unless the logs cannot be read."""
+import json
+import os
+import sys
+
+
+def lines(path):
+    out = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+    return out
+
+
+def first(records, **match):
+    for r in records:
+        if all(r.get(k) == v for k, v in match.items()):
+            return r
+    return None
+
+
+def ratio(a, b):
+    return a / b if a and b else None
+
+
+def goal(value, ok):
+    return None if value is None else bool(ok(value))
+
+
+def main():
+    if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
+        sys.exit("usage: gpt2_gpu_summary.py LOGS_DIR")
+    logs = sys.argv[1]
+    read = lambda name: lines(os.path.join(logs, name + ".log"))
+    bf16 = first(read("bench_gpt2_124M_bf16"), impl="volt")
+    fp32 = first(read("bench_gpt2_124M_fp32"), impl="volt")
+    anchor = read("anchor_gpt2_124M")
+    eager, compiled = first(anchor, mode="eager"), first(anchor, mode="compile")
+    trainer = {s: first(read("trainer_gpt2_" + s)) for s in ("single_device", "ddp", "zero1")}
+    tps = lambda r: r.get("tokens_per_s") if r else None
+    ttps = lambda r: r.get("train_tokens_per_second") if r else None
+    s = {
+        "batch": bf16.get("batch") if bf16 else None,
+        "volt_tokens_per_s": tps(bf16), "torch_eager_tokens_per_s": tps(eager),
+        "torch_compile_tokens_per_s": tps(compiled),
+        "vs_torch_compile": ratio(tps(bf16), tps(compiled)), "vs_torch_eager": ratio(tps(bf16), tps(eager)),
+        "volt_mfu": bf16.get("mfu") if bf16 else None,
+        "torch_compile_mfu": compiled.get("mfu") if compiled else None,
+        "volt_peak_mem_gib": bf16.get("peak_mem_gib") if bf16 else None,
+        "torch_compile_peak_mem_gib": compiled.get("peak_mem_gib") if compiled else None,
+        "torch_eager_peak_mem_gib": eager.get("peak_mem_gib") if eager else None,
+        "bf16_vs_fp32": ratio(tps(bf16), tps(fp32)),
+        "attention": bf16.get("attention") if bf16 else None,
+        "trainer_tokens_per_s": {k: ttps(v) for k, v in trainer.items()},
+        "ddp1_vs_single": ratio(ttps(trainer["ddp"]), ttps(trainer["single_device"])),
+        "zero1_vs_single": ratio(ttps(trainer["zero1"]), ttps(trainer["single_device"])),
+    }
+    mem_ok = None
+    if s["volt_peak_mem_gib"] is not None and s["torch_compile_peak_mem_gib"] is not None:
+        mem_ok = s["volt_peak_mem_gib"] <= min(s["torch_compile_peak_mem_gib"], s["torch_eager_peak_mem_gib"] or 1e9)
+    s["goals"] = {
+        "vs_compile_ge_1.15": goal(s["vs_torch_compile"], lambda v: v >= 1.15),
+        "vs_eager_ge_1.5": goal(s["vs_torch_eager"], lambda v: v >= 1.5),
+        "mfu_ge_0.45": goal(s["volt_mfu"], lambda v: v >= 0.45),
+        "peak_mem_le_torch": mem_ok,
+        "bf16_vs_fp32_ge_3": goal(s["bf16_vs_fp32"], lambda v: v >= 3.0),
+        "ddp1_within_3pct": goal(s["ddp1_vs_single"], lambda v: v >= 0.97),
+        "zero1_within_3pct": goal(s["zero1_vs_single"], lambda v: v >= 0.97),
+    }
+    print(json.dumps({"gpt2_summary": s}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
