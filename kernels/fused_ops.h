@@ -26,12 +26,19 @@ struct FusedCrossEntropyOptions {
   /// Write the gradient over the logits' own storage (when they are contiguous; else into a fresh tensor): the
   /// logits' values are gone after the forward, and the loss may be backpropagated once only.
   bool grad_in_logits = false;
+  /// Return the loss in f32 for f16/bf16 logits also outside autocast (under autocast it is f32 anyway); f32 and
+  /// f64 logits keep their dtype. The kernel's math is f32 either way: this only skips rounding the loss to half.
+  bool f32_loss = false;
 };
 /// fused_cross_entropy: logits (N, V) (floating) and target (N) of int64 class indices. The loss equals
 /// cross_entropy(logits, target, reduction, ignore_index); each row's log-sum-exp, loss and gradient
 /// (softmax - onehot, times 1 / count for a mean) come from one kernel, in the forward, without a softmax tensor;
-/// the backward only scales that gradient by the upstream one. The loss is in the logits' dtype (f32 for f16/bf16
-/// under autocast); accumulation is f32 (f64 for f64). Out-of-range targets are an error on the CPU, NaN on CUDA.
+/// the backward only scales that gradient by the upstream one (a no-op, skipped on the device, when that is 1).
+/// f16/bf16 logits are read in their dtype and never copied to f32: the max, log-sum-exp, loss and gradient are
+/// computed in f32 and the gradient is rounded once to the logits' dtype. Unlike cross_entropy, which autocast runs
+/// on f32 copies of its inputs, this op is therefore not cast under autocast (its math is f32 already). The loss is
+/// in the logits' dtype, f32 for f16/bf16 under autocast or with f32_loss; accumulation is f32 (f64 for f64).
+/// Out-of-range targets are an error on the CPU, NaN on CUDA.
 Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const FusedCrossEntropyOptions& options = {});
 
 }  // namespace volt

@@ -1,6 +1,7 @@
 // CUDA fused class-index losses (cross_entropy, nll_loss): one block per loss row for the log-sum-exp, one block
 // for the reduction, one thread per element for the backward. The math is kernels/common/softmax.h. Also the fused
 // classifier (fused_cross_entropy): one block per row for its loss and gradient (kernels/common/fused.h).
+#include <cstdint>
 #include <limits>
 
 #include <volt/kernels/backend/loss.h>
@@ -160,22 +161,32 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-// One block per row of the chunk: the row's log-sum-exp, its loss, then its gradient over the same row (which may
-// be the logits' own storage: every read of the row happens before the block's barrier inside block_lse).
-template <class T>
+// One block per row of the chunk: the row's log-sum-exp (online max and sum-exp, one read of the row), its loss,
+// then its gradient over the same row (a second read; the row may be the logits' own storage: every read of the row
+// for the statistics happens before the block's barrier inside block_lse, and x[t] before the barrier below). The
+// row is read VEC elements at a time as one aligned access (16 bytes; VEC divides v and both pointers are 16-byte
+// aligned, else VEC is 1): f16/bf16 logits are read in their dtype and everything is computed in f32.
+template <class T, int VEC>
 __global__ void classifier_fwd_kernel(acc_t<T>* loss_rows, T* grad, const T* logits, const int64_t* target,
                                       const acc_t<T>* scale, int64_t row0, int64_t nrows, int64_t v,
                                       int64_t ignore_index) {
   using A = acc_t<T>;
+  using P = loops_detail::Pack<VEC, T>;
+  const int64_t nv = v / VEC;
   for (int64_t i = blockIdx.x; i < nrows; i += gridDim.x) {
     const int64_t row = row0 + i, t = target[row];
     const T* x = logits + row * v;
+    const P* xp = reinterpret_cast<const P*>(x);
     const bool ignored = t == ignore_index;
     // Out-of-range targets are not checked on the device (that would need a host sync); they give NaN.
     const bool bad = !ignored && (t < 0 || t >= v);
     A m = -std::numeric_limits<A>::infinity(), se = A(0);
     if (!ignored)
-      for (int64_t j = threadIdx.x; j < v; j += blockDim.x) nnmath::lse_push(m, se, A(x[j]));
+      for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
+        const P pk = xp[k];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) nnmath::lse_push(m, se, A(pk.v[e]));
+      }
     block_lse(m, se);
     const A lse = nnmath::lse_finish(m, se);
     const A xt = ignored || bad ? A(0) : A(x[t]);
@@ -183,9 +194,15 @@ __global__ void classifier_fwd_kernel(acc_t<T>* loss_rows, T* grad, const T* log
     if (threadIdx.x == 0) loss_rows[i] = ignored ? A(0) : (bad ? A(NAN) : fusedmath::classifier_row_loss(lse, xt));
     if (grad == nullptr) continue;
     const A sc = bad ? A(NAN) : *scale;
-    T* gr = grad + row * v;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
-      gr[j] = ignored ? T(A(0)) : T(fusedmath::classifier_grad(A(x[j]), lse, j == t, sc));
+    P* gp = reinterpret_cast<P*>(grad + row * v);
+    for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
+      const P pk = xp[k];
+      P out;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        out.v[e] = ignored ? T(A(0)) : T(fusedmath::classifier_grad(A(pk.v[e]), lse, k * VEC + e == t, sc));
+      gp[k] = out;
+    }
   }
 }
 
@@ -195,10 +212,22 @@ void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& l
   dispatch_floating(logits.dtype(), "classifier_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    classifier_fwd_kernel<T><<<row_blocks(rows), threads_for(v), 0, launch_stream()>>>(
-        static_cast<A*>(loss_rows.data_ptr()), grad.defined() ? static_cast<T*>(grad.data_ptr()) : nullptr,
-        static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
-        static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index);
+    constexpr int kVec = 16 / sizeof(T);
+    T* g = grad.defined() ? static_cast<T*>(grad.data_ptr()) : nullptr;
+    const T* x = static_cast<const T*>(logits.data_ptr());
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const bool vec = v % kVec == 0 && aligned(x) && (g == nullptr || aligned(g));
+    // Threads per row: as many as the row has packs, at most kMaxThreads.
+    const int threads = threads_for(vec ? v / kVec : v);
+    auto launch = [&](auto kernel) {
+      kernel<<<row_blocks(rows), threads, 0, launch_stream()>>>(
+          static_cast<A*>(loss_rows.data_ptr()), g, x, static_cast<const int64_t*>(target.data_ptr()),
+          static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index);
+    };
+    if (vec)
+      launch(classifier_fwd_kernel<T, kVec>);
+    else
+      launch(classifier_fwd_kernel<T, 1>);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }

@@ -18,26 +18,46 @@ namespace {
 // elements, from kMinChunk for small lists up to kMaxChunk (kernels/common/multi_tensor.h chooses and plans
 // them); block b updates chunk b. The block stays under the
 // 4 KiB kernel-parameter limit for every type combination.
+// A tensor of at least kOwnLaunch elements instead gets a launch of its own (chunk 0 in the table): its one tensor,
+// in slot 0, spread over a grid that fills the GPU (kBlocksPerSm blocks per multiprocessor), each thread striding
+// over the grid. 160 blocks of one chunk each would leave most of an H200 idle (memory-latency bound). Every kernel
+// below does the same arithmetic on each element, with the element's index in its tensor, in either layout, so the
+// results are the same bit for bit; only the grouping of elements into threads differs.
 constexpr int kMaxTensors = 24;
 constexpr int kMaxChunks = 160;
 constexpr int64_t kMinChunk = 2048, kMaxChunk = 65536;
 constexpr int kThreads = 256;
+constexpr int64_t kOwnLaunch = int64_t(1) << 20;
+constexpr int kBlocksPerSm = 8;  // 8 x 256 threads: a full multiprocessor
 
 struct ChunkTable {
   int tensor[kMaxChunks];
   int64_t begin[kMaxChunks];
-  int64_t chunk;  // elements per chunk (the last chunk of a tensor may be shorter)
+  int64_t chunk;  // elements per chunk (the last chunk of a tensor may be shorter); 0: one tensor over the grid
 };
 
-// This block's chunk: its tensor's index in the argument block and its element range [begin, end).
+// This thread's elements: its tensor's index in the argument block and the indices begin, begin + step, ... below
+// end (a chunk: [chunk begin + threadIdx.x, chunk end) by blockDim.x; a launch of its own: the whole tensor by the
+// grid's width).
 struct ChunkSpan {
   int t;
-  int64_t begin, end;
+  int64_t begin, end, step;
 };
 __device__ ChunkSpan chunk_span(const ChunkTable& c, const int64_t* n) {
+  if (c.chunk == 0)
+    return {0, int64_t(blockIdx.x) * blockDim.x + threadIdx.x, n[0], int64_t(gridDim.x) * blockDim.x};
   const int t = c.tensor[blockIdx.x];
   const int64_t begin = c.begin[blockIdx.x];
-  return {t, begin, begin + c.chunk < n[t] ? begin + c.chunk : n[t]};
+  return {t, begin + threadIdx.x, begin + c.chunk < n[t] ? begin + c.chunk : n[t], int64_t(blockDim.x)};
+}
+
+// Blocks for a tensor of n elements with a launch of its own: enough to fill the GPU, no more than its elements need.
+unsigned own_launch_blocks(int64_t n) {
+  int dev = 0, sms = 0;
+  VOLT_CUDA_CHECK(cudaGetDevice(&dev));
+  VOLT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t want = (n + kThreads - 1) / kThreads, cap = int64_t(sms > 0 ? sms : 1) * kBlocksPerSm;
+  return static_cast<unsigned>(want < cap ? want : cap);
 }
 
 template <class T, class M>
@@ -67,13 +87,13 @@ struct SgdArgs {
 template <class T, class M, class S, bool kDecay, bool kDecoupled, bool kAms>
 __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om::AdamScalars<S>* dynamic) {
   const om::AdamScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
-  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
+  const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   T* __restrict__ p = a.p[t];
   const T* __restrict__ g = a.g[t];
   M* __restrict__ m = a.m[t];
   M* __restrict__ v = a.v[t];
   M* __restrict__ vmax = a.vmax[t];
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (int64_t i = begin; i < end; i += step) {
     S pp = static_cast<S>(p[i]), mm = static_cast<S>(m[i]), vv = static_cast<S>(v[i]);
     S vm = kAms ? static_cast<S>(vmax[i]) : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
@@ -87,11 +107,11 @@ __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om
 template <class T, class M, class S, bool kDecay, bool kMomentum, bool kNesterov>
 __global__ void sgd_kernel(SgdArgs<T, M> a, bool first, om::SgdScalars<S> s_arg, const om::SgdScalars<S>* dynamic) {
   const om::SgdScalars<S> s = dynamic != nullptr ? *dynamic : s_arg;
-  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
+  const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   T* __restrict__ p = a.p[t];
   const T* __restrict__ g = a.g[t];
   M* __restrict__ buf = a.buf[t];
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (int64_t i = begin; i < end; i += step) {
     S pp = static_cast<S>(p[i]);
     S b = kMomentum ? static_cast<S>(buf[i]) : S(0);
     om::sgd_update<S, kDecay, kMomentum, kNesterov>(pp, static_cast<S>(g[i]), b, first, s);
@@ -116,10 +136,10 @@ static_assert(sizeof(StateArgs<double, double>) + sizeof(om::LionScalars<double>
 template <class T, class M, class Op>
 __global__ void state_update_kernel(StateArgs<T, M> a, Op op) {
   using S = acc_t<T>;
-  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
+  const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   T* __restrict__ p = a.p[t];
   const T* __restrict__ g = a.g[t];
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (int64_t i = begin; i < end; i += step) {
     S pp = static_cast<S>(p[i]);
     S st[Op::kStates];
 #pragma unroll
@@ -131,10 +151,27 @@ __global__ void state_update_kernel(StateArgs<T, M> a, Op op) {
   }
 }
 
-// Plans `list` into launches and calls launch(args) for each, with args' tensor and chunk tables filled (fill(args,
-// slot, entry) copies one list entry's pointers into slot `slot`).
+// Plans `list` into launches and calls launch(args, blocks) for each, with args' tensor and chunk tables filled
+// (fill(args, slot, entry) copies one list entry's pointers into slot `slot`). With own_launches, each tensor of at
+// least kOwnLaunch elements gets a launch of its own over the whole GPU (chunk 0) and the rest are planned as
+// multi-tensor launches; without it (the gradient norm, whose per-block partials fix its summation order) every
+// tensor is planned.
 template <class Args, class Entry, class Fill, class Launch>
-void for_each_launch(const std::vector<Entry>& list, Fill&& fill, Launch&& launch) {
+void for_each_launch(const std::vector<Entry>& all, Fill&& fill, Launch&& launch, bool own_launches = true) {
+  std::vector<Entry> list;
+  list.reserve(all.size());
+  for (const Entry& e : all) {
+    if (!own_launches || e.n < kOwnLaunch) {
+      list.push_back(e);
+      continue;
+    }
+    Args args{};
+    args.chunks.chunk = 0;
+    fill(args, 0, e);
+    args.n[0] = e.n;
+    launch(args, own_launch_blocks(e.n));
+  }
+  if (list.empty()) return;
   std::vector<int64_t> numels;
   numels.reserve(list.size());
   for (const Entry& e : list) numels.push_back(e.n);
@@ -164,10 +201,10 @@ struct ListArgs {
 
 template <class T, class S>
 __global__ void unscale_check_kernel(ListArgs<T> a, S inv, float* __restrict__ found) {
-  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
+  const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   T* __restrict__ g = a.g[t];
   bool bad = false;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (int64_t i = begin; i < end; i += step) {
     S v = static_cast<S>(g[i]);
     bad |= om::unscale_update(v, inv);
     g[i] = T(v);
@@ -183,10 +220,10 @@ __global__ void unscale_check_kernel(ListArgs<T> a, S inv, float* __restrict__ f
 template <class T>
 __global__ void norm_partial_kernel(ListArgs<T> a, om::NormKind kind, double p, double* __restrict__ partials) {
   __shared__ double red[kThreads];
-  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
+  const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   const T* __restrict__ d = a.g[t];
   double acc = 0.0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+  for (int64_t i = begin; i < end; i += step)
     acc = om::norm_combine(acc, om::norm_term(static_cast<double>(static_cast<acc_t<T>>(d[i])), kind, p), kind);
   red[threadIdx.x] = acc;
   __syncthreads();
@@ -211,12 +248,25 @@ __global__ void norm_fold_kernel(const double* __restrict__ partials, int64_t n,
   if (threadIdx.x == 0) *out = om::norm_combine(*out, red[0], kind);
 }
 
+// d[i] = T(S(d[i]) * c), kUnroll elements per thread at a time (their loads issued before their stores). A
+// coefficient of exactly 1 leaves every value as it is (x * 1 == x, and T(S(x)) == x), so nothing is read or
+// written: the backward of a loss backpropagated as is, or gradient clipping below the threshold, costs a launch.
 template <class T, class S>
 __global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef) {
-  const auto [t, begin, end] = chunk_span(a.chunks, a.n);
-  T* __restrict__ d = a.g[t];
   const S c = static_cast<S>(from_f64<T>(*coef));
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) d[i] = T(static_cast<S>(d[i]) * c);
+  if (c == S(1)) return;
+  const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
+  T* __restrict__ d = a.g[t];
+  constexpr int kUnroll = 4;
+  int64_t i = begin;
+  for (; i + (kUnroll - 1) * step < end; i += kUnroll * step) {
+    T r[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) r[u] = d[i + u * step];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) d[i + u * step] = T(static_cast<S>(r[u]) * c);
+  }
+  for (; i < end; i += step) d[i] = T(static_cast<S>(d[i]) * c);
 }
 
 struct GpuLauncher {
@@ -315,7 +365,7 @@ std::vector<ListEntry> entries(const std::vector<Tensor>& list) {
 // Calls launch(T{}, args, blocks) for each launch the plan makes over the non-empty tensors of `list` (all of
 // the first one's dtype T): args names each launch's tensors and chunks.
 template <class Launch>
-void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&& launch) {
+void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&& launch, bool own_launches = true) {
   const std::vector<ListEntry> e = entries(list);
   if (e.empty()) return;
   dispatch_floating(list.front().dtype(), what, [&](auto tag) {
@@ -323,7 +373,7 @@ void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&
     using Args = ListArgs<T>;
     for_each_launch<Args>(
         e, [](Args& a, size_t k, const ListEntry& x) { a.g[k] = static_cast<T*>(x.g); },
-        [&](const Args& a, unsigned blocks) { launch(tag, a, blocks); });
+        [&](const Args& a, unsigned blocks) { launch(tag, a, blocks); }, own_launches);
   });
 }
 
@@ -358,7 +408,7 @@ void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) 
     norm_partial_kernel<T><<<blocks, kThreads, 0, stream>>>(a, kind, p, base + done);
     VOLT_CUDA_CHECK_LAUNCH();
     done += blocks;
-  });
+  }, /*own_launches=*/false);  // the planned chunks only: the partials' count and order are counted above
   norm_fold_kernel<<<1, kThreads, 0, stream>>>(base, chunks, kind, static_cast<double*>(out.data_ptr()));
   VOLT_CUDA_CHECK_LAUNCH();
 }

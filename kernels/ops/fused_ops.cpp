@@ -135,9 +135,10 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
 
   const Device dev = logits.device();
   const DType T = logits.dtype(), A = acc_dtype(T);
-  // Under autocast a half loss is returned in f32 (the losses' autocast rule); the kernel accumulates in f32 either
-  // way, so the logits are not cast and the gradient keeps their dtype.
-  const DType out_dt = autocast_enabled() && A != T ? A : T;
+  // Under autocast (or with f32_loss) a half loss is returned in f32 (the losses' autocast rule); the kernel reads
+  // half logits in their dtype and computes in f32 either way, so the logits are not cast (the intended exception
+  // to cross_entropy's fp32 autocast rule: no f32 copy of a large logits tensor) and the gradient keeps their dtype.
+  const DType out_dt = (autocast_enabled() || opt.f32_loss) && A != T ? A : T;
   const bool need_grad = autograd::grad_enabled() && logits.requires_grad();
   Tensor lc = logits.detach().contiguous();
   const bool in_place = need_grad && opt.grad_in_logits && lc.data_ptr() == logits.data_ptr();

@@ -182,11 +182,11 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
              "GPT2::loss: targets must have the shape of idx ", idx.shape_str(), ", got ",
              targets.defined() ? targets.shape_str() : std::string("undefined"));
   Tensor logits = forward(idx);
-  if (logits.dtype() != DType::f32 && logits.dtype() != DType::f64) logits = logits.to(DType::f32);
   // The fused classifier: loss and gradient in one pass over the logits, the gradient written over them (the
-  // logits are not used again), no softmax tensor.
+  // logits are not used again), no softmax tensor. bf16/f16 logits are read as they are (no f32 copy): the
+  // classifier computes in f32, writes the gradient in their dtype and returns an f32 loss.
   return fused_cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}).to(DType::i64),
-                             {.grad_in_logits = true});
+                             {.grad_in_logits = true, .f32_loss = true});
 }
 
 void GPT2::save(const std::string& path) const {

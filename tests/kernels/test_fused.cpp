@@ -187,6 +187,87 @@ TEST(FusedCrossEntropy, GradientWrittenOverTheLogits) {
   VOLT_EXPECT_ERROR(big.backward(), "second backward", "grad_in_logits");
 }
 
+// f16/bf16 logits with grad_in_logits, as GPT2::loss runs them (no f32 copy): the loss is computed in f32 (returned
+// in f32 with f32_loss) and the gradient, written over the logits in their dtype, is the f32 path's gradient rounded
+// once: bit for bit on the CPU when the upstream gradient is 1, within two roundings otherwise.
+TEST(FusedCrossEntropy, HalfLogitsWithGradInLogits) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (int64_t chunk : {0, 4}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " chunk " + std::to_string(chunk));
+      const double eps = dt == DType::bf16 ? 1.0 / 256 : 1.0 / 2048;
+      Tensor z0 = rand_f64({9, 50}, 31, -3, 3).to(dt);
+      Tensor t = targets(9, 50, 2, true);
+      FusedCrossEntropyOptions o = ce_opts(Reduction::Mean, -1, chunk, true);
+      o.f32_loss = true;
+      Tensor zr = leaf(z0.to(DType::f64));
+      Tensor ref = cross_entropy(zr, t, Reduction::Mean, -1);
+      ref.backward();
+
+      Tensor z = leaf(z0);
+      Tensor loss = fused_cross_entropy(z, t, o);
+      EXPECT_EQ(loss.dtype(), DType::f32) << "f32_loss";
+      expect_all_near(loss, ref, 0, 1e-5, "loss vs the f64 reference");
+      EXPECT_EQ(z.detach().dtype(), dt) << "the gradient is written in the logits' dtype";
+      loss.backward();
+      EXPECT_EQ(z.grad().dtype(), dt);
+      expect_all_near(z.grad(), zr.grad(), 1e-7, eps, "grad vs the f64 reference");
+
+      Tensor zf = leaf(z0.to(DType::f32));
+      fused_cross_entropy(zf, t, o).backward();
+      expect_equal(z.grad(), zf.grad().to(dt), "grad vs the f32 path's gradient rounded to the dtype");
+
+      Tensor z2 = leaf(z0);
+      mul(fused_cross_entropy(z2, t, o), 0.75).backward();
+      expect_all_near(z2.grad(), mul(zr.grad(), 0.75), 1e-7, 2 * eps, "grad with an upstream gradient of 0.75");
+
+      o.f32_loss = false;
+      EXPECT_EQ(fused_cross_entropy(leaf(z0), t, o).dtype(), dt) << "without f32_loss or autocast: the logits' dtype";
+    }
+  }
+}
+
+TEST(FusedCrossEntropy, HalfLogitsBadTargetsNameTheProblem) {
+  Tensor z = leaf(rand_f64({4, 6}, 32).to(DType::bf16));
+  Tensor t = targets(4, 6, 0, false);
+  const FusedCrossEntropyOptions o = ce_opts(Reduction::Mean, -100, 0, true);
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, t.to(DType::i32), o), "target must hold class indices of dtype int64",
+                    "int32");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, targets(5, 6, 0, false), o), "target has shape (5,)", "need (4,)");
+  VOLT_EXPECT_ERROR(fused_cross_entropy(z, from_vector<int64_t>({0, 6, 1, 2}, {4}), o), "target value 6", "row 1",
+                    "6 classes");
+}
+
+// On a GPU: GPT-2's classifier shape (64 rows of the padded vocabulary 50304, bf16, gradient in place) against the
+// CPU: the loss within f32 summation order, the gradient within one rounding of the dtype; also an f16 row width
+// that is not a multiple of 8 (the CUDA kernel's unvectorised path), chunked, and the loss alone without grad.
+TEST(FusedCrossEntropyCuda, HalfClassifierMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA classifier kernel runs on a GPU only";
+  struct Case {
+    DType dt;
+    int64_t v, chunk;
+  };
+  for (const Case& c : {Case{DType::bf16, 50304, 0}, Case{DType::f16, 50257, 16}, Case{DType::bf16, 1000, 0}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.dt)) + " v=" + std::to_string(c.v));
+    const double eps = c.dt == DType::bf16 ? 1.0 / 256 : 1.0 / 2048;
+    const int64_t n = 64;
+    Tensor z0 = rand_f64({n, c.v}, 33, -8, 8).to(c.dt);
+    Tensor t = targets(n, c.v, 5, true);
+    FusedCrossEntropyOptions o = ce_opts(Reduction::Mean, -1, c.chunk, true);
+    o.f32_loss = true;
+    Tensor zc = leaf(z0), zg = leaf(z0.to(cuda_device(0)));
+    Tensor lc = fused_cross_entropy(zc, t, o), lg = fused_cross_entropy(zg, t.to(cuda_device(0)), o);
+    expect_all_near(lg.cpu(), lc, 0, 1e-5, "loss, CUDA vs CPU");
+    lc.backward();
+    lg.backward();
+    ASSERT_EQ(zg.grad().dtype(), c.dt);
+    expect_all_near(zg.grad().cpu(), zc.grad(), 1e-12, eps, "grad, CUDA vs CPU");
+    expect_equal(zg.detach().cpu(), zg.grad().cpu(), "the gradient is in the logits' storage");
+    NoGradGuard ng;
+    expect_all_near(fused_cross_entropy(z0.to(cuda_device(0)), t.to(cuda_device(0)), o).cpu(), lc, 0, 1e-5,
+                    "loss without grad");
+  }
+}
+
 TEST(FusedCrossEntropy, NoGradComputesLossOnly) {
   Tensor z = rand_f64({4, 6}, 23).to(DType::f32);
   Tensor t = targets(4, 6, 2, false);

@@ -340,3 +340,92 @@ TEST(MultiTensorOptim, ScaleRoundsTheCoefficientToEachDtype) {
   Tensor p = zeros({2}).set_requires_grad();
   VOLT_EXPECT_ERROR(multi_tensor_scale_({p}, scalar_tensor(1.0, DType::f64)), "requires grad");
 }
+
+namespace {
+
+// A tensor of at least 1 << 20 elements gets a CUDA launch of its own over the whole GPU (kernels/cuda/optim.cu);
+// smaller ones share the chunked multi-tensor launches. Both do the same arithmetic on each element.
+constexpr int64_t kOwnLaunch = int64_t(1) << 20;
+
+// Scales `whole` as one tensor and a copy of it as pieces below the own-launch size (narrowed views of one
+// storage); both must give mul(x, coef rounded to the dtype) bit for bit.
+void scale_whole_vs_pieces(int64_t n, DType dt, Device d, double c) {
+  SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " coef=" + std::to_string(c));
+  Tensor whole = values({n}, 7, dt, d, -3, 3), split = whole.clone(), ref = whole.clone();
+  std::vector<Tensor> pieces;
+  const int64_t piece = kOwnLaunch / 3;
+  for (int64_t b = 0; b < n; b += piece) pieces.push_back(split.narrow(0, b, std::min(piece, n - b)));
+  const Tensor coef = scalar_tensor(c, DType::f64).to(d);
+  multi_tensor_scale_({whole, values({100}, 8, dt, d)}, coef);
+  multi_tensor_scale_(pieces, coef);
+  EXPECT_TRUE(same_bits(whole, split)) << "one launch of its own vs multi-tensor chunks";
+  EXPECT_TRUE(same_bits(whole, mul(ref, coef.to(dt)))) << "vs mul by the rounded coefficient";
+}
+
+}  // namespace
+
+TEST(MultiTensorOptim, ScaleOfATensorAboveTheOwnLaunchSizeMatchesPieces) {
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    for (DType dt : {DType::f32, DType::bf16}) scale_whole_vs_pieces(kOwnLaunch + 12345, dt, d, 0.37);
+  }
+}
+
+// A coefficient of exactly 1 is skipped (x * 1 == x): the values are unchanged, infinities and -0 included.
+TEST(MultiTensorOptim, ScaleByOneLeavesTheValues) {
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      Tensor x = from_vector<double>({1.5, -0.0, INFINITY, -INFINITY, 3e-5, -7.25}, {6}).to(d, dt);
+      Tensor big = values({kOwnLaunch + 1}, 9, dt, d);
+      Tensor x0 = x.clone(), big0 = big.clone();
+      multi_tensor_scale_({x, big}, scalar_tensor(1.0, DType::f64).to(d));
+      EXPECT_TRUE(same_bits(x, x0)) << dtype_name(dt);
+      EXPECT_TRUE(same_bits(big, big0)) << dtype_name(dt);
+    }
+  }
+}
+
+// On a GPU: the own-launch path (5M elements, grid-stride over the whole GPU) equals the CPU loop bit for bit.
+TEST(MultiTensorOptimCuda, ScaleByFiveMillionElementsMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the own-launch scale_by path runs on a GPU only";
+  const Device d = cuda_device(0);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor cpu = values({5'000'000}, 11, dt, kCPU, -4, 4);
+    Tensor gpu = cpu.to(d);
+    multi_tensor_scale_({cpu}, scalar_tensor(0.731, DType::f64));
+    multi_tensor_scale_({gpu}, scalar_tensor(0.731, DType::f64).to(d));
+    EXPECT_TRUE(same_bits(gpu, cpu));
+  }
+  scale_whole_vs_pieces(5'000'000 + 3, DType::f32, d, -1.75);
+}
+
+// On a GPU: Adam over a tensor with a launch of its own equals Adam over the same values as multi-tensor pieces.
+TEST(MultiTensorOptimCuda, AdamOnATensorWithItsOwnLaunchMatchesPieces) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the own-launch adam path runs on a GPU only";
+  const Device d = cuda_device(0);
+  const int64_t n = 3 * kOwnLaunch / 2 + 7, piece = kOwnLaunch / 2;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const AdamHyper h{.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true};
+    Tensor p1 = values({n}, 12, dt, d), p2 = p1.clone();
+    Tensor m1 = zeros({n}, DType::f32, d), v1 = zeros({n}, DType::f32, d), m2 = m1.clone(), v2 = v1.clone();
+    for (int step = 1; step <= 2; ++step) {
+      AdamHyper hs = h;
+      hs.step = step;
+      Tensor g = values({n}, 50 + step, dt, d, -2, 2);
+      adam_step_multi_({AdamTensors{p1, g, m1, v1, Tensor()}}, hs);
+      std::vector<AdamTensors> pieces;
+      for (int64_t b = 0; b < n; b += piece) {
+        const int64_t len = std::min(piece, n - b);
+        pieces.push_back({p2.narrow(0, b, len), g.narrow(0, b, len), m2.narrow(0, b, len), v2.narrow(0, b, len),
+                          Tensor()});
+      }
+      adam_step_multi_(pieces, hs);
+    }
+    EXPECT_TRUE(same_bits(p1, p2)) << "param";
+    EXPECT_TRUE(same_bits(m1, m2)) << "exp_avg";
+    EXPECT_TRUE(same_bits(v1, v2)) << "exp_avg_sq";
+  }
+}

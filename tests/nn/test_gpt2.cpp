@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/gradcheck.h"
+#include <volt/kernels/fused_ops.h>
 #include <volt/nn/models/gpt2.h>
 #include <volt/nn/nn.h>
 
@@ -114,6 +115,38 @@ TEST(GPT2, ForwardShapeAndLoss) {
   EXPECT_NEAR(loss, std::log(11.0), 0.2);
   // i32 tokens give the same logits.
   EXPECT_EQ(max(abs(sub(m.forward(idx.to(DType::i32)), logits))).item(), 0.0);
+}
+
+// bf16 logits go to the classifier as they are (no f32 copy): the loss is f32, and every parameter's gradient is bit
+// for bit what the former path gave (logits cast to f32, the f32 gradient cast back to bf16 by the cast's backward).
+TEST(GPT2, Bf16LogitsNeedNoF32Copy) {
+  manual_seed(5);
+  nn::GPT2 m(small_config());
+  m.to(DType::bf16);
+  Tensor idx = tokens({1, 2, 3, 4, 5, 10, 0, 7}, 2, 4);
+  Tensor tgt = tokens({2, 3, 4, 5, 0, 7, 1, 9}, 2, 4);
+  Tensor loss = m.loss(idx, tgt);
+  EXPECT_EQ(loss.dtype(), DType::f32);
+  loss.backward();
+  std::vector<Tensor> grads;
+  for (const Tensor& p : m.parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_EQ(p.grad().dtype(), DType::bf16);
+    grads.push_back(p.grad().clone());
+  }
+  m.zero_grad();
+  Tensor logits = m.forward(idx);
+  Tensor ref = fused_cross_entropy(logits.to(DType::f32).reshape({-1, 11}), tgt.reshape({-1}), {.grad_in_logits = true});
+  {
+    NoGradGuard ng;
+    EXPECT_NEAR(loss.item(), cross_entropy(m.forward(idx).to(DType::f64).reshape({8, 11}), tgt.reshape({8})).item(),
+                1e-5);
+  }
+  EXPECT_EQ(loss.item(), ref.item());
+  ref.backward();
+  const std::vector<Tensor> params = m.parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(max(abs(sub(params[i].grad().to(DType::f64), grads[i].to(DType::f64)))).item(), 0.0) << "param " << i;
 }
 
 TEST(GPT2, ForwardErrors) {
