@@ -48,7 +48,9 @@ struct OptimKernels {
   Kernel<void(const std::vector<Tensor>& list, double p, const Tensor& out)> norm_partial;
   // Every listed tensor (contiguous, all of the first one's dtype) *= coef, a 0-d f64 on the same device read
   // there (no host sync), rounded to the tensors' dtype first, so that the result equals mul_ by a 0-d tensor of
-  // that dtype. Gradient clipping's rescale. Dispatch dtype: the first tensor's (floating).
+  // that dtype. Gradient clipping's rescale. A 0-d f32 coef is used as it is instead (not rounded to f16/bf16):
+  // fused_cross_entropy scales a half gradient by an f32 upstream gradient. A coefficient of exactly 1 writes
+  // nothing. Dispatch dtype: the first tensor's (floating).
   Kernel<void(const std::vector<Tensor>& list, const Tensor& coef)> scale_by;
 };
 

@@ -187,11 +187,13 @@ void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) 
 
 void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
   if (list.empty()) return;
-  const double c64 = *static_cast<const double*>(coef.data_ptr());
+  const bool f32 = coef.dtype() == DType::f32;  // used as it is; an f64 coef is rounded to T first
+  const double c64 = f32 ? 0.0 : *static_cast<const double*>(coef.data_ptr());
+  const float c32 = f32 ? *static_cast<const float*>(coef.data_ptr()) : 0.0f;
   dispatch_floating(list.front().dtype(), "scale_by", [&](auto tag) {
     using T = decltype(tag);
     using S = acc_t<T>;
-    const S c = static_cast<S>(from_f64<T>(c64));
+    const S c = f32 ? static_cast<S>(c32) : static_cast<S>(from_f64<T>(c64));
     if (c == S(1)) return;  // x * 1 == x: nothing to write (as the CUDA kernel)
     for (const Tensor& t : list) {
       T* d = static_cast<T*>(t.data_ptr());

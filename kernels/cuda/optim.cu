@@ -251,9 +251,10 @@ __global__ void norm_fold_kernel(const double* __restrict__ partials, int64_t n,
 // d[i] = T(S(d[i]) * c), kUnroll elements per thread at a time (their loads issued before their stores). A
 // coefficient of exactly 1 leaves every value as it is (x * 1 == x, and T(S(x)) == x), so nothing is read or
 // written: the backward of a loss backpropagated as is, or gradient clipping below the threshold, costs a launch.
+// coef32, when not null, is used as it is; else *coef64 is rounded to T first (backend/optim.h).
 template <class T, class S>
-__global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef) {
-  const S c = static_cast<S>(from_f64<T>(*coef));
+__global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef64, const float* __restrict__ coef32) {
+  const S c = coef32 != nullptr ? static_cast<S>(*coef32) : static_cast<S>(from_f64<T>(*coef64));
   if (c == S(1)) return;
   const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   T* __restrict__ d = a.g[t];
@@ -418,7 +419,10 @@ void scale_by(const std::vector<Tensor>& list, const Tensor& coef) {
   cudaStream_t stream = launch_stream();
   launch_over_list(list, "scale_by", [&](auto tag, const auto& a, unsigned blocks) {
     using T = decltype(tag);
-    scale_by_kernel<T, acc_t<T>><<<blocks, kThreads, 0, stream>>>(a, static_cast<const double*>(coef.data_ptr()));
+    const bool f32 = coef.dtype() == DType::f32;
+    scale_by_kernel<T, acc_t<T>><<<blocks, kThreads, 0, stream>>>(
+        a, f32 ? nullptr : static_cast<const double*>(coef.data_ptr()),
+        f32 ? static_cast<const float*>(coef.data_ptr()) : nullptr);
     VOLT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -170,11 +170,13 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
         return autograd::composite_backward({logits}, grads, [&](const std::vector<Tensor>& in) {
           return std::vector<Tensor>{cast(cross_entropy(in[0], target, o.reduction, o.ignore_index), out_dt)};
         });
-      Tensor coef = cast(grads[0], DType::f64).reshape({});
-      if (!in_place) return std::vector<Tensor>{mul(grad, cast(coef, T))};
+      if (!in_place) return std::vector<Tensor>{mul(grad, cast(cast(grads[0], DType::f64).reshape({}), T))};
       VOLT_CHECK(!*used, "fused_cross_entropy: a second backward through a loss whose gradient was written in place "
                  "of the logits (grad_in_logits); backpropagate it once, or turn grad_in_logits off");
       *used = true;
+      // The upstream gradient in the accumulation dtype, used as it is (f32 for f16/bf16: not rounded to the half
+      // dtype first); exactly 1 (a loss backpropagated as it is) writes nothing.
+      Tensor coef = cast(grads[0], A).reshape({}).contiguous();
       backend::call<&backend::OptimKernels::scale_by>(dev, T, std::vector<Tensor>{grad}, coef);
       return std::vector<Tensor>{grad};
     });

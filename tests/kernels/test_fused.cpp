@@ -220,6 +220,13 @@ TEST(FusedCrossEntropy, HalfLogitsWithGradInLogits) {
       mul(fused_cross_entropy(z2, t, o), 0.75).backward();
       expect_all_near(z2.grad(), mul(zr.grad(), 0.75), 1e-7, 2 * eps, "grad with an upstream gradient of 0.75");
 
+      // An upstream gradient that the half dtype cannot hold (1/3) scales in f32: the half gradient times f32(1/3),
+      // rounded once more (not times 1/3 rounded to the half dtype first).
+      Tensor z3 = leaf(z0);
+      mul(fused_cross_entropy(z3, t, o), 1.0 / 3).backward();
+      Tensor third = mul(zf.grad().to(dt).to(DType::f32), scalar_tensor(1.0 / 3, DType::f32)).to(dt);
+      expect_equal(z3.grad(), third, "grad with an upstream gradient of 1/3");
+
       o.f32_loss = false;
       EXPECT_EQ(fused_cross_entropy(leaf(z0), t, o).dtype(), dt) << "without f32_loss or autocast: the logits' dtype";
     }
