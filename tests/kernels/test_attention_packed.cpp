@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/gradcheck.h"
+#include "common/sdpa_test_util.h"
 #include <volt/kernels/attention_packed.h>
 #include <volt/kernels/common/flash_attention.h>
 #include <volt/kernels/grad.h>
@@ -19,6 +20,10 @@
 
 namespace volt {
 namespace {
+
+using testing::DisableCudnnSdpa;
+using testing::expect_close_rel;
+using testing::max_abs_diff;
 
 // What GPT2Attention ran before the packed op.
 Tensor composition(const Tensor& qkv, int64_t H) {
@@ -48,11 +53,6 @@ AttnRun run(F&& attention, const Tensor& qkv0, const Tensor& w) {
   r.grad = qkv.grad();
   return r;
 }
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  return max(abs(sub(a.to(DType::f64).cpu(), b.to(DType::f64).cpu()))).item();
-}
-double max_abs(const Tensor& a) { return max(abs(a.to(DType::f64).cpu())).item(); }
 
 TEST(CausalSelfAttentionPacked, EqualsTheCompositionOnTheCpu) {
   struct Case {
@@ -137,26 +137,6 @@ TEST(CausalSelfAttentionPacked, BackwardLayoutsDefaultToContiguousGradients) {
 }
 
 // ---- on a GPU -------------------------------------------------------------------------------------------------
-
-struct DisableCudnnSdpa {
-  DisableCudnnSdpa() { setenv("VOLT_DISABLE_CUDNN_SDPA", "1", 1); }
-  ~DisableCudnnSdpa() { unsetenv("VOLT_DISABLE_CUDNN_SDPA"); }
-};
-
-#define SKIP_WITHOUT_CUDNN_SDPA()                                                                               \
-  do {                                                                                                          \
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();                                 \
-    if (!cudnn_sdpa_built())                                                                                    \
-      GTEST_SKIP() << "this build has no cuDNN SDPA (configure found no cuDNN frontend headers: scripts/setup.sh)"; \
-    if (cuda_compute_capability(0) < 80)                                                                        \
-      GTEST_SKIP() << "cuDNN's flash attention needs compute capability 8.0, device 0 has "                     \
-                   << cuda_compute_capability(0);                                                               \
-  } while (0)
-
-void expect_close_rel(const Tensor& actual, const Tensor& expected, double tol, const char* what) {
-  const double scale = std::max(1.0, max_abs(expected));
-  EXPECT_LE(max_abs_diff(actual, expected), tol * scale) << what << " (max |expected| " << scale << ")";
-}
 
 TEST(CausalSelfAttentionPackedCuda, CudnnWritesStraightIntoTheProjectionsLayout) {
   SKIP_WITHOUT_CUDNN_SDPA();
