@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/cuda/launch_stream.h>
 #include <volt/kernels/tensor.h>
 #include <volt/runtime/cuda_check.h>
@@ -66,7 +67,7 @@ __global__ void finish_kernel(const A* partial, int64_t splits, int64_t cols, St
 template <class A, int NV, class Load, class Store>
 void reduce_split(const Load& load, const Store& store, int64_t rows, int64_t cols, int64_t splits, Device device) {
   const int64_t tiles = (cols + kTile - 1) / kTile, per = (rows + splits - 1) / splits;
-  Tensor partial = empty({NV * splits * cols}, dtype_of<A>::value, device);
+  Tensor partial = backend::scratch({NV * splits * cols}, dtype_of<A>::value, device);
   A* p = static_cast<A*>(partial.data_ptr());
   partial_kernel<A, NV><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(kTile, kLanes), 0,
                           launch_stream()>>>(load, rows, cols, per, p);
