@@ -18,41 +18,71 @@ using rows::kMaxThreads;
 using rows::row_blocks;
 using rows::threads_for;
 
-// Block-wide merge of the per-thread Welford states; every thread gets the row's state.
+// Block-wide reductions in a fixed order: a shuffle tree inside each warp, then warp 0 over the warps' results
+// (two barriers, where a shared-memory tree over the block took log2(blockDim) of them). blockDim.x is a power of two
+// in [32, kMaxThreads] (threads_for), so every warp is full.
+template <class A>
+__device__ void warp_welford(normmath::Welford<A>& st) {
+  for (int o = 16; o > 0; o >>= 1) {
+    normmath::Welford<A> other;
+    other.mean = __shfl_down_sync(0xffffffffu, st.mean, o);
+    other.m2 = __shfl_down_sync(0xffffffffu, st.m2, o);
+    other.n = __shfl_down_sync(0xffffffffu, st.n, o);
+    normmath::welford_merge(st, other);
+  }
+}
+
+// Every thread gets the row's merged Welford state.
 template <class A>
 __device__ void block_welford(normmath::Welford<A>& st) {
-  __shared__ normmath::Welford<A> sh[kMaxThreads];
-  sh[threadIdx.x] = st;
+  __shared__ normmath::Welford<A> sh[kMaxThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_welford(st);
+  if (lane == 0) sh[warp] = st;
   __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) {
-      normmath::Welford<A> a = sh[threadIdx.x];
-      normmath::welford_merge(a, sh[threadIdx.x + k]);
-      sh[threadIdx.x] = a;
-    }
-    __syncthreads();
+  if (warp == 0) {
+    st = lane < int(blockDim.x >> 5) ? sh[lane] : normmath::welford_init<A>();
+    warp_welford(st);
+    if (lane == 0) sh[0] = st;
   }
-  st = sh[0];
   __syncthreads();
+  st = sh[0];
+  __syncthreads();  // sh is rewritten by the next row
+}
+
+template <class A>
+__device__ void warp_sum2(A& a, A& b) {
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_down_sync(0xffffffffu, a, o);
+    b += __shfl_down_sync(0xffffffffu, b, o);
+  }
 }
 
 // Block-wide sums of two values; every thread gets both.
 template <class A>
 __device__ void block_sum2(A& a, A& b) {
-  __shared__ A sa[kMaxThreads], sb[kMaxThreads];
-  sa[threadIdx.x] = a;
-  sb[threadIdx.x] = b;
-  __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) {
-      sa[threadIdx.x] += sa[threadIdx.x + k];
-      sb[threadIdx.x] += sb[threadIdx.x + k];
-    }
-    __syncthreads();
+  __shared__ A sa[kMaxThreads / 32], sb[kMaxThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_sum2(a, b);
+  if (lane == 0) {
+    sa[warp] = a;
+    sb[warp] = b;
   }
+  __syncthreads();
+  if (warp == 0) {
+    const bool live = lane < int(blockDim.x >> 5);
+    a = live ? sa[lane] : A(0);
+    b = live ? sb[lane] : A(0);
+    warp_sum2(a, b);
+    if (lane == 0) {
+      sa[0] = a;
+      sb[0] = b;
+    }
+  }
+  __syncthreads();
   a = sa[0];
   b = sb[0];
-  __syncthreads();
+  __syncthreads();  // sa and sb are rewritten by the next row
 }
 
 // One block per row: statistics, then the normalised and affine-transformed row.
