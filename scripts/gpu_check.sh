@@ -91,8 +91,8 @@ anchor_step() {
 # at the same model, batch (GPU_CHECK_GPT2_BATCH, default 16), T=1024 and bf16-mixed, back to back; Volt's 32-true
 # with TF32 off and its bf16 step without cuDNN's attention; 350M with and without recomputation; loss parity from the
 # reference's initial weights and token stream (bf16-mixed, 50 steps, within 1%); the Trainer (examples/gpt2) on
-# that stream as a single device and as one-rank DDP and ZeRO-1 over NCCL. scripts/gpt2_gpu_summary.py prints the
-# ratios and the goals as one JSON line.
+# that stream as a single device and as one-rank DDP and ZeRO-1 over NCCL, and once under the "ops" profiler.
+# scripts/gpt2_gpu_summary.py prints the ratios and the goals as one JSON line.
 if want 0; then
 gb=${GPU_CHECK_GPT2_BATCH:-16}
 have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
@@ -129,6 +129,15 @@ if [ -f "$par/tokens.bin" ]; then
     python3 -c 'import json, sys; print(json.dumps({"trainer": sys.argv[2], **json.load(open(sys.argv[1]))}))' \
       "/tmp/volt-gpu-runs/gpt2_$s/results.json" "$s" >> "$logs/trainer_gpt2_$s.log" 2>/dev/null
   done
+  # Where the step's GPU time goes: the Trainer's step under the "ops" profiler (CUDA events around every launch),
+  # then one steady-state step's kernels summed by name (scripts/trace_step_kernels.py).
+  mkdir -p "$out/prof"
+  have gpt2 prof_gpt2_ops && step --kind tool prof_gpt2_ops 90 gpt2 --accelerator gpu --model 124M --vocab 50304 \
+    --seq-len 1024 --batch-size "$gb" --precision bf16-mixed --data "$par/tokens.bin" --no-shuffle --max-steps 8 \
+    --warmup-steps 0 --lr 6e-4 --no-progress-bar --out /tmp/volt-gpu-runs/gpt2_prof --profiler ops \
+    --profiler-dir "$out/prof/gpt2"
+  python3 "$root/scripts/trace_step_kernels.py" "$out/prof/gpt2/fit-trace.json" > "$logs/gpt2_step_kernels.log" 2>&1
+  head -14 "$logs/gpt2_step_kernels.log" | sed 's/^/    /' | tee -a "$summary"
 fi
 python3 "$root/scripts/gpt2_gpu_summary.py" "$logs" > "$logs/gpt2_summary.log" 2>&1
 sed 's/^/    /' "$logs/gpt2_summary.log" | tee -a "$summary"

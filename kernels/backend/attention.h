@@ -12,8 +12,9 @@
 // Only the CUDA backend of a build that found the cuDNN frontend headers has them (the CPU never does: there the
 // op always runs the fused softmax above between two matmuls). The op calls them only for requests that
 // flash_attention_refusal (kernels/common/flash_attention.h) accepts, with q, k, v of one dtype (f16 or bf16) laid
-// out as p.q, p.k, p.v say, out contiguous (b, h, s_q, d_v) and, when p.training, stats contiguous (b, h, s_q, 1)
-// f32.
+// out as p.q, p.k, p.v say, out as p.o says (scaled_dot_product_attention: contiguous (b, h, s_q, d_v);
+// causal_self_attention_packed: heads of a (B, T, C) tensor) and, when p.training, stats contiguous (b, h, s_q, 1)
+// f32. Only data_ptr(), dtype and device of these tensors are read: the layouts are p's.
 #include <volt/kernels/backend/kernel.h>
 #include <volt/kernels/common/attention.h>
 #include <volt/kernels/common/flash_attention.h>
@@ -37,8 +38,9 @@ struct AttentionKernels {
   Kernel<void(const Tensor& out, const Tensor& stats, const Tensor& q, const Tensor& k, const Tensor& v,
               const FlashAttnParams& p, FlashAttnStatus* status)>
       flash_attn_fwd;
-  // dq, dk, dv (contiguous, shaped as q, k, v) from dout (laid out as out) and the forward's out and stats, for a
-  // p that flash_attn_fwd accepted with p.training. Dispatch dtype: q's.
+  // dq, dk, dv from dout and the forward's out and stats, for a p that flash_attn_fwd accepted with p.training;
+  // dout, dq, dk, dv laid out as flash_attention_grad_layouts(p) says (by default dout as out, dq, dk, dv
+  // contiguous, shaped as q, k, v). Dispatch dtype: q's.
   Kernel<void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
               const Tensor& v, const Tensor& out, const Tensor& dout, const Tensor& stats, const FlashAttnParams& p)>
       flash_attn_bwd;

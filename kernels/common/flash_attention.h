@@ -21,11 +21,32 @@ struct FlashAttnTensor {
 
 struct FlashAttnParams {
   FlashAttnTensor q, k, v;  // k and v have q's (b, h)
-  FlashAttnTensor o;        // the output, and the layout of its gradient dO; dQ, dK, dV are written contiguous
+  FlashAttnTensor o;        // the output
+  // The backward's layouts, each with the dims of o, q, k, v: dO as `d_o` says, or laid out as o when unset; dQ, dK,
+  // dV as `dq`, `dk`, `dv` say, or contiguous (b, h, s, d) when unset (causal_self_attention_packed writes them
+  // with q's, k's and v's strides, into one (B, T, 3C) gradient).
+  std::optional<FlashAttnTensor> d_o, dq, dk, dv;
   double scale = 1.0;
   bool causal = false;   // key j is kept for query i when j <= i (top-left aligned, as the fallback and PyTorch)
   bool training = false; // the forward also writes the stats (b, h, s_q, 1) f32 and the backward is planned
 };
+
+// t's dims with contiguous (b, h, s, d) strides.
+inline FlashAttnTensor flash_attention_contiguous(const FlashAttnTensor& t) {
+  FlashAttnTensor c = t;
+  c.stride[3] = 1;
+  for (int i = 3; i-- > 0;) c.stride[i] = c.stride[i + 1] * c.dim[i + 1];
+  return c;
+}
+
+// The layouts the backward reads dO from and writes dQ, dK, dV to, with the defaults above resolved.
+struct FlashAttnGradLayouts {
+  FlashAttnTensor d_o, dq, dk, dv;
+};
+inline FlashAttnGradLayouts flash_attention_grad_layouts(const FlashAttnParams& p) {
+  return {p.d_o.value_or(p.o), p.dq.value_or(flash_attention_contiguous(p.q)),
+          p.dk.value_or(flash_attention_contiguous(p.k)), p.dv.value_or(flash_attention_contiguous(p.v))};
+}
 
 // What flash_attn_fwd reports: empty when it ran; otherwise why cuDNN refused (nothing was launched and the op
 // falls back).

@@ -5,9 +5,10 @@
 //
 // A graph (operation graph, execution plan, workspace size) is built once per configuration and kept for the
 // process, as llm.c's cudnn_att.cpp does: the key is the device, dtype, direction, the layouts of q, k, v and out
-// (dims and strides), the scale and the mask. A configuration cuDNN refuses is remembered too, with its reason, so
-// the op falls back at once the next time. Workspaces come from Volt's caching allocator (stream-ordered on the
-// compute stream, like the cuDNN convolutions). Contracts: kernels/backend/attention.h.
+// and of the backward's dO, dQ, dK, dV (dims and strides), the scale and the mask. A configuration cuDNN refuses
+// is remembered too, with its reason, so the op falls back at once the next time. Workspaces come from Volt's
+// caching allocator (stream-ordered on the compute stream, like the cuDNN convolutions). Contracts:
+// kernels/backend/attention.h.
 #include <volt/kernels/backend/attention.h>
 
 #if VOLT_CUDNN_SDPA
@@ -44,9 +45,6 @@ struct Plan {
 std::vector<int64_t> dims_of(const FlashAttnTensor& t) { return {t.dim[0], t.dim[1], t.dim[2], t.dim[3]}; }
 std::vector<int64_t> strides_of(const FlashAttnTensor& t) {
   return {t.stride[0], t.stride[1], t.stride[2], t.stride[3]};
-}
-std::vector<int64_t> contiguous_strides(const FlashAttnTensor& t) {
-  return {t.dim[1] * t.dim[2] * t.dim[3], t.dim[2] * t.dim[3], t.dim[3], 1};
 }
 std::vector<int64_t> stats_dims(const FlashAttnParams& p) { return {p.q.dim[0], p.q.dim[1], p.q.dim[2], 1}; }
 std::vector<int64_t> stats_strides(const FlashAttnParams& p) { return {p.q.dim[1] * p.q.dim[2], p.q.dim[2], 1, 1}; }
@@ -90,7 +88,8 @@ std::shared_ptr<fe::graph::Graph> backward_graph(DType dt, const FlashAttnParams
   auto k = input(*g, "K", kK, dims_of(p.k), strides_of(p.k));
   auto v = input(*g, "V", kV, dims_of(p.v), strides_of(p.v));
   auto o = input(*g, "O", kO, dims_of(p.o), strides_of(p.o));
-  auto dout = input(*g, "dO", kDO, dims_of(p.o), strides_of(p.o));
+  const FlashAttnGradLayouts gl = flash_attention_grad_layouts(p);
+  auto dout = input(*g, "dO", kDO, dims_of(gl.d_o), strides_of(gl.d_o));
   auto stats = g->tensor(fe::graph::Tensor_attributes()
                              .set_name("Stats")
                              .set_uid(kStats)
@@ -102,9 +101,9 @@ std::shared_ptr<fe::graph::Graph> backward_graph(DType dt, const FlashAttnParams
                   .set_attn_scale(static_cast<float>(p.scale));
   if (p.causal) opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
-  dq->set_output(true).set_uid(kDQ).set_dim(dims_of(p.q)).set_stride(contiguous_strides(p.q));
-  dk->set_output(true).set_uid(kDK).set_dim(dims_of(p.k)).set_stride(contiguous_strides(p.k));
-  dv->set_output(true).set_uid(kDV).set_dim(dims_of(p.v)).set_stride(contiguous_strides(p.v));
+  dq->set_output(true).set_uid(kDQ).set_dim(dims_of(gl.dq)).set_stride(strides_of(gl.dq));
+  dk->set_output(true).set_uid(kDK).set_dim(dims_of(gl.dk)).set_stride(strides_of(gl.dk));
+  dv->set_output(true).set_uid(kDV).set_dim(dims_of(gl.dv)).set_stride(strides_of(gl.dv));
   return g;
 }
 
@@ -133,7 +132,9 @@ Key key_of(const Device& dev, DType dt, const FlashAttnParams& p, bool backward)
   const float scale = static_cast<float>(p.scale);  // what the graph holds
   std::memcpy(&scale_bits, &scale, sizeof scale);
   Key k{dev.index, static_cast<int64_t>(dt), backward, p.causal, p.training, scale_bits};
-  for (const FlashAttnTensor* t : {&p.q, &p.k, &p.v, &p.o})
+  const FlashAttnGradLayouts gl = flash_attention_grad_layouts(p);  // the backward graph's; the forward's too, since
+                                                                      // a training forward plans the backward
+  for (const FlashAttnTensor* t : {&p.q, &p.k, &p.v, &p.o, &gl.d_o, &gl.dq, &gl.dk, &gl.dv})
     for (int i = 0; i < 4; ++i) k.insert(k.end(), {t->dim[i], t->stride[i]});
   return k;
 }

@@ -5,6 +5,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/fused.h>
+#include <volt/kernels/cuda/col_reduce.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -17,41 +18,71 @@ using rows::kMaxThreads;
 using rows::row_blocks;
 using rows::threads_for;
 
-// Block-wide merge of the per-thread Welford states; every thread gets the row's state.
+// Block-wide reductions in a fixed order: a shuffle tree inside each warp, then warp 0 over the warps' results
+// (two barriers, where a shared-memory tree over the block took log2(blockDim) of them). blockDim.x is a power of two
+// in [32, kMaxThreads] (threads_for), so every warp is full.
+template <class A>
+__device__ void warp_welford(normmath::Welford<A>& st) {
+  for (int o = 16; o > 0; o >>= 1) {
+    normmath::Welford<A> other;
+    other.mean = __shfl_down_sync(0xffffffffu, st.mean, o);
+    other.m2 = __shfl_down_sync(0xffffffffu, st.m2, o);
+    other.n = __shfl_down_sync(0xffffffffu, st.n, o);
+    normmath::welford_merge(st, other);
+  }
+}
+
+// Every thread gets the row's merged Welford state.
 template <class A>
 __device__ void block_welford(normmath::Welford<A>& st) {
-  __shared__ normmath::Welford<A> sh[kMaxThreads];
-  sh[threadIdx.x] = st;
+  __shared__ normmath::Welford<A> sh[kMaxThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_welford(st);
+  if (lane == 0) sh[warp] = st;
   __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) {
-      normmath::Welford<A> a = sh[threadIdx.x];
-      normmath::welford_merge(a, sh[threadIdx.x + k]);
-      sh[threadIdx.x] = a;
-    }
-    __syncthreads();
+  if (warp == 0) {
+    st = lane < int(blockDim.x >> 5) ? sh[lane] : normmath::welford_init<A>();
+    warp_welford(st);
+    if (lane == 0) sh[0] = st;
   }
-  st = sh[0];
   __syncthreads();
+  st = sh[0];
+  __syncthreads();  // sh is rewritten by the next row
+}
+
+template <class A>
+__device__ void warp_sum2(A& a, A& b) {
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_down_sync(0xffffffffu, a, o);
+    b += __shfl_down_sync(0xffffffffu, b, o);
+  }
 }
 
 // Block-wide sums of two values; every thread gets both.
 template <class A>
 __device__ void block_sum2(A& a, A& b) {
-  __shared__ A sa[kMaxThreads], sb[kMaxThreads];
-  sa[threadIdx.x] = a;
-  sb[threadIdx.x] = b;
-  __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) {
-      sa[threadIdx.x] += sa[threadIdx.x + k];
-      sb[threadIdx.x] += sb[threadIdx.x + k];
-    }
-    __syncthreads();
+  __shared__ A sa[kMaxThreads / 32], sb[kMaxThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_sum2(a, b);
+  if (lane == 0) {
+    sa[warp] = a;
+    sb[warp] = b;
   }
+  __syncthreads();
+  if (warp == 0) {
+    const bool live = lane < int(blockDim.x >> 5);
+    a = live ? sa[lane] : A(0);
+    b = live ? sb[lane] : A(0);
+    warp_sum2(a, b);
+    if (lane == 0) {
+      sa[0] = a;
+      sb[0] = b;
+    }
+  }
+  __syncthreads();
   a = sa[0];
   b = sb[0];
-  __syncthreads();
+  __syncthreads();  // sa and sb are rewritten by the next row
 }
 
 // One block per row: statistics, then the normalised and affine-transformed row.
@@ -135,6 +166,34 @@ __global__ void norm_param_grad_cols_kernel(acc_t<T>* dw, acc_t<T>* db, const T*
     if (db) db[k] = ab;
   }
 }
+
+// The same sums split over row ranges (kernels/cuda/col_reduce.cuh) when one block per 32 parameters would leave
+// the GPU idle (layer_norm over (16384, 768): 24 blocks). Value 0 is dw's, value 1 db's.
+template <class T>
+struct NormParamGradLoad {
+  const T* gy;
+  const T* x;
+  const acc_t<T>* mean;
+  const acc_t<T>* rstd;
+  NormGeom g;
+  int64_t cpg;
+  __device__ void operator()(int64_t n, int64_t k, acc_t<T>* acc) const {
+    using A = acc_t<T>;
+    const int64_t r = n * g.groups + k / cpg, idx = r * g.row_size + k % cpg;
+    const A dy = A(gy[idx]);
+    acc[0] += dy * normmath::norm_xhat(A(x[idx]), mean[r], rstd[r]);
+    acc[1] += dy;
+  }
+};
+template <class A>
+struct NormParamGradStore {
+  A* dw;
+  A* db;
+  __device__ void operator()(int64_t k, int v, A s) const {
+    if (v == 0 && dw) dw[k] = s;
+    if (v == 1 && db) db[k] = s;
+  }
+};
 
 // Parameter gradients when inner > 1 (group_norm over spatial dims): one block per parameter (channel) k,
 // threads over its (sample, spatial) elements, which are runs of `inner` consecutive values.
@@ -246,7 +305,12 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     A* dw = ptr_or_null<A>(grad_weight);
     A* db = ptr_or_null<A>(grad_bias);
     const int64_t P = g.num_params();
-    if (g.inner == 1) {
+    const int64_t per_group = g.rows / g.groups;
+    const int64_t splits = g.inner == 1 ? cols::row_splits(per_group, (P + cols::kTile - 1) / cols::kTile) : 1;
+    if (splits > 1) {
+      cols::reduce_split<A, 2>(NormParamGradLoad<T>{gy, xp, mp, rp, g, g.channels_per_group()},
+                               NormParamGradStore<A>{dw, db}, per_group, P, splits, x.device());
+    } else if (g.inner == 1) {
       const unsigned blocks = static_cast<unsigned>((P + kColX - 1) / kColX);
       norm_param_grad_cols_kernel<T><<<blocks, dim3(kColX, kColY), 0, st>>>(dw, db, gy, xp, mp, rp, g);
     } else {

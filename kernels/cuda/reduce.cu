@@ -4,6 +4,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/softmax.h>
+#include <volt/kernels/cuda/col_reduce.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -160,11 +161,30 @@ void sum_rows(const Tensor& out, const Tensor& in) {
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
+// The split column sum's element loads and its final store (kernels/cuda/col_reduce.cuh).
+template <class T>
+struct SumColsLoad {
+  const T* in;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t m, acc_t<T>* acc) const { acc[0] += acc_t<T>(in[r * cols + m]); }
+};
+template <class T>
+struct SumColsStore {
+  T* out;
+  __device__ void operator()(int64_t m, int, acc_t<T> s) const { out[m] = T(s); }
+};
+
 void sum_cols(const Tensor& out, const Tensor& in) {
   const int64_t R = in.shape()[0], M = in.shape()[1];
   if (M == 0) return;
   dispatch_numeric(in.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
+    const int64_t splits = cols::row_splits(R, (M + kColTile - 1) / kColTile);
+    if (splits > 1) {
+      cols::reduce_split<acc_t<T>, 1>(SumColsLoad<T>{static_cast<const T*>(in.data_ptr()), M},
+                                       SumColsStore<T>{static_cast<T*>(out.data_ptr())}, R, M, splits, in.device());
+      return;
+    }
     sum_cols_kernel<T><<<row_blocks((M + kColTile - 1) / kColTile), dim3(kColTile, kRowLanes), 0,
                          launch_stream()>>>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
                                                 R, M);

@@ -14,6 +14,7 @@
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/sdpa_detail.h>
 #include <volt/kernels/sdpa_path.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -173,11 +174,6 @@ Tensor fall_back(const Device& dev, const std::string& why) {
   return Tensor();
 }
 
-bool cudnn_sdpa_disabled_by_env() {
-  const char* e = std::getenv("VOLT_DISABLE_CUDNN_SDPA");
-  return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
-}
-
 // t's (b, h, s, d) view for cuDNN, after replacing t by a contiguous copy when cuDNN cannot read it as it is.
 FlashAttnTensor flash_view(Tensor& t) {
   auto view = [](const Tensor& x) {
@@ -203,10 +199,7 @@ FlashAttnTensor flash_view(Tensor& t) {
 Tensor flash_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool has_mask, double dropout_p,
                        bool is_causal, double sc) {
   const Device dev = q0.device();
-  if (!dev.is_cuda()) return fall_back(dev, "");
-  if (!backend::supported<&backend::AttentionKernels::flash_attn_fwd>(dev, DType::bf16))
-    return fall_back(dev, "this build has no cuDNN SDPA (no cuDNN frontend headers at configure time)");
-  if (cudnn_sdpa_disabled_by_env()) return fall_back(dev, "VOLT_DISABLE_CUDNN_SDPA is set");
+  if (std::string why = sdpa_detail::cudnn_unavailable(dev); !why.empty()) return fall_back(dev, why);
   FlashAttnRequest r;
   r.dtype = q0.dtype();
   r.batch = shape_numel(batch_dims(q0));
@@ -239,7 +232,7 @@ Tensor flash_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, boo
   backend::call<&backend::AttentionKernels::flash_attn_fwd>(dev, q.dtype(), out, stats, q.detach(), k.detach(),
                                                              v.detach(), p, &status);
   if (!status.refusal.empty()) return fall_back(dev, status.refusal);
-  g_cudnn_calls.fetch_add(1, std::memory_order_relaxed);
+  sdpa_detail::note_cudnn();
   if (!p.training) return out;
   Tensor o = out.detach();
   autograd::attach_differentiable(
@@ -318,6 +311,17 @@ std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor&
 }
 
 }  // namespace
+
+std::string sdpa_detail::cudnn_unavailable(const Device& dev) {
+  if (!dev.is_cuda()) return "not a CUDA device";
+  if (!backend::supported<&backend::AttentionKernels::flash_attn_fwd>(dev, DType::bf16))
+    return "this build has no cuDNN SDPA (no cuDNN frontend headers at configure time)";
+  const char* e = std::getenv("VOLT_DISABLE_CUDNN_SDPA");
+  if (e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0) return "VOLT_DISABLE_CUDNN_SDPA is set";
+  return {};
+}
+
+void sdpa_detail::note_cudnn() { g_cudnn_calls.fetch_add(1, std::memory_order_relaxed); }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {

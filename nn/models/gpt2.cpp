@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include <volt/kernels/attention_packed.h>
 #include <volt/kernels/fused_ops.h>
 #include <volt/nn/init.h>
 #include <volt/nn/recompute.h>
@@ -97,14 +98,9 @@ GPT2Attention::GPT2Attention(int64_t c, int64_t h) : n_embd(c), n_head(h), c_att
 Tensor GPT2Attention::forward(const Tensor& x) {
   VOLT_CHECK(x.dim() == 3 && x.size(2) == n_embd, "GPT2Attention: input must be (B, T, ", n_embd, "), got ",
              x.shape_str());
-  const int64_t B = x.size(0), T = x.size(1), C = n_embd, D = C / n_head;
-  Tensor qkv = c_attn(x);  // (B, T, 3C)
-  auto head_split = [&](int64_t i) {  // (B, T, C) slice -> (B, H, T, D)
-    return qkv.narrow(2, i * C, C).reshape({B, T, n_head, D}).transpose(1, 2);
-  };
-  Tensor y = scaled_dot_product_attention(head_split(0), head_split(1), head_split(2), Tensor(), 0.0,
-                                          /*is_causal=*/true);  // (B, H, T, D)
-  return c_proj(y.transpose(1, 2).reshape({B, T, C}));
+  // q, k, v heads read in place from the (B, T, 3C) projection; on cuDNN's path no copies forward or backward
+  // (kernels/attention_packed.h).
+  return c_proj(causal_self_attention_packed(c_attn(x), n_head));  // (B, T, C)
 }
 
 std::string GPT2Attention::extra_repr() const {

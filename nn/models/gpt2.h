@@ -63,7 +63,8 @@ std::vector<std::string> gpt2_config_names();
 int64_t padded_vocab_size(int64_t vocab, int64_t multiple = 128);
 
 /// Causal multi-head self-attention: (B, T, C) -> (B, T, C). One projection c_attn to q, k, v (stacked along the
-/// output rows in that order), scaled_dot_product_attention with is_causal per head, then c_proj.
+/// output rows in that order), causal_self_attention_packed (kernels/attention_packed.h: scaled_dot_product_attention
+/// with is_causal per head, reading the heads in place from the projection), then c_proj.
 class GPT2Attention : public UnaryModule {
  public:
   GPT2Attention(int64_t n_embd, int64_t n_head);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/gradcheck.h"
+#include "common/sdpa_test_util.h"
 #include <volt/config.h>
 #include <volt/kernels/common/flash_attention.h>
 #include <volt/kernels/grad.h>
@@ -21,6 +22,10 @@
 
 namespace volt {
 namespace {
+
+using testing::DisableCudnnSdpa;
+using testing::expect_close_rel;
+using testing::max_abs_diff;
 
 // GPT-2 124M's attention on an H100: bf16, 64-wide heads, causal, no mask, no dropout.
 FlashAttnRequest gpt2_request() {
@@ -172,28 +177,6 @@ TEST(SdpaPath, CpuCallsRunVoltsKernel) {
 
 // ---- on a GPU -------------------------------------------------------------------------------------------------
 
-// VOLT_DISABLE_CUDNN_SDPA set for the scope (and unset after).
-struct DisableCudnnSdpa {
-  DisableCudnnSdpa() { setenv("VOLT_DISABLE_CUDNN_SDPA", "1", 1); }
-  ~DisableCudnnSdpa() { unsetenv("VOLT_DISABLE_CUDNN_SDPA"); }
-};
-
-// Skips (with the reason printed) unless cuDNN's SDPA can run here.
-#define SKIP_WITHOUT_CUDNN_SDPA()                                                                               \
-  do {                                                                                                          \
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();                                 \
-    if (!cudnn_sdpa_built())                                                                                    \
-      GTEST_SKIP() << "this build has no cuDNN SDPA (configure found no cuDNN frontend headers: scripts/setup.sh)"; \
-    if (cuda_compute_capability(0) < 80)                                                                        \
-      GTEST_SKIP() << "cuDNN's flash attention needs compute capability 8.0, device 0 has "                     \
-                   << cuda_compute_capability(0);                                                               \
-  } while (0)
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  return max(abs(sub(a.to(DType::f64).cpu(), b.to(DType::f64).cpu()))).item();
-}
-double max_abs(const Tensor& a) { return max(abs(a.to(DType::f64).cpu())).item(); }
-
 struct AttnRun {
   Tensor out, dq, dk, dv;
 };
@@ -207,11 +190,6 @@ AttnRun run_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, cons
   r.out = r.out.detach();
   r.dq = q.grad(), r.dk = k.grad(), r.dv = v.grad();
   return r;
-}
-
-void expect_close_rel(const Tensor& actual, const Tensor& expected, double tol, const char* what) {
-  const double scale = std::max(1.0, max_abs(expected));
-  EXPECT_LE(max_abs_diff(actual, expected), tol * scale) << what << " (max |expected| " << scale << ")";
 }
 
 TEST(CudnnSdpaCuda, ForwardAndBackwardMatchVoltsKernel) {

@@ -1,8 +1,12 @@
 // Op table rows (see op_table.h): scaled_dot_product_attention without a mask, with bool, additive (differentiable)
 // and causal masks, broadcast batch dims, the weights output, long rows that reach the CUDA kernels' strided
 // loops over keys, and calls that cuDNN's fused SDPA takes on a GPU in f16/bf16 (head dims multiples of 8, no mask:
-// kernels/sdpa_path.h; the other dtypes and devices run Volt's kernel).
+// kernels/sdpa_path.h; the other dtypes and devices run Volt's kernel). causal_self_attention_packed
+// (kernels/attention_packed.h), whose CPU reference is the composition it is defined by: GPT-2's shapes with
+// 8-wide heads (cuDNN's path on a GPU in f16/bf16) and 4-wide heads (the composition everywhere).
 #include "kernels/op_table/op_table.h"
+
+#include <volt/kernels/attention_packed.h>
 
 namespace volt::optable {
 namespace {
@@ -47,6 +51,8 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
   r.push_back(row("sdpa_flash_cross", FWD(scaled_dot_product_attention(x[0], x[1], x[2])),
                   {U({3, 5, 16}), U({3, 7, 16}), U({3, 7, 8})})
                   .tol(3));
+  r.push_back(row("attention_packed", FWD(causal_self_attention_packed(x[0], 3)), {U({2, 5, 36})}).tol(3));
+  r.push_back(row("attention_packed_flash", FWD(causal_self_attention_packed(x[0], 2)), {U({2, 16, 48})}).tol(3));
 });
 
 }  // namespace

@@ -1,0 +1,81 @@
+#pragma once
+// Column reductions of a (rows, cols) problem that fill the GPU: the rows are split into ranges (blockIdx.y), each
+// block sums a tile of kTile consecutive columns over its range into partials, and a second kernel adds each
+// column's partials in range order (deterministic). One block per column tile alone gives a (16384, 768) layer-norm
+// weight gradient 24 blocks on a 132-SM GPU; split, it gets ~4 blocks per SM.
+// Used by the bias gradients (sum_cols, reduce.cu) and layer_norm's weight and bias gradients (norm.cu).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include <volt/kernels/backend/scratch.h>
+#include <volt/kernels/cuda/launch_stream.h>
+#include <volt/kernels/tensor.h>
+#include <volt/runtime/cuda_check.h>
+
+namespace volt::cuda::cols {
+
+constexpr int kTile = 32, kLanes = 16;  // block (kTile, kLanes): threadIdx.x along a row, threadIdx.y over rows
+constexpr int64_t kMinRowsPerSplit = 64;
+
+// How many row ranges a reduction of `rows` rows over `tiles` column tiles is split into: enough blocks for ~4 per
+// multiprocessor, each range at least kMinRowsPerSplit rows. 1 means the one-pass kernels suffice.
+inline int64_t row_splits(int64_t rows, int64_t tiles) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                cudaSuccess || sms <= 0)
+    sms = 80;
+  const int64_t want = std::max<int64_t>(1, (4 * int64_t(sms) + tiles - 1) / std::max<int64_t>(tiles, 1));
+  const int64_t most = std::max<int64_t>(1, rows / kMinRowsPerSplit);
+  return std::min<int64_t>({want, most, 65535});
+}
+
+#ifdef __CUDACC__
+// Load::operator()(row, col, acc) adds the element's NV values into acc[0..NV). partial holds NV x splits x cols.
+template <class A, int NV, class Load>
+__global__ void partial_kernel(Load load, int64_t rows, int64_t cols, int64_t rows_per_split, A* partial) {
+  __shared__ A buf[NV][kLanes][kTile + 1];
+  const int64_t m = blockIdx.x * int64_t(kTile) + threadIdx.x;
+  const int64_t r0 = blockIdx.y * rows_per_split, r1 = std::min<int64_t>(rows, r0 + rows_per_split);
+  A acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = A(0);
+  if (m < cols)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kLanes) load(r, m, acc);
+  for (int v = 0; v < NV; ++v) buf[v][threadIdx.y][threadIdx.x] = acc[v];
+  __syncthreads();
+  if (threadIdx.y == 0 && m < cols)
+    for (int v = 0; v < NV; ++v) {
+      A s = buf[v][0][threadIdx.x];
+      for (int i = 1; i < kLanes; ++i) s += buf[v][i][threadIdx.x];
+      partial[(int64_t(v) * gridDim.y + blockIdx.y) * cols + m] = s;
+    }
+}
+
+// Store::operator()(col, v, sum) writes value v's column total.
+template <class A, int NV, class Store>
+__global__ void finish_kernel(const A* partial, int64_t splits, int64_t cols, Store store) {
+  for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; m < cols; m += int64_t(gridDim.x) * blockDim.x)
+    for (int v = 0; v < NV; ++v) {
+      A s = A(0);
+      for (int64_t k = 0; k < splits; ++k) s += partial[(int64_t(v) * splits + k) * cols + m];
+      store(m, v, s);
+    }
+}
+
+// Both passes for `splits` > 1 row ranges; the partials live in a stream-ordered scratch tensor on `device`.
+template <class A, int NV, class Load, class Store>
+void reduce_split(const Load& load, const Store& store, int64_t rows, int64_t cols, int64_t splits, Device device) {
+  const int64_t tiles = (cols + kTile - 1) / kTile, per = (rows + splits - 1) / splits;
+  Tensor partial = backend::scratch({NV * splits * cols}, dtype_of<A>::value, device);
+  A* p = static_cast<A*>(partial.data_ptr());
+  partial_kernel<A, NV><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(kTile, kLanes), 0,
+                          launch_stream()>>>(load, rows, cols, per, p);
+  VOLT_CUDA_CHECK_LAUNCH();
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((cols + 255) / 256, 65535));
+  finish_kernel<A, NV><<<blocks, 256, 0, launch_stream()>>>(p, splits, cols, store);
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+#endif
+
+}  // namespace volt::cuda::cols
