@@ -36,7 +36,9 @@ struct FusedCrossEntropyOptions {
 /// the backward only scales that gradient by the upstream one (a no-op, skipped on the device, when that is 1).
 /// f16/bf16 logits are read in their dtype and never copied to f32: the max, log-sum-exp, loss and gradient are
 /// computed in f32 and the gradient is rounded once to the logits' dtype. Unlike cross_entropy, which autocast runs
-/// on f32 copies of its inputs, this op is therefore not cast under autocast (its math is f32 already). The loss is
+/// on f32 copies of its inputs, this op is therefore not cast under autocast (its math is f32 already). An f16
+/// gradient is stored before the upstream gradient (a loss scale) is applied, so elements below f16's range
+/// (about 1 / (N * V) for a mean) underflow: loss-scaled f16 training should pass f32 logits. The loss is
 /// in the logits' dtype, f32 for f16/bf16 under autocast or with f32_loss; accumulation is f32 (f64 for f64).
 /// Out-of-range targets are an error on the CPU, NaN on CUDA.
 Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const FusedCrossEntropyOptions& options = {});

@@ -179,8 +179,11 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
              targets.defined() ? targets.shape_str() : std::string("undefined"));
   Tensor logits = forward(idx);
   // The fused classifier: loss and gradient in one pass over the logits, the gradient written over them (the
-  // logits are not used again), no softmax tensor. bf16/f16 logits are read as they are (no f32 copy): the
-  // classifier computes in f32, writes the gradient in their dtype and returns an f32 loss.
+  // logits are not used again), no softmax tensor. bf16 logits are read as they are (no f32 copy): the classifier
+  // computes in f32, writes the gradient in bf16 and returns an f32 loss. f16 logits are still cast to f32: their
+  // gradient (about 1 / (B * T * V) per element) is written before the backward applies the upstream gradient,
+  // and in f16 it would underflow to zero before a GradScaler's loss scale could lift it.
+  if (logits.dtype() == DType::f16) logits = logits.to(DType::f32);
   return fused_cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}).to(DType::i64),
                              {.grad_in_logits = true, .f32_loss = true});
 }

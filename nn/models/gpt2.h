@@ -121,8 +121,9 @@ class GPT2 : public Module {
   /// idx (B, T) i64 or i32 with 0 < T <= block_size and every token in [0, vocab_size) -> logits (B, T, V).
   Tensor forward(const Tensor& idx);
   /// Mean cross-entropy of forward(idx) against targets (B, T) i64 over all B*T positions, computed in fp32
-  /// (fused_cross_entropy reads f16/bf16 logits as they are, computes in f32 and writes their gradient in their
-  /// dtype over them). A 0-d tensor, f32 for f16/bf16 logits.
+  /// (fused_cross_entropy reads bf16 logits as they are, computes in f32 and writes their gradient in bf16 over
+  /// them; f16 logits are cast to f32 first, as their gradient would underflow in f16). A 0-d tensor, f32 for
+  /// f16/bf16 logits.
   Tensor loss(const Tensor& idx, const Tensor& targets);
   /// Re-draws every parameter with GPT-2's init (see the file comment).
   void reset_parameters(Generator* gen = nullptr);
