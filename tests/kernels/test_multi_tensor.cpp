@@ -197,10 +197,12 @@ TEST(MultiTensorOptim, SgdMatchesTheSingleTensorOpBitForBit) {
 }
 
 TEST(MultiTensorOptim, ListsLargerThanOneLaunch) {
-  // On a GPU: 30 tensors (more than one argument block names) and one tensor of more chunks than a block holds.
-  // On the CPU the same lists run through the loop.
+  // On a GPU: 30 tensors (more than one argument block names), one tensor of more chunks than a block holds (which
+  // now has a launch of its own, being above 2^20 elements), and 12 tensors just below 2^20 elements whose chunks
+  // (16 each) fill more than one launch's 160. On the CPU the same lists run through the loop.
   std::vector<Shape> many(30, Shape{1000});
   many.push_back({65536 * 161 + 5});
+  for (int i = 0; i < 12; ++i) many.push_back({(int64_t(1) << 20) - 1});
   for (Device d : devices()) {
     SCOPED_TRACE(d.str());
     adam_multi_matches_single(many, DType::f32, DType::f32, d, AdamHyper{.lr = 0.01});
