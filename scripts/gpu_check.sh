@@ -88,13 +88,14 @@ anchor_step() {
 }
 
 # 0. GPT-2 (issue 27), first because it matters most: Volt's training step and PyTorch's (eager and torch.compile)
-# at the same model, batch (GPU_CHECK_GPT2_BATCH, default 16), T=1024 and bf16-mixed, back to back; Volt's 32-true
-# with TF32 off and its bf16 step without cuDNN's attention; 350M with and without recomputation; loss parity from the
-# reference's initial weights and token stream (bf16-mixed, 50 steps, within 1%); the Trainer (examples/gpt2) on
-# that stream as a single device and as one-rank DDP and ZeRO-1 over NCCL, and once under the "ops" profiler.
-# scripts/gpt2_gpu_summary.py prints the ratios and the issue's goals as one JSON line.
+# at the same model, batch (GPU_CHECK_GPT2_BATCH, default 32: the largest of 8/16/32 both fit on an H200), T=1024
+# and bf16-mixed, back to back; Volt's 32-true with TF32 off and its bf16 step without cuDNN's attention; 350M with
+# and without recomputation; loss parity from the reference's initial weights and token stream (bf16-mixed, 50
+# steps, within 1%); the Trainer (examples/gpt2) on that stream as a single device and as one-rank DDP and ZeRO-1
+# over NCCL, and once under the "ops" profiler. scripts/gpt2_gpu_summary.py prints the ratios and the issue's goals
+# as one JSON line.
 if want 0; then
-gb=${GPU_CHECK_GPT2_BATCH:-16}
+gb=${GPU_CHECK_GPT2_BATCH:-32}
 have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
   --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
 anchor_step anchor_gpt2_124M 240 gpt2_torch.py --model 124M --batch "$gb" --seq 1024 --steps 20 --warmup 5 \
@@ -106,9 +107,9 @@ have bench_gpt2 bench_gpt2_124M_bf16_fused_attn bench && step bench_gpt2_124M_bf
   env VOLT_DISABLE_CUDNN_SDPA=1 bench_gpt2 --accelerator gpu --model 124M --batch "$gb" --seq 1024 \
   --precision bf16-mixed --steps 10 --warmup 3 --repeats 3
 for rc_flag in "" --recompute; do
-  have bench_gpt2 "bench_gpt2_350M_bf16${rc_flag:+_recompute}" bench && step "bench_gpt2_350M_bf16${rc_flag:+_recompute}" \
-    90 bench_gpt2 --accelerator gpu --model 350M --batch "$gb" --seq 1024 --precision bf16-mixed --steps 5 --warmup 2 \
-    --repeats 1 $rc_flag
+  name="bench_gpt2_350M_bf16${rc_flag:+_recompute}"
+  have bench_gpt2 "$name" bench && step "$name" 90 bench_gpt2 --accelerator gpu --model 350M --batch "$gb" \
+    --seq 1024 --precision bf16-mixed --steps 5 --warmup 2 --repeats 1 $rc_flag
 done
 # Loss parity: the reference writes its initial weights and token stream, Volt starts from them.
 par=/tmp/volt-gpu-runs/gpt2_parity; mkdir -p "$par"
