@@ -1,8 +1,9 @@
 #pragma once
-// Column reductions of a (rows, cols) problem that fill the GPU: the rows are split into ranges (blockIdx.y), each
-// block sums a tile of kTile consecutive columns over its range into partials, and a second kernel adds each
-// column's partials in range order (deterministic). One block per column tile alone gives a (16384, 768) layer-norm
-// weight gradient 24 blocks on a 132-SM GPU; split, it gets ~4 blocks per SM.
+// Column reductions of a (rows, cols) problem that fill the GPU: each block sums a tile of kTile consecutive columns
+// over one range of rows (blockIdx.y). With one range its sums are the result; with several, each block writes
+// partials and a second kernel adds each column's partials in range order (deterministic either way). One block per
+// column tile alone gives a (16384, 768) layer-norm weight gradient 24 blocks on a 132-SM GPU; split, it gets ~4
+// blocks per SM, while a short reduction (a small batch's bias gradient) stays one launch.
 // Used by the bias gradients (sum_cols, reduce.cu) and layer_norm's weight and bias gradients (norm.cu).
 #include <cuda_runtime.h>
 
@@ -12,6 +13,7 @@
 #include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/cuda/launch_stream.h>
 #include <volt/kernels/tensor.h>
+#include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
 
 namespace volt::cuda::cols {
@@ -19,22 +21,21 @@ namespace volt::cuda::cols {
 constexpr int kTile = 32, kLanes = 16;  // block (kTile, kLanes): threadIdx.x along a row, threadIdx.y over rows
 constexpr int64_t kMinRowsPerSplit = 64;
 
-// How many row ranges a reduction of `rows` rows over `tiles` column tiles is split into: enough blocks for ~4 per
-// multiprocessor, each range at least kMinRowsPerSplit rows. 1 means the one-pass kernels suffice.
-inline int64_t row_splits(int64_t rows, int64_t tiles) {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                cudaSuccess || sms <= 0)
-    sms = 80;
-  const int64_t want = std::max<int64_t>(1, (4 * int64_t(sms) + tiles - 1) / std::max<int64_t>(tiles, 1));
+// How many row ranges a reduction of `rows` rows over `tiles` column tiles on `device` is split into: enough blocks
+// for ~4 per multiprocessor, each range at least kMinRowsPerSplit rows.
+inline int64_t row_splits(int64_t rows, int64_t tiles, Device device) {
+  const int64_t sms = cuda_multiprocessor_count(device.index);
+  const int64_t want = std::max<int64_t>(1, (4 * sms + tiles - 1) / std::max<int64_t>(tiles, 1));
   const int64_t most = std::max<int64_t>(1, rows / kMinRowsPerSplit);
   return std::min<int64_t>({want, most, 65535});
 }
 
 #ifdef __CUDACC__
-// Load::operator()(row, col, acc) adds the element's NV values into acc[0..NV). partial holds NV x splits x cols.
-template <class A, int NV, class Load>
-__global__ void partial_kernel(Load load, int64_t rows, int64_t cols, int64_t rows_per_split, A* partial) {
+// Load::operator()(row, col, acc) adds the element's NV values into acc[0..NV). With one row range (gridDim.y == 1)
+// the block's sums go to store(col, v, sum); else to partial, NV x gridDim.y x cols.
+template <class A, int NV, class Load, class Store>
+__global__ void partial_kernel(Load load, Store store, int64_t rows, int64_t cols, int64_t rows_per_split,
+                               A* partial) {
   __shared__ A buf[NV][kLanes][kTile + 1];
   const int64_t m = blockIdx.x * int64_t(kTile) + threadIdx.x;
   const int64_t r0 = blockIdx.y * rows_per_split, r1 = std::min<int64_t>(rows, r0 + rows_per_split);
@@ -48,7 +49,10 @@ __global__ void partial_kernel(Load load, int64_t rows, int64_t cols, int64_t ro
     for (int v = 0; v < NV; ++v) {
       A s = buf[v][0][threadIdx.x];
       for (int i = 1; i < kLanes; ++i) s += buf[v][i][threadIdx.x];
-      partial[(int64_t(v) * gridDim.y + blockIdx.y) * cols + m] = s;
+      if (gridDim.y == 1)
+        store(m, v, s);
+      else
+        partial[(int64_t(v) * gridDim.y + blockIdx.y) * cols + m] = s;
     }
 }
 
@@ -63,15 +67,18 @@ __global__ void finish_kernel(const A* partial, int64_t splits, int64_t cols, St
     }
 }
 
-// Both passes for `splits` > 1 row ranges; the partials live in a stream-ordered scratch tensor on `device`.
+// The column sums of `rows` x `cols` elements on `device`: one launch when one row range suffices (row_splits),
+// else the split launch, its partials in a stream-ordered scratch tensor, and the fold.
 template <class A, int NV, class Load, class Store>
-void reduce_split(const Load& load, const Store& store, int64_t rows, int64_t cols, int64_t splits, Device device) {
-  const int64_t tiles = (cols + kTile - 1) / kTile, per = (rows + splits - 1) / splits;
-  Tensor partial = backend::scratch({NV * splits * cols}, dtype_of<A>::value, device);
-  A* p = static_cast<A*>(partial.data_ptr());
+void reduce(const Load& load, const Store& store, int64_t rows, int64_t cols, Device device) {
+  const int64_t tiles = (cols + kTile - 1) / kTile, splits = row_splits(rows, tiles, device);
+  const int64_t per = (rows + splits - 1) / splits;
+  Tensor partial = splits > 1 ? backend::scratch({NV * splits * cols}, dtype_of<A>::value, device) : Tensor();
+  A* p = partial.defined() ? static_cast<A*>(partial.data_ptr()) : nullptr;
   partial_kernel<A, NV><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(kTile, kLanes), 0,
-                          launch_stream()>>>(load, rows, cols, per, p);
+                          launch_stream()>>>(load, store, rows, cols, per, p);
   VOLT_CUDA_CHECK_LAUNCH();
+  if (splits == 1) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((cols + 255) / 256, 65535));
   finish_kernel<A, NV><<<blocks, 256, 0, launch_stream()>>>(p, splits, cols, store);
   VOLT_CUDA_CHECK_LAUNCH();

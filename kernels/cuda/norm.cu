@@ -133,42 +133,10 @@ __global__ void norm_bwd_dx_kernel(T* gx, const T* gy, const T* x, const acc_t<T
   }
 }
 
-// Parameter gradients when inner == 1 (layer_norm; group_norm of (N, C) input): parameter k sums the column
-// of element k % cpg over the rows of its group. Blocks of (32, 8): threadIdx.x walks consecutive parameters
-// (coalesced reads along a row), threadIdx.y strides over the rows, and the 8 partial sums are combined.
-constexpr int kColX = 32, kColY = 8;
-template <class T>
-__global__ void norm_param_grad_cols_kernel(acc_t<T>* dw, acc_t<T>* db, const T* gy, const T* x,
-                                            const acc_t<T>* mean, const acc_t<T>* rstd, NormGeom g) {
-  using A = acc_t<T>;
-  __shared__ A sw[kColY][kColX + 1], sb[kColY][kColX + 1];
-  const int64_t k = blockIdx.x * int64_t(kColX) + threadIdx.x;
-  const int64_t cpg = g.channels_per_group(), per_group = g.rows / g.groups;
-  A aw = A(0), ab = A(0);
-  if (k < g.num_params()) {
-    const int64_t grp = k / cpg, j = k % cpg;
-    for (int64_t n = threadIdx.y; n < per_group; n += kColY) {
-      const int64_t r = n * g.groups + grp;
-      const A dy = A(gy[r * g.row_size + j]);
-      aw += dy * normmath::norm_xhat(A(x[r * g.row_size + j]), mean[r], rstd[r]);
-      ab += dy;
-    }
-  }
-  sw[threadIdx.y][threadIdx.x] = aw;
-  sb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
-  if (threadIdx.y == 0 && k < g.num_params()) {
-    for (int i = 1; i < kColY; ++i) {
-      aw += sw[i][threadIdx.x];
-      ab += sb[i][threadIdx.x];
-    }
-    if (dw) dw[k] = aw;
-    if (db) db[k] = ab;
-  }
-}
-
-// The same sums split over row ranges (kernels/cuda/col_reduce.cuh) when one block per 32 parameters would leave
-// the GPU idle (layer_norm over (16384, 768): 24 blocks). Value 0 is dw's, value 1 db's.
+// Parameter gradients when inner == 1 (layer_norm; group_norm of (N, C) input): parameter k sums the column of
+// element k % cpg over the rows of its group, as a column reduction (kernels/cuda/col_reduce.cuh: split over row
+// ranges when one block per 32 parameters would leave the GPU idle, as layer_norm over (16384, 768) did with 24
+// blocks). Value 0 is dw's, value 1 db's.
 template <class T>
 struct NormParamGradLoad {
   const T* gy;
@@ -305,18 +273,13 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     A* dw = ptr_or_null<A>(grad_weight);
     A* db = ptr_or_null<A>(grad_bias);
     const int64_t P = g.num_params();
-    const int64_t per_group = g.rows / g.groups;
-    const int64_t splits = g.inner == 1 ? cols::row_splits(per_group, (P + cols::kTile - 1) / cols::kTile) : 1;
-    if (splits > 1) {
-      cols::reduce_split<A, 2>(NormParamGradLoad<T>{gy, xp, mp, rp, g, g.channels_per_group()},
-                               NormParamGradStore<A>{dw, db}, per_group, P, splits, x.device());
-    } else if (g.inner == 1) {
-      const unsigned blocks = static_cast<unsigned>((P + kColX - 1) / kColX);
-      norm_param_grad_cols_kernel<T><<<blocks, dim3(kColX, kColY), 0, st>>>(dw, db, gy, xp, mp, rp, g);
-    } else {
-      norm_param_grad_channels_kernel<T><<<row_blocks(P), threads_for((g.rows / g.groups) * g.inner), 0, st>>>(
-          dw, db, gy, xp, mp, rp, g);
+    if (g.inner == 1) {
+      cols::reduce<A, 2>(NormParamGradLoad<T>{gy, xp, mp, rp, g, g.channels_per_group()},
+                         NormParamGradStore<A>{dw, db}, g.rows / g.groups, P, x.device());
+      return;
     }
+    norm_param_grad_channels_kernel<T><<<row_blocks(P), threads_for((g.rows / g.groups) * g.inner), 0, st>>>(
+        dw, db, gy, xp, mp, rp, g);
     VOLT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -53,9 +53,9 @@ __device__ ChunkSpan chunk_span(const ChunkTable& c, const int64_t* n) {
 
 // Blocks for a tensor of n elements with a launch of its own: enough to fill the GPU, no more than its elements need.
 unsigned own_launch_blocks(int64_t n) {
-  int dev = 0, sms = 0;
+  int dev = 0;
   VOLT_CUDA_CHECK(cudaGetDevice(&dev));
-  VOLT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = cuda_multiprocessor_count(dev);
   const int64_t want = (n + kThreads - 1) / kThreads, cap = int64_t(sms > 0 ? sms : 1) * kBlocksPerSm;
   return static_cast<unsigned>(want < cap ? want : cap);
 }

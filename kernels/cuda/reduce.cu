@@ -42,32 +42,6 @@ __global__ void sum_row_chunks_kernel(const T* in, acc_t<T>* part, int64_t R, in
   if (threadIdx.x == 0) part[q * chunks + c] = total;
 }
 
-// Column sums of an (R, M) matrix (a bias gradient: few columns, many rows). A block of kColTile x kRowLanes
-// threads owns kColTile adjacent columns (coalesced reads along a row); its kRowLanes lanes of each column take
-// every kRowLanes-th row, then a fixed-order tree adds the lanes, so the result does not depend on scheduling.
-constexpr int kColTile = 32, kRowLanes = 16;
-
-template <class T>
-__global__ void sum_cols_kernel(const T* in, T* out, int64_t R, int64_t M) {
-  using A = acc_t<T>;
-  __shared__ A buf[kRowLanes][kColTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  for (int64_t m0 = blockIdx.x * int64_t(kColTile); m0 < M; m0 += int64_t(gridDim.x) * kColTile) {
-    const int64_t m = m0 + tx;
-    A acc = A(0);
-    if (m < M)
-      for (int64_t r = ty; r < R; r += kRowLanes) acc += A(in[r * M + m]);
-    buf[ty][tx] = acc;
-    __syncthreads();
-    for (int s = kRowLanes / 2; s > 0; s >>= 1) {
-      if (ty < s) buf[ty][tx] += buf[ty + s][tx];
-      __syncthreads();
-    }
-    if (ty == 0 && m < M) out[m] = T(buf[0][tx]);
-    __syncthreads();  // buf is rewritten by the next column tile
-  }
-}
-
 // Arg-reductions over the middle dim of (outer, r, inner). Short reductions (argmax over 10 classes) run one
 // thread per output; long ones one block per output with a shared-memory (value, index) tree.
 template <class A>
@@ -161,7 +135,8 @@ void sum_rows(const Tensor& out, const Tensor& in) {
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-// The split column sum's element loads and its final store (kernels/cuda/col_reduce.cuh).
+// Column sums of an (R, M) matrix (a bias gradient: few columns, many rows), split over row ranges when that fills
+// the GPU better (kernels/cuda/col_reduce.cuh): these load an element and store a column's total.
 template <class T>
 struct SumColsLoad {
   const T* in;
@@ -179,17 +154,9 @@ void sum_cols(const Tensor& out, const Tensor& in) {
   if (M == 0) return;
   dispatch_numeric(in.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t splits = cols::row_splits(R, (M + kColTile - 1) / kColTile);
-    if (splits > 1) {
-      cols::reduce_split<acc_t<T>, 1>(SumColsLoad<T>{static_cast<const T*>(in.data_ptr()), M},
-                                       SumColsStore<T>{static_cast<T*>(out.data_ptr())}, R, M, splits, in.device());
-      return;
-    }
-    sum_cols_kernel<T><<<row_blocks((M + kColTile - 1) / kColTile), dim3(kColTile, kRowLanes), 0,
-                         launch_stream()>>>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
-                                                R, M);
+    cols::reduce<acc_t<T>, 1>(SumColsLoad<T>{static_cast<const T*>(in.data_ptr()), M},
+                              SumColsStore<T>{static_cast<T*>(out.data_ptr())}, R, M, in.device());
   });
-  VOLT_CUDA_CHECK_LAUNCH();
 }
 
 void arg_reduce(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer, int64_t r,

@@ -1,6 +1,6 @@
-// The CUDA column reductions split over row ranges (kernels/cuda/col_reduce.cuh): layer_norm's and group_norm's
-// weight and bias gradients and sum over dim 0 (the bias gradient of linear), at shapes tall enough to be split
-// (thousands of rows), against the CPU in f64. Each case skips, saying so, where no GPU is present.
+// The CUDA column reductions (kernels/cuda/col_reduce.cuh): layer_norm's and group_norm's weight and bias gradients
+// and sum over dim 0 (the bias gradient of linear), at shapes tall enough to be split over row ranges (thousands of
+// rows) and short enough for one launch, against the CPU in f64. Each case skips, saying so, where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -46,7 +46,7 @@ TEST(ColReduceCuda, LayerNormWeightAndBiasGradientsOverManyRowsMatchCpu) {
   expect_norm_grads_match(ln, {4096, 768}, 768, DType::f32, 1e-5);   // GPT-2's width: split into ~20 row ranges
   expect_norm_grads_match(ln, {8, 1000, 96}, 96, DType::f32, 1e-5);  // 8000 rows of 96: 3 column tiles
   expect_norm_grads_match(ln, {3000, 37}, 37, DType::f32, 1e-5);     // a partial column tile
-  expect_norm_grads_match(ln, {64, 768}, 768, DType::f32, 1e-5);     // too few rows to split: the one-pass kernel
+  expect_norm_grads_match(ln, {64, 768}, 768, DType::f32, 1e-5);     // too few rows to split: one launch, no partials
 }
 
 TEST(ColReduceCuda, GroupNormOfTwoDimInputOverManyRowsMatchesCpu) {
