@@ -243,7 +243,7 @@ Tensor flash_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, boo
                 fused_attention(in[0], in[1], in[2], Tensor(), 0.0, p.causal, p.scale, nullptr).first};
           });
         const Device d = o.device();
-        Tensor g = grads[0].dtype() == o.dtype() ? grads[0].contiguous() : grads[0].to(o.dtype()).contiguous();
+        Tensor g = sdpa_detail::flash_grad_input(grads[0], o.dtype());
         Tensor dq = empty(q.shape(), q.dtype(), d), dk = empty(k.shape(), k.dtype(), d);
         Tensor dv = empty(v.shape(), v.dtype(), d);
         backend::call<&backend::AttentionKernels::flash_attn_bwd>(d, q.dtype(), dq, dk, dv, q.detach(), k.detach(),
@@ -322,6 +322,12 @@ std::string sdpa_detail::cudnn_unavailable(const Device& dev) {
 }
 
 void sdpa_detail::note_cudnn() { g_cudnn_calls.fetch_add(1, std::memory_order_relaxed); }
+
+Tensor sdpa_detail::flash_grad_input(const Tensor& grad, DType dtype) {
+  Tensor g = grad.dtype() == dtype ? grad.contiguous() : grad.to(dtype).contiguous();
+  if (reinterpret_cast<uintptr_t>(g.data_ptr()) % 16 != 0) g = g.clone();  // a view at an odd offset
+  return g;
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {

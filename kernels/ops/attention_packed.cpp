@@ -87,8 +87,7 @@ Tensor flash(const Tensor& qkv0, int64_t n_head) {
             return std::vector<Tensor>{composed(in[0], n_head)};
           });
         const Device d = o.device();
-        Tensor g = grads[0].dtype() == o.dtype() ? grads[0].contiguous() : grads[0].to(o.dtype()).contiguous();
-        if (reinterpret_cast<uintptr_t>(g.data_ptr()) % 16 != 0) g = g.clone();  // a view at an odd offset
+        Tensor g = sdpa_detail::flash_grad_input(grads[0], o.dtype());
         Tensor x = qkv.detach();
         Tensor dx = empty(x.shape(), x.dtype(), d);  // cuDNN writes every element: dq, dk, dv tile it
         backend::call<&backend::AttentionKernels::flash_attn_bwd>(

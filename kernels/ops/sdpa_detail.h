@@ -4,6 +4,7 @@
 // sdpa_stats() (kernels/sdpa_path.h) reads. Internal to kernels/ops.
 #include <string>
 
+#include <volt/kernels/tensor.h>
 #include <volt/runtime/device.h>
 
 namespace volt::sdpa_detail {
@@ -14,5 +15,9 @@ std::string cudnn_unavailable(const Device& dev);
 
 // Counts a forward call that ran cuDNN's fused SDPA.
 void note_cudnn();
+
+// The incoming gradient of a cuDNN attention output as its backward graph reads it (dO laid out as the output):
+// in `dtype`, contiguous, and 16-byte aligned (a view at an odd offset into its storage is cloned).
+Tensor flash_grad_input(const Tensor& grad, DType dtype);
 
 }  // namespace volt::sdpa_detail
