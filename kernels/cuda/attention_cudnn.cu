@@ -49,10 +49,22 @@ std::vector<int64_t> strides_of(const FlashAttnTensor& t) {
 std::vector<int64_t> stats_dims(const FlashAttnParams& p) { return {p.q.dim[0], p.q.dim[1], p.q.dim[2], 1}; }
 std::vector<int64_t> stats_strides(const FlashAttnParams& p) { return {p.q.dim[1] * p.q.dim[2], p.q.dim[2], 1, 1}; }
 
+// An input tensor `uid` of the graph, laid out as `layout`.
 std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph& g, const char* name, Uid uid,
-                                                   const std::vector<int64_t>& dims,
-                                                   const std::vector<int64_t>& strides) {
-  return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
+                                                   const FlashAttnTensor& layout) {
+  return g.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims_of(layout)).set_stride(
+      strides_of(layout)));
+}
+
+// Marks t as the graph's output `uid`, laid out as `layout`.
+void output(fe::graph::Tensor_attributes& t, Uid uid, const FlashAttnTensor& layout) {
+  t.set_output(true).set_uid(uid).set_dim(dims_of(layout)).set_stride(strides_of(layout));
+}
+
+// Causal masking, top-left aligned: query i keeps keys j <= i (forward and backward attributes alike).
+template <class Attributes>
+void set_causal(Attributes& opts, bool causal) {
+  if (causal) opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
 }
 
 std::shared_ptr<fe::graph::Graph> new_graph(DType dt) {
@@ -65,17 +77,14 @@ std::shared_ptr<fe::graph::Graph> new_graph(DType dt) {
 
 std::shared_ptr<fe::graph::Graph> forward_graph(DType dt, const FlashAttnParams& p) {
   auto g = new_graph(dt);
-  auto q = input(*g, "Q", kQ, dims_of(p.q), strides_of(p.q));
-  auto k = input(*g, "K", kK, dims_of(p.k), strides_of(p.k));
-  auto v = input(*g, "V", kV, dims_of(p.v), strides_of(p.v));
+  auto q = input(*g, "Q", kQ, p.q), k = input(*g, "K", kK, p.k), v = input(*g, "V", kV, p.v);
   auto opts = fe::graph::SDPA_attributes()
                   .set_name("volt_sdpa")
                   .set_generate_stats(p.training)
                   .set_attn_scale(static_cast<float>(p.scale));
-  if (p.causal)  // top-left: query i keeps keys j <= i
-    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  set_causal(opts, p.causal);
   auto [o, stats] = g->sdpa(q, k, v, opts);
-  o->set_output(true).set_uid(kO).set_dim(dims_of(p.o)).set_stride(strides_of(p.o));
+  output(*o, kO, p.o);
   if (p.training)
     stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim(stats_dims(p))
         .set_stride(stats_strides(p));
@@ -84,12 +93,10 @@ std::shared_ptr<fe::graph::Graph> forward_graph(DType dt, const FlashAttnParams&
 
 std::shared_ptr<fe::graph::Graph> backward_graph(DType dt, const FlashAttnParams& p) {
   auto g = new_graph(dt);
-  auto q = input(*g, "Q", kQ, dims_of(p.q), strides_of(p.q));
-  auto k = input(*g, "K", kK, dims_of(p.k), strides_of(p.k));
-  auto v = input(*g, "V", kV, dims_of(p.v), strides_of(p.v));
-  auto o = input(*g, "O", kO, dims_of(p.o), strides_of(p.o));
+  auto q = input(*g, "Q", kQ, p.q), k = input(*g, "K", kK, p.k), v = input(*g, "V", kV, p.v);
+  auto o = input(*g, "O", kO, p.o);
   const FlashAttnGradLayouts gl = flash_attention_grad_layouts(p);
-  auto dout = input(*g, "dO", kDO, dims_of(gl.d_o), strides_of(gl.d_o));
+  auto dout = input(*g, "dO", kDO, gl.d_o);
   auto stats = g->tensor(fe::graph::Tensor_attributes()
                              .set_name("Stats")
                              .set_uid(kStats)
@@ -99,11 +106,11 @@ std::shared_ptr<fe::graph::Graph> backward_graph(DType dt, const FlashAttnParams
   auto opts = fe::graph::SDPA_backward_attributes()
                   .set_name("volt_sdpa_backward")
                   .set_attn_scale(static_cast<float>(p.scale));
-  if (p.causal) opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  set_causal(opts, p.causal);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
-  dq->set_output(true).set_uid(kDQ).set_dim(dims_of(gl.dq)).set_stride(strides_of(gl.dq));
-  dk->set_output(true).set_uid(kDK).set_dim(dims_of(gl.dk)).set_stride(strides_of(gl.dk));
-  dv->set_output(true).set_uid(kDV).set_dim(dims_of(gl.dv)).set_stride(strides_of(gl.dv));
+  output(*dq, kDQ, gl.dq);
+  output(*dk, kDK, gl.dk);
+  output(*dv, kDV, gl.dv);
   return g;
 }
 
