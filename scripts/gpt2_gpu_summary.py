@@ -11,19 +11,7 @@ import json
 import os
 import sys
 
-
-def lines(path):
-    out = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith("{"):
-                    try:
-                        out.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        pass
-    return out
+from json_lines import json_lines
 
 
 def first(records, **match):
@@ -45,7 +33,7 @@ def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         sys.exit("usage: gpt2_gpu_summary.py LOGS_DIR")
     logs = sys.argv[1]
-    read = lambda name: lines(os.path.join(logs, name + ".log"))
+    read = lambda name: json_lines(os.path.join(logs, name + ".log"))
     bf16 = first(read("bench_gpt2_124M_bf16"), impl="volt")
     fp32 = first(read("bench_gpt2_124M_fp32"), impl="volt")
     anchor = read("anchor_gpt2_124M")

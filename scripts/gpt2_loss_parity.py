@@ -11,22 +11,14 @@ import argparse
 import json
 import sys
 
+from json_lines import json_lines
+
 
 def losses(path):
-    found = None
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if "losses" in rec:
-                    found = rec
-    if found is None:
+    found = [rec for rec in json_lines(path) if "losses" in rec]
+    if not found:
         sys.exit(f"gpt2_loss_parity: no JSON line with losses in {path}")
-    return found
+    return found[-1]
 
 
 def main():

@@ -122,21 +122,19 @@ if [ -f "$par/tokens.bin" ]; then
   step --kind test gpt2_loss_parity 30 python3 "$root/scripts/gpt2_loss_parity.py" "$logs/anchor_gpt2_parity.log" \
     "$logs/bench_gpt2_parity.log" --rtol 0.01
   # The Trainer on the same stream (400 windows of 1024): single device, then DDP and ZeRO-1 at one rank over NCCL.
+  trainer_args=(--accelerator gpu --model 124M --vocab 50304 --seq-len 1024 --batch-size "$gb" --precision bf16-mixed
+                --data "$par/tokens.bin" --no-shuffle --warmup-steps 0 --lr 6e-4 --weight-decay 0.1 --no-progress-bar)
   for s in single_device ddp zero1; do
     have gpt2 "trainer_gpt2_$s" bench && step --kind bench "trainer_gpt2_$s" 90 orterun -np 1 gpt2 \
-      --accelerator gpu --model 124M --vocab 50304 --seq-len 1024 --batch-size "$gb" --precision bf16-mixed \
-      --strategy $s --data "$par/tokens.bin" --no-shuffle --max-steps $((400 / gb - 1)) --warmup-steps 0 --lr 6e-4 \
-      --weight-decay 0.1 --no-progress-bar --out "/tmp/volt-gpu-runs/gpt2_$s"
+      "${trainer_args[@]}" --strategy $s --max-steps $((400 / gb - 1)) --out "/tmp/volt-gpu-runs/gpt2_$s"
     python3 -c 'import json, sys; print(json.dumps({"trainer": sys.argv[2], **json.load(open(sys.argv[1]))}))' \
       "/tmp/volt-gpu-runs/gpt2_$s/results.json" "$s" >> "$logs/trainer_gpt2_$s.log" 2>/dev/null
   done
   # Where the step's GPU time goes: the Trainer's step under the "ops" profiler (CUDA events around every launch),
   # then one steady-state step's kernels summed by name (scripts/trace_step_kernels.py).
   mkdir -p "$out/prof"
-  have gpt2 prof_gpt2_ops && step --kind tool prof_gpt2_ops 90 gpt2 --accelerator gpu --model 124M --vocab 50304 \
-    --seq-len 1024 --batch-size "$gb" --precision bf16-mixed --data "$par/tokens.bin" --no-shuffle --max-steps 8 \
-    --warmup-steps 0 --lr 6e-4 --no-progress-bar --out /tmp/volt-gpu-runs/gpt2_prof --profiler ops \
-    --profiler-dir "$out/prof/gpt2"
+  have gpt2 prof_gpt2_ops && step --kind tool prof_gpt2_ops 90 gpt2 "${trainer_args[@]}" --max-steps 8 \
+    --out /tmp/volt-gpu-runs/gpt2_prof --profiler ops --profiler-dir "$out/prof/gpt2"
   python3 "$root/scripts/trace_step_kernels.py" "$out/prof/gpt2/fit-trace.json" > "$logs/gpt2_step_kernels.log" 2>&1
   head -14 "$logs/gpt2_step_kernels.log" | sed 's/^/    /' | tee -a "$summary"
 fi
