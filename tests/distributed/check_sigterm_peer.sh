@@ -15,12 +15,8 @@ worst_ms=0
 for t in $(seq "$trials"); do
   run="$work/run$t"
   start_training_job "$mpiexec" "$driver" "$np" "$run" "$work/log$t"
-  victim_rank=$((RANDOM % np))
-  sleep "0.$((RANDOM % 10))"
-  victim=$(cat "$run/pid.$victim_rank" 2>/dev/null)
-  if [ -z "$victim" ] || ! kill -0 "$job" 2>/dev/null; then
-    echo "trial $t: the job did not start"; kill -9 "$job" 2>/dev/null; wait "$job" 2>/dev/null; continue
-  fi
+  pick_rank "$run" "$np" "$t" "$work/log$t" || continue
+  victim_rank=$rank victim=$pid
   start_ms=$(($(date +%s%N) / 1000000))
   kill -9 "$victim"
   for _ in $(seq 300); do

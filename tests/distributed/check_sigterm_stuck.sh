@@ -26,13 +26,8 @@ worst_ms=0
 for t in $(seq "$trials"); do
   run="$work/run$t"
   start_training_job "$mpiexec" "$driver" "$np" "$run" "$work/log$t"
-  stuck_rank=$((RANDOM % np))
-  sleep "0.$((RANDOM % 10))"
-  stuck=$(cat "$run/pid.$stuck_rank" 2>/dev/null)
-  if [ -z "$stuck" ] || ! kill -0 "$job" 2>/dev/null; then
-    echo "trial $t: the job did not start"; sed 's/^/    | /' "$work/log$t" | tail -20
-    kill -9 "$job" 2>/dev/null; wait "$job" 2>/dev/null; job=""; continue
-  fi
+  pick_rank "$run" "$np" "$t" "$work/log$t" || continue
+  stuck_rank=$rank stuck=$pid
   kill -STOP "$stuck"
   sleep 0.3  # the others reach a collective the stopped rank never enters
   start_ms=$(($(date +%s%N) / 1000000))
