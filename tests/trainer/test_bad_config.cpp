@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ios>
 #include <optional>
+#include <streambuf>
 #include <tuple>
 
 #include "examples/example_common.h"
@@ -346,6 +348,27 @@ TEST(ExampleFlags, ConfigFilesInYamlOrJsonAndTheCommandLineWins) {
   const Parsed missing = parse({"--config", (dir.path / "nope.yaml").string()});
   EXPECT_FALSE(missing.ok);
   EXPECT_NE(missing.err.find("nope.yaml"), std::string::npos) << missing.err;
+  // found by fuzz_cli: a directory was skipped by the parse and crashed the unknown-key check's YAML read
+  const Parsed directory = parse({"--config", dir.path.string()});
+  EXPECT_FALSE(directory.ok);
+  EXPECT_EQ(directory.code, 2);
+  EXPECT_NE(directory.err.find(dir.path.string() + ": is a directory"), std::string::npos) << directory.err;
+}
+
+// A read error inside the stream buffer (what a directory or a device gives yaml-cpp) is a ConfigError naming
+// --config, not an exception escaping the parse.
+TEST(ExampleFlags, AConfigReadErrorIsAConfigError) {
+  struct FailingBuf : std::streambuf {
+    int_type underflow() override { throw std::ios_base::failure("simulated read error"); }
+  } buf;
+  std::istream in(&buf);
+  try {
+    (void)cli::YamlConfig().from_config(in);
+    ADD_FAILURE() << "no error";
+  } catch (const CLI::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--config: could not read the file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("simulated read error"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ExampleFlags, PrintConfigShowsEverythingAndReadsBack) {

@@ -2,7 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <fstream>
+#include <ios>
 #include <memory>
 
 #include <volt/runtime/error.h>
@@ -59,6 +61,9 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& in) const {
     root = YAML::Load(in);
   } catch (const YAML::Exception& e) {
     throw CLI::ConfigError("--config: not valid YAML/JSON: " + std::string(e.what()));
+  } catch (const std::ios_base::failure& e) {
+    // yaml-cpp reads the stream buffer directly, so a read error (a device, a vanished file) arrives as this
+    throw CLI::ConfigError("--config: could not read the file: " + std::string(e.what()));
   }
   std::vector<CLI::ConfigItem> items;
   if (root.IsNull()) return items;  // an empty file
@@ -122,6 +127,10 @@ void check_config_file(const CLI::App& app, int argc, const char* const* argv) {
     else if (arg.rfind("--config=", 0) == 0) file = arg.substr(9);
   }
   if (file.empty()) return;
+  // CLI11 skips a directory given as an optional config file without a word; say so instead (and never hand
+  // one to the YAML reader, whose read of it fails inside the stream buffer). found by fuzz_cli
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) VOLT_FAIL("--config ", file, ": is a directory; expected a YAML or JSON file");
   std::ifstream in(file);
   if (!in.good()) return;  // the parse reports a missing file
   std::vector<CLI::ConfigItem> items;
