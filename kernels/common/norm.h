@@ -11,6 +11,14 @@
 #include <volt/kernels/common/elementwise.h>
 #include <volt/kernels/common/macros.h>
 
+// Full unrolling of welford_of's loops in device code, so that a register array read through `get` is indexed by
+// constants (a loop left rolled would move the array to local memory).
+#if defined(__CUDA_ARCH__)
+#define VOLT_NORM_UNROLL _Pragma("unroll")
+#else
+#define VOLT_NORM_UNROLL
+#endif
+
 namespace volt {
 
 // A normalisation laid out as `rows` contiguous rows of `row_size` elements. Row r holds channels
@@ -64,6 +72,29 @@ VOLT_HD void welford_merge(Welford<A>& a, const Welford<A>& b) {
   a.m2 += b.m2 + d * d * a.n * fb;
   a.n = n;
 }
+// The Welford state of the values get(0), ..., get(count - 1) with count <= N, for a share of a row a CUDA lane
+// holds in registers: their mean, then the sum of squared deviations from it (two passes and one division, where
+// welford_push divides per value). It merges with welford_merge like a pushed state. N is a compile-time bound so
+// that the loops unroll and get's register array is indexed by constants.
+template <int N, class A, class Get>
+VOLT_HD Welford<A> welford_of(int count, Get get) {
+  Welford<A> w = welford_init<A>();
+  if (count <= 0) return w;
+  A sum = A(0);
+  VOLT_NORM_UNROLL
+  for (int i = 0; i < N; ++i)
+    if (i < count) sum += get(i);
+  w.n = A(count);
+  w.mean = sum / w.n;
+  VOLT_NORM_UNROLL
+  for (int i = 0; i < N; ++i)
+    if (i < count) {
+      const A d = get(i) - w.mean;
+      w.m2 += d * d;
+    }
+  return w;
+}
+
 // 1 / sqrt(biased variance + eps); an empty row gives 1 / sqrt(eps).
 template <class A>
 VOLT_HD A welford_rstd(const Welford<A>& w, A eps) {

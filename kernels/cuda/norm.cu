@@ -8,6 +8,7 @@
 #include <volt/kernels/cuda/col_reduce.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
+#include <volt/kernels/cuda/warp_rows.cuh>
 
 namespace volt::cuda {
 
@@ -238,6 +239,134 @@ __global__ void residual_norm_bwd_kernel(T* gs, const T* gy, const T* go, const 
   }
 }
 
+// ---- Warp-per-row kernels (warp_rows.cuh) for layer_norm rows that fit a warp's registers: each row is read
+// once, in 16-byte packs, where the block kernels above read it twice in 2- or 4-byte loads. The per-element math
+// is the block kernels'; only the order of the row's sums differs (each lane's share in two passes, then a warp
+// tree), so results agree to rounding. Used when groups == 1 and inner == 1 (element j uses parameter j).
+
+// The row's statistics from the lanes' shares: each lane's state (normmath::welford_of), merged over the warp,
+// then lane 0's given to every lane.
+template <class T, int K>
+__device__ normmath::Welford<float> warp_row_welford(const warp_rows::LaneRow<T, K>& c) {
+  constexpr int kMax = K * warp_rows::Pack<T>::kLen;
+  normmath::Welford<float> st = normmath::welford_of<kMax, float>(c.count(), [&](int i) { return c.at(i); });
+  warp_welford(st);
+  st.mean = __shfl_sync(0xffffffffu, st.mean, 0);
+  st.m2 = __shfl_sync(0xffffffffu, st.m2, 0);
+  st.n = __shfl_sync(0xffffffffu, st.n, 0);
+  return st;
+}
+
+// layer_norm forward of x, or with `res`, the fused residual_layer_norm forward: s = x + res (written to s), then
+// y = norm(s). K packs per lane.
+template <class T, int K>
+__global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, T* y, float* mean, float* rstd, const float* w,
+                                     const float* b, int64_t rows, int64_t n, float eps) {
+  using P = warp_rows::Pack<T>;
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
+    const int64_t o = r * n;
+    warp_rows::LaneRow<T, K> c;
+    c.load(x + o, n, lane);
+    if (res != nullptr) {
+      warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
+        const P rp = *reinterpret_cast<const P*>(res + o + j);
+#pragma unroll
+        for (int i = 0; i < P::kLen; ++i) c.p[k].v[i] = fusedmath::residual_add<T, float>(c.p[k].v[i], rp.v[i]);
+        warp_rows::store_pack(s + o + j, c.p[k]);
+      });
+    }
+    const normmath::Welford<float> st = warp_row_welford(c);
+    const float m = st.mean, rs = normmath::welford_rstd(st, eps);
+    if (lane == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+    warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
+      P out;
+#pragma unroll
+      for (int i = 0; i < P::kLen; ++i)
+        out.v[i] = T(normmath::norm_forward(float(c.p[k].v[i]), m, rs, w ? w[j + i] : 1.f, b ? b[j + i] : 0.f));
+      warp_rows::store_pack(y + o + j, out);
+    });
+  }
+}
+
+// layer_norm's dx of the normalised x (saved mean and rstd), or with `go`, residual_layer_norm's grad_s: dx plus
+// go, the gradient of s's other uses. K packs per lane.
+template <class T, int K>
+__global__ void norm_bwd_warp_kernel(T* gx, const T* gy, const T* go, const T* x, const float* mean, const float* rstd,
+                                     const float* w, int64_t rows, int64_t n) {
+  using P = warp_rows::Pack<T>;
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
+    const int64_t o = r * n;
+    warp_rows::LaneRow<T, K> xc, gc;
+    xc.load(x + o, n, lane);
+    gc.load(gy + o, n, lane);
+    const float m = mean[r], rs = rstd[r];
+    float sg = 0.f, sgx = 0.f;
+    warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
+#pragma unroll
+      for (int i = 0; i < P::kLen; ++i) {
+        const float gw = float(gc.p[k].v[i]) * (w ? w[j + i] : 1.f);
+        sg += gw;
+        sgx += gw * normmath::norm_xhat(float(xc.p[k].v[i]), m, rs);
+      }
+    });
+    warp_rows::warp_allsum2(sg, sgx);
+    const float mg = sg / float(n), mgx = sgx / float(n);
+    warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
+      P other;
+      if (go != nullptr) other = *reinterpret_cast<const P*>(go + o + j);
+      P out;
+#pragma unroll
+      for (int i = 0; i < P::kLen; ++i) {
+        const float gw = float(gc.p[k].v[i]) * (w ? w[j + i] : 1.f);
+        const float xh = normmath::norm_xhat(float(xc.p[k].v[i]), m, rs);
+        out.v[i] = T(go != nullptr ? fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, float(other.v[i]))
+                                   : normmath::norm_backward_dx(gw, xh, rs, mg, mgx));
+      }
+      warp_rows::store_pack(gx + o + j, out);
+    });
+  }
+}
+
+// Launches the warp forward when layer_norm's rows qualify (warp_rows::packs_per_lane); false when they do not.
+template <class T>
+bool norm_fwd_warp(const T* x, const T* res, T* s, T* y, void* mean, void* rstd, const Tensor& weight,
+                   const Tensor& bias, const NormGeom& g, double eps) {
+  if constexpr (!std::is_same_v<acc_t<T>, float>) {
+    return false;
+  } else {
+    if (g.groups != 1 || g.inner != 1) return false;
+    return warp_rows::with_packs<T>(g.row_size, {x, res, s, y}, [&](auto k) {
+      norm_fwd_warp_kernel<T, decltype(k)::value>
+          <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
+              x, res, s, y, static_cast<float*>(mean), static_cast<float*>(rstd),
+              weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr,
+              bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr, g.rows, g.row_size, float(eps));
+    });
+  }
+}
+
+// Launches the warp backward when the rows qualify; false when they do not.
+template <class T>
+bool norm_bwd_warp(T* gx, const T* gy, const T* go, const T* x, const void* mean, const void* rstd,
+                   const Tensor& weight, const NormGeom& g) {
+  if constexpr (!std::is_same_v<acc_t<T>, float>) {
+    return false;
+  } else {
+    if (g.groups != 1 || g.inner != 1) return false;
+    return warp_rows::with_packs<T>(g.row_size, {gx, gy, go, x}, [&](auto k) {
+      norm_bwd_warp_kernel<T, decltype(k)::value>
+          <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
+              gx, gy, go, x, static_cast<const float*>(mean), static_cast<const float*>(rstd),
+              weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr, g.rows, g.row_size);
+    });
+  }
+}
+
 template <class A>
 A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<A*>(t.data_ptr()) : nullptr; }
 
@@ -247,6 +376,9 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
   dispatch_floating(x.dtype(), "norm_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    if (norm_fwd_warp<T>(static_cast<const T*>(x.data_ptr()), nullptr, nullptr, static_cast<T*>(out.data_ptr()),
+                         mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps))
+      return;
     norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<A*>(mean.data_ptr()),
         static_cast<A*>(rstd.data_ptr()), ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
@@ -265,8 +397,10 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     const A* mp = static_cast<const A*>(mean.data_ptr());
     const A* rp = static_cast<const A*>(rstd.data_ptr());
     if (grad_x.defined()) {
-      norm_bwd_dx_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, st>>>(
-          static_cast<T*>(grad_x.data_ptr()), gy, xp, mp, rp, ptr_or_null<const A>(weight), g);
+      T* gx = static_cast<T*>(grad_x.data_ptr());
+      if (!norm_bwd_warp<T>(gx, gy, nullptr, xp, mp, rp, weight, g))
+        norm_bwd_dx_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, st>>>(gx, gy, xp, mp, rp,
+                                                                                       ptr_or_null<const A>(weight), g);
       VOLT_CUDA_CHECK_LAUNCH();
     }
     if (!grad_weight.defined() && !grad_bias.defined()) return;
@@ -289,6 +423,10 @@ void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, con
   dispatch_floating(x.dtype(), "residual_norm_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    if (norm_fwd_warp<T>(static_cast<const T*>(x.data_ptr()), static_cast<const T*>(r.data_ptr()),
+                         static_cast<T*>(s.data_ptr()), static_cast<T*>(y.data_ptr()), mean.data_ptr(), rstd.data_ptr(),
+                         weight, bias, g, eps))
+      return;
     residual_norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
         static_cast<const T*>(x.data_ptr()), static_cast<const T*>(r.data_ptr()), static_cast<T*>(s.data_ptr()),
         static_cast<T*>(y.data_ptr()), static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
@@ -302,9 +440,12 @@ void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor&
   dispatch_floating(s.dtype(), "residual_norm_bwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    const T* go = grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr;
+    if (norm_bwd_warp<T>(static_cast<T*>(grad_s.data_ptr()), static_cast<const T*>(grad_y.data_ptr()), go,
+                         static_cast<const T*>(s.data_ptr()), mean.data_ptr(), rstd.data_ptr(), weight, g))
+      return;
     residual_norm_bwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
-        static_cast<T*>(grad_s.data_ptr()), static_cast<const T*>(grad_y.data_ptr()),
-        grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr,
+        static_cast<T*>(grad_s.data_ptr()), static_cast<const T*>(grad_y.data_ptr()), go,
         static_cast<const T*>(s.data_ptr()),
         static_cast<const A*>(mean.data_ptr()), static_cast<const A*>(rstd.data_ptr()), ptr_or_null<const A>(weight),
         g);

@@ -51,6 +51,12 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                   {U({3, 700}, -2, 2), U({3, 700}), U({700}, 0.5, 1.5), U({700})})
                   .tol(6)
                   .no_gradcheck());
+  // GPT-2's width with f32 parameters for half x: CUDA's warp-per-row kernels in every floating dtype but f64.
+  r.push_back(row("residual_layer_norm_gpt2_width",
+                  FWD(both(residual_layer_norm(x[0], x[1], param(x[2], x[0]), param(x[3], x[0])))),
+                  {U({4, 768}, -2, 2), U({4, 768}), U({768}, 0.5, 1.5), U({768})})
+                  .tol(6)
+                  .no_gradcheck());
   r.push_back(row("residual_layer_norm_many_rows", FWD(both(residual_layer_norm(x[0], x[1], x[2], x[3]))),
                   {U({300, 40}, -2, 2), U({300, 40}), U({40}, 0.5, 1.5), U({40})})
                   .tol(6)

@@ -1,5 +1,6 @@
 // Op table rows (see op_table.h): layer_norm, group_norm and embedding with a padding index. The long and
-// many-row cases reach the CUDA kernels' multi-pass block reductions and the column-sum parameter gradients.
+// many-row cases reach the CUDA kernels' multi-pass block reductions and the column-sum parameter gradients; the
+// GPT-2 width row the warp-per-row kernels (kernels/cuda/warp_rows.cuh).
 #include "kernels/op_table/op_table.h"
 
 namespace volt::optable {
@@ -37,6 +38,11 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                   .gradcheck_tol(1e-5, 1e-4));
   r.push_back(row("layer_norm_long_row", FWD(layer_norm(x[0], {700}, x[1], x[2])),
                   {U({3, 700}, -2, 2), U({700}, 0.5, 1.5), U({700})})
+                  .tol(6)
+                  .no_gradcheck());
+  // GPT-2's width with f32 parameters for half x: CUDA's warp-per-row kernels in every floating dtype but f64.
+  r.push_back(row("layer_norm_gpt2_width", FWD(layer_norm(x[0], {768}, param(x[1], x[0]), param(x[2], x[0]))),
+                  {U({4, 768}, -2, 2), U({768}, 0.5, 1.5), U({768})})
                   .tol(6)
                   .no_gradcheck());
   r.push_back(row("layer_norm_many_rows", FWD(layer_norm(x[0], {40}, x[1], x[2])),

@@ -1,0 +1,116 @@
+#pragma once
+// Warp-per-row launches for row-wise kernels over short rows (layer_norm over a transformer's width): one warp
+// owns a row and keeps it in registers, so the row is read from global memory once, in 16-byte loads, and its
+// reductions are warp shuffles with no shared memory and no block barrier. Lane l holds the 16-byte packs
+// l, l + 32, l + 64, ... of its row: at most K packs (K = 2, 4, 6 or 8), so a row qualifies when its length is a
+// multiple of a pack and at most 32 * K packs long (1024 f32 or 2048 f16/bf16 values), and every pointer is
+// 16-byte aligned. Other rows take the block-per-row kernels (row_blocks.cuh).
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
+#include <volt/kernels/common/half.h>
+
+namespace volt::cuda::warp_rows {
+
+constexpr int kWarpsPerBlock = 8;  // 256 threads: eight rows per block
+constexpr int kMaxPacks = 8;       // packs per lane (registers: 4 per pack)
+
+// 16 bytes of T, loaded and stored as one vector access.
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kLen = 16 / static_cast<int>(sizeof(T));
+  T v[kLen];
+};
+
+// Packs per lane for rows of n values of T (2, 4, 6 or 8: instantiations stay few), or 0 when a row does not
+// qualify: T not computed in float, n not a whole number of packs, more than kMaxPacks packs per lane, or a
+// pointer (null ones are skipped) off 16-byte alignment.
+template <class T>
+int packs_per_lane(int64_t n, std::initializer_list<const void*> ptrs) {
+  if constexpr (!std::is_same_v<acc_t<T>, float>) {
+    return 0;
+  } else {
+    constexpr int64_t len = Pack<T>::kLen;
+    if (n <= 0 || n % len != 0) return 0;
+    for (const void* p : ptrs)
+      if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+    const int64_t per_lane = (n / len + 31) / 32;
+    return per_lane <= 2 ? 2 : per_lane <= 4 ? 4 : per_lane <= 6 ? 6 : per_lane <= kMaxPacks ? kMaxPacks : 0;
+  }
+}
+
+// Calls f(std::integral_constant<int, K>{}) for the K packs_per_lane gives; false (nothing called) when the rows
+// do not qualify.
+template <class T, class F>
+bool with_packs(int64_t n, std::initializer_list<const void*> ptrs, F&& f) {
+  switch (packs_per_lane<T>(n, ptrs)) {
+    case 2: f(std::integral_constant<int, 2>{}); return true;
+    case 4: f(std::integral_constant<int, 4>{}); return true;
+    case 6: f(std::integral_constant<int, 6>{}); return true;
+    case kMaxPacks: f(std::integral_constant<int, kMaxPacks>{}); return true;
+    default: return false;
+  }
+}
+
+inline unsigned blocks_for(int64_t rows) {
+  constexpr int64_t cap = 65535LL * 16;
+  const int64_t b = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  return static_cast<unsigned>(b < cap ? b : cap);
+}
+
+#ifdef __CUDACC__
+// The lane's packs of one row: pack k is at offset (32 k + lane) * kLen, present while that is below n, so the
+// present packs are a prefix (count() values).
+template <class T, int K>
+struct LaneRow {
+  static constexpr int kLen = Pack<T>::kLen;
+  Pack<T> p[K];
+  int packs = 0;
+  __device__ static int64_t offset(int k, int lane) { return (int64_t(k) * 32 + lane) * kLen; }
+  __device__ void load(const T* row, int64_t n, int lane) {
+    packs = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (offset(k, lane) < n) {
+        p[k] = *reinterpret_cast<const Pack<T>*>(row + offset(k, lane));
+        ++packs;
+      }
+  }
+  __device__ int count() const { return packs * kLen; }
+  // Value i of the lane's share (pack i / kLen, element i % kLen) in float.
+  __device__ float at(int i) const { return float(p[i / kLen].v[i % kLen]); }
+};
+
+// Calls f(k, j) for each present pack k of the lane, j its offset in the row.
+template <int K, int kLen, class F>
+__device__ void for_each_pack(int64_t n, int lane, F&& f) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = (int64_t(k) * 32 + lane) * kLen;
+    if (j < n) f(k, j);
+  }
+}
+
+template <class T>
+__device__ void store_pack(T* dst, const Pack<T>& p) { *reinterpret_cast<Pack<T>*>(dst) = p; }
+
+// Sums over the warp by butterfly (every lane gets them, in the same order on every lane).
+__device__ inline void warp_allsum2(float& a, float& b) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+}
+
+// The warp's row: this warp's first row and the stride between its rows (a warp's lanes share them, so loops
+// over rows are warp-uniform and the full-mask shuffles are safe).
+__device__ inline int64_t first_row() {
+  return int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+}
+__device__ inline int64_t row_stride() { return int64_t(gridDim.x) * (blockDim.x >> 5); }
+#endif
+
+}  // namespace volt::cuda::warp_rows
