@@ -1,10 +1,11 @@
 #pragma once
-// Column reductions of a (rows, cols) problem that fill the GPU: each block sums a tile of kTile consecutive columns
+// Column reductions of a (rows, cols) problem that fill the GPU: each block sums a tile of kTile (runs of C) columns
 // over one range of rows (blockIdx.y). With one range its sums are the result; with several, each block writes
 // partials and a second kernel adds each column's partials in range order (deterministic either way). One block per
 // column tile alone gives a (16384, 768) layer-norm weight gradient 24 blocks on a 132-SM GPU; split, it gets ~4
 // blocks per SM, while a short reduction (a small batch's bias gradient) stays one launch.
-// Used by the bias gradients (sum_cols, reduce.cu) and layer_norm's weight and bias gradients (norm.cu).
+// Used by the bias gradients (sum_cols, reduce.cu; the fused linear layer's bias_act_bwd, linear_act.cu) and
+// layer_norm's weight and bias gradients (norm.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,32 +32,37 @@ inline int64_t row_splits(int64_t rows, int64_t tiles, Device device) {
 }
 
 #ifdef __CUDACC__
-// Load::operator()(row, col, acc) adds the element's NV values into acc[0..NV). With one row range (gridDim.y == 1)
-// the block's sums go to store(col, v, sum); else to partial, NV x gridDim.y x cols.
-template <class A, int NV, class Load, class Store>
+// Each thread owns C consecutive columns (C > 1: one 16-byte pack of a row per load, cols a multiple of C).
+// Load::operator()(row, col, acc) adds the NV values of each of columns col .. col + C - 1 into acc[c * NV + v].
+// With one row range (gridDim.y == 1) the block's sums go to store(col, v, sum); else to partial,
+// NV x gridDim.y x cols.
+template <class A, int NV, int C, class Load, class Store>
 __global__ void partial_kernel(Load load, Store store, int64_t rows, int64_t cols, int64_t rows_per_split,
                                A* partial) {
-  __shared__ A buf[NV][kLanes][kTile + 1];
-  const int64_t m = blockIdx.x * int64_t(kTile) + threadIdx.x;
+  __shared__ A buf[NV * C][kLanes][kTile + 1];
+  const int64_t m = (blockIdx.x * int64_t(kTile) + threadIdx.x) * C;
   const int64_t r0 = blockIdx.y * rows_per_split, r1 = std::min<int64_t>(rows, r0 + rows_per_split);
-  A acc[NV];
-  for (int v = 0; v < NV; ++v) acc[v] = A(0);
+  A acc[NV * C];
+#pragma unroll
+  for (int q = 0; q < NV * C; ++q) acc[q] = A(0);
   if (m < cols)
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kLanes) load(r, m, acc);
-  for (int v = 0; v < NV; ++v) buf[v][threadIdx.y][threadIdx.x] = acc[v];
+#pragma unroll
+  for (int q = 0; q < NV * C; ++q) buf[q][threadIdx.y][threadIdx.x] = acc[q];
   __syncthreads();
   if (threadIdx.y == 0 && m < cols)
-    for (int v = 0; v < NV; ++v) {
-      A s = buf[v][0][threadIdx.x];
-      for (int i = 1; i < kLanes; ++i) s += buf[v][i][threadIdx.x];
+    for (int q = 0; q < NV * C; ++q) {
+      const int64_t col = m + q / NV;
+      const int v = q % NV;
+      A s = buf[q][0][threadIdx.x];
+      for (int i = 1; i < kLanes; ++i) s += buf[q][i][threadIdx.x];
       if (gridDim.y == 1)
-        store(m, v, s);
+        store(col, v, s);
       else
-        partial[(int64_t(v) * gridDim.y + blockIdx.y) * cols + m] = s;
+        partial[(int64_t(v) * gridDim.y + blockIdx.y) * cols + col] = s;
     }
 }
 
-// Store::operator()(col, v, sum) writes value v's column total.
 template <class A, int NV, class Store>
 __global__ void finish_kernel(const A* partial, int64_t splits, int64_t cols, Store store) {
   for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; m < cols; m += int64_t(gridDim.x) * blockDim.x)
@@ -67,15 +73,17 @@ __global__ void finish_kernel(const A* partial, int64_t splits, int64_t cols, St
     }
 }
 
-// The column sums of `rows` x `cols` elements on `device`: one launch when one row range suffices (row_splits),
-// else the split launch, its partials in a stream-ordered scratch tensor, and the fold.
-template <class A, int NV, class Load, class Store>
+// The column sums of `rows` x `cols` elements on `device`, C columns per thread (cols a multiple of C): one
+// launch when one row range suffices (row_splits), else the split launch, its partials in a stream-ordered scratch
+// tensor, and the fold.
+template <class A, int NV, int C = 1, class Load, class Store>
 void reduce(const Load& load, const Store& store, int64_t rows, int64_t cols, Device device) {
-  const int64_t tiles = (cols + kTile - 1) / kTile, splits = row_splits(rows, tiles, device);
+  VOLT_CHECK(cols % C == 0, "cols::reduce: ", cols, " columns are not whole runs of ", C);
+  const int64_t tiles = (cols + kTile * C - 1) / (kTile * C), splits = row_splits(rows, tiles, device);
   const int64_t per = (rows + splits - 1) / splits;
   Tensor partial = splits > 1 ? backend::scratch({NV * splits * cols}, dtype_of<A>::value, device) : Tensor();
   A* p = partial.defined() ? static_cast<A*>(partial.data_ptr()) : nullptr;
-  partial_kernel<A, NV><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(kTile, kLanes), 0,
+  partial_kernel<A, NV, C><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(kTile, kLanes), 0,
                           launch_stream()>>>(load, store, rows, cols, per, p);
   VOLT_CUDA_CHECK_LAUNCH();
   if (splits == 1) return;

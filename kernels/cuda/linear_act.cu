@@ -3,8 +3,9 @@
 // f32 (TF32 only when set_allow_tf32(true)), f16 and bf16. cuBLASLt's GELU is the tanh approximation, so exact
 // GELU, f64, a GELU pre-activation whose leading dimension is not a multiple of 8, and any configuration the
 // heuristics reject run as the cuBLAS GEMM plus one bias/activation kernel. A configuration's descriptors and
-// algorithm are chosen once and kept in a PlanCache. Backward: one kernel computes grad_pre = grad_out * act'
-// and the bias gradient (column sums); the two weight/input GEMMs are the op's.
+// algorithm are chosen once and kept in a PlanCache. Backward: one column reduction (kernels/cuda/col_reduce.cuh)
+// computes grad_pre = grad_out * act' as it loads and sums it into the bias gradient; the two weight/input GEMMs
+// are the op's.
 // Row-major to column-major as in gemm.cu: C^T (n, m) = op(B)^T (n, k) @ op(A)^T (k, m), so the bias runs
 // along the column-major output's rows (length n), which is what cuBLASLt's bias epilogues broadcast.
 #include <cublasLt.h>
@@ -22,9 +23,11 @@
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/plan_cache.h>
 #include <volt/kernels/common/small_gemm.h>
+#include <volt/kernels/cuda/col_reduce.cuh>
 #include <volt/kernels/cuda/cublas_check.h>
 #include <volt/kernels/cuda/gemm.h>
 #include <volt/kernels/cuda/launch_stream.h>
+#include <volt/kernels/cuda/pack.cuh>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_check.h>
 #include <volt/runtime/cuda_graph.h>
@@ -54,47 +57,42 @@ __global__ void bias_act_fwd_kernel(T* out, T* pre, const T* bias, int64_t rows,
   }
 }
 
-constexpr int kColX = 32, kColY = 8;
-constexpr int64_t kRowsPerBlock = 4 * kColY;  // rows one block walks before the work is split across blocks
-constexpr int64_t kMaxRowBlocks = 64;
-
-// Block (x, y) owns kColX columns of the y-th run of `rows_per_block` rows; its kColY thread rows stride down
-// them, so grad_pre's writes are coalesced. Its column sums go straight to gb when the rows are one run
-// (gridDim.y == 1), else to partials[y][cols], which bias_fold_kernel then adds in row-run order: deterministic,
-// no atomics. (One block per 32 columns walking every row took 25 us for a 256 x 128 gradient: 4 blocks.)
-template <class T, Activation act>
-__global__ void bias_act_bwd_kernel(T* gp, T* gb, acc_t<T>* partials, const T* g, const T* saved, int64_t rows,
-                                    int64_t cols, int64_t rows_per_block) {
-  using A = acc_t<T>;
-  __shared__ A sh[kColY][kColX + 1];
-  const int64_t j = blockIdx.x * int64_t(kColX) + threadIdx.x;
-  const int64_t r0 = blockIdx.y * rows_per_block;
-  const int64_t r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
-  A acc = A(0);
-  if (j < cols) {
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColY) {
-      const int64_t k = r * cols + j;
+// grad_pre = grad_out * act'(saved) of C consecutive columns of a row (C == 1, or one 16-byte pack: Pack<T>::kLen),
+// written when gp is not null and added to the bias gradient's column sums (kernels/cuda/col_reduce.cuh).
+template <class T, Activation act, int C>
+struct BiasActLoad {
+  T* gp;
+  const T* g;
+  const T* saved;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t m, acc_t<T>* acc) const {
+    using A = acc_t<T>;
+    const int64_t k = r * cols + m;
+    if constexpr (C == 1) {
       const T v = T(biasact::backward<act>(A(g[k]), saved ? A(saved[k]) : A(0)));
       if (gp) gp[k] = v;
-      acc += A(v);
+      acc[0] += A(v);
+    } else {
+      const Pack<T> gv = load_pack(g + k);
+      Pack<T> sv;
+      if (saved) sv = load_pack(saved + k);
+      Pack<T> out;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        out.v[c] = T(biasact::backward<act>(A(gv.v[c]), saved ? A(sv.v[c]) : A(0)));
+        acc[c] += A(out.v[c]);
+      }
+      if (gp) store_pack(gp + k, out);
     }
   }
-  if (gb == nullptr) return;  // uniform across the block
-  sh[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < cols) {
-    for (int i = 1; i < kColY; ++i) acc += sh[i][threadIdx.x];
-    if (gridDim.y == 1) gb[j] = T(acc);
-    else partials[blockIdx.y * cols + j] = acc;
-  }
-}
-
-// gb[j] = the sum of partials[0..n)[j], in order.
+};
 template <class T>
-__global__ void bias_fold_kernel(T* gb, const acc_t<T>* partials, int64_t n, int64_t cols) {
-  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (j < cols) gb[j] = T(small_gemm::fold(partials, n, cols, j));
-}
+struct BiasStore {
+  T* gb;
+  __device__ void operator()(int64_t j, int, acc_t<T> s) const {
+    if (gb) gb[j] = T(s);
+  }
+};
 
 void bias_act_launch(const Tensor& c, const Tensor& pre, const Tensor& bias, int64_t rows, int64_t cols,
                      Activation act) {
@@ -304,28 +302,26 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
       VOLT_CUDA_CHECK(cudaMemsetAsync(grad_bias.data_ptr(), 0, grad_bias.nbytes(), launch_stream()));
     return;
   }
-  const unsigned col_blocks = static_cast<unsigned>((cols + kColX - 1) / kColX);
-  // Enough row runs to occupy the GPU when the columns are few; at most kMaxRowBlocks partial rows.
-  const int64_t row_blocks = std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxRowBlocks);
-  const int64_t rows_per_block = (rows + row_blocks - 1) / row_blocks;
+  // One column reduction (split over row ranges when that fills the GPU) whose loads also write grad_pre; in
+  // 16-byte packs where the rows allow.
   dispatch_floating(grad_out.dtype(), "bias_act_bwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    Tensor partials;  // stream-ordered: freed after the fold below is queued
-    if (grad_bias.defined() && row_blocks > 1)
-      partials = backend::scratch({row_blocks, cols}, sizeof(A) == 8 ? DType::f64 : DType::f32, grad_out.device());
+    T* gp = ptr_or_null<T>(grad_pre);
+    const T* g = static_cast<const T*>(grad_out.data_ptr());
+    const T* sv = ptr_or_null<const T>(saved);
+    const BiasStore<T> store{ptr_or_null<T>(grad_bias)};
     biasact::with_activation(act, [&](auto ac) {
-      bias_act_bwd_kernel<T, decltype(ac)::value>
-          <<<dim3(col_blocks, static_cast<unsigned>(row_blocks)), dim3(kColX, kColY), 0, launch_stream()>>>(
-              ptr_or_null<T>(grad_pre), ptr_or_null<T>(grad_bias), ptr_or_null<A>(partials),
-              static_cast<const T*>(grad_out.data_ptr()), ptr_or_null<const T>(saved), rows, cols, rows_per_block);
+      constexpr Activation a = decltype(ac)::value;
+      if constexpr (std::is_same_v<A, float>) {
+        constexpr int C = Pack<T>::kLen;
+        if (packable<T>(cols, {gp, g, sv})) {
+          cols::reduce<A, 1, C>(BiasActLoad<T, a, C>{gp, g, sv, cols}, store, rows, cols, grad_out.device());
+          return;
+        }
+      }
+      cols::reduce<A, 1>(BiasActLoad<T, a, 1>{gp, g, sv, cols}, store, rows, cols, grad_out.device());
     });
-    VOLT_CUDA_CHECK_LAUNCH();
-    if (partials.defined()) {
-      bias_fold_kernel<T><<<static_cast<unsigned>((cols + 255) / 256), 256, 0, launch_stream()>>>(
-          static_cast<T*>(grad_bias.data_ptr()), static_cast<const A*>(partials.data_ptr()), row_blocks, cols);
-      VOLT_CUDA_CHECK_LAUNCH();
-    }
   });
 }
 

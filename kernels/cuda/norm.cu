@@ -248,7 +248,7 @@ __global__ void residual_norm_bwd_kernel(T* gs, const T* gy, const T* go, const 
 // then lane 0's given to every lane.
 template <class T, int K>
 __device__ normmath::Welford<float> warp_row_welford(const warp_rows::LaneRow<T, K>& c) {
-  constexpr int kMax = K * warp_rows::Pack<T>::kLen;
+  constexpr int kMax = K * Pack<T>::kLen;
   normmath::Welford<float> st = normmath::welford_of<kMax, float>(c.count(), [&](int i) { return c.at(i); });
   warp_welford(st);
   st.mean = __shfl_sync(0xffffffffu, st.mean, 0);
@@ -262,7 +262,7 @@ __device__ normmath::Welford<float> warp_row_welford(const warp_rows::LaneRow<T,
 template <class T, int K>
 __global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, T* y, float* mean, float* rstd, const float* w,
                                      const float* b, int64_t rows, int64_t n, float eps) {
-  using P = warp_rows::Pack<T>;
+  using P = Pack<T>;
   const int lane = threadIdx.x & 31;
   for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
     const int64_t o = r * n;
@@ -270,10 +270,10 @@ __global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, T* y, float
     c.load(x + o, n, lane);
     if (res != nullptr) {
       warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
-        const P rp = *reinterpret_cast<const P*>(res + o + j);
+        const P rp = load_pack(res + o + j);
 #pragma unroll
         for (int i = 0; i < P::kLen; ++i) c.p[k].v[i] = fusedmath::residual_add<T, float>(c.p[k].v[i], rp.v[i]);
-        warp_rows::store_pack(s + o + j, c.p[k]);
+        store_pack(s + o + j, c.p[k]);
       });
     }
     const normmath::Welford<float> st = warp_row_welford(c);
@@ -287,7 +287,7 @@ __global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, T* y, float
 #pragma unroll
       for (int i = 0; i < P::kLen; ++i)
         out.v[i] = T(normmath::norm_forward(float(c.p[k].v[i]), m, rs, w ? w[j + i] : 1.f, b ? b[j + i] : 0.f));
-      warp_rows::store_pack(y + o + j, out);
+      store_pack(y + o + j, out);
     });
   }
 }
@@ -297,7 +297,7 @@ __global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, T* y, float
 template <class T, int K>
 __global__ void norm_bwd_warp_kernel(T* gx, const T* gy, const T* go, const T* x, const float* mean, const float* rstd,
                                      const float* w, int64_t rows, int64_t n) {
-  using P = warp_rows::Pack<T>;
+  using P = Pack<T>;
   const int lane = threadIdx.x & 31;
   for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
     const int64_t o = r * n;
@@ -318,7 +318,7 @@ __global__ void norm_bwd_warp_kernel(T* gx, const T* gy, const T* go, const T* x
     const float mg = sg / float(n), mgx = sgx / float(n);
     warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
       P other;
-      if (go != nullptr) other = *reinterpret_cast<const P*>(go + o + j);
+      if (go != nullptr) other = load_pack(go + o + j);
       P out;
 #pragma unroll
       for (int i = 0; i < P::kLen; ++i) {
@@ -327,7 +327,7 @@ __global__ void norm_bwd_warp_kernel(T* gx, const T* gy, const T* go, const T* x
         out.v[i] = T(go != nullptr ? fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, float(other.v[i]))
                                    : normmath::norm_backward_dx(gw, xh, rs, mg, mgx));
       }
-      warp_rows::store_pack(gx + o + j, out);
+      store_pack(gx + o + j, out);
     });
   }
 }

@@ -5,6 +5,7 @@
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/col_reduce.cuh>
+#include <volt/kernels/cuda/pack.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -137,11 +138,20 @@ void sum_rows(const Tensor& out, const Tensor& in) {
 
 // Column sums of an (R, M) matrix (a bias gradient: few columns, many rows), split over row ranges when that fills
 // the GPU better (kernels/cuda/col_reduce.cuh): these load an element and store a column's total.
-template <class T>
+// C columns per thread: C == 1, or one 16-byte pack (kernels/cuda/pack.cuh) of a row per load.
+template <class T, int C>
 struct SumColsLoad {
   const T* in;
   int64_t cols;
-  __device__ void operator()(int64_t r, int64_t m, acc_t<T>* acc) const { acc[0] += acc_t<T>(in[r * cols + m]); }
+  __device__ void operator()(int64_t r, int64_t m, acc_t<T>* acc) const {
+    if constexpr (C == 1) {
+      acc[0] += acc_t<T>(in[r * cols + m]);
+    } else {
+      const Pack<T> p = load_pack(in + r * cols + m);
+#pragma unroll
+      for (int c = 0; c < C; ++c) acc[c] += acc_t<T>(p.v[c]);
+    }
+  }
 };
 template <class T>
 struct SumColsStore {
@@ -154,8 +164,16 @@ void sum_cols(const Tensor& out, const Tensor& in) {
   if (M == 0) return;
   dispatch_numeric(in.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
-    cols::reduce<acc_t<T>, 1>(SumColsLoad<T>{static_cast<const T*>(in.data_ptr()), M},
-                              SumColsStore<T>{static_cast<T*>(out.data_ptr())}, R, M, in.device());
+    const T* x = static_cast<const T*>(in.data_ptr());
+    const SumColsStore<T> store{static_cast<T*>(out.data_ptr())};
+    if constexpr (std::is_same_v<acc_t<T>, float>) {  // f32, f16, bf16: packs where the rows allow
+      constexpr int C = Pack<T>::kLen;
+      if (packable<T>(M, {x})) {
+        cols::reduce<float, 1, C>(SumColsLoad<T, C>{x, M}, store, R, M, in.device());
+        return;
+      }
+    }
+    cols::reduce<acc_t<T>, 1>(SumColsLoad<T, 1>{x, M}, store, R, M, in.device());
   });
 }
 

@@ -11,18 +11,12 @@
 #include <utility>
 
 #include <volt/kernels/common/half.h>
+#include <volt/kernels/cuda/pack.cuh>
 
 namespace volt::cuda::warp_rows {
 
 constexpr int kWarpsPerBlock = 8;  // 256 threads: eight rows per block
 constexpr int kMaxPacks = 8;       // packs per lane (registers: 4 per pack)
-
-// 16 bytes of T, loaded and stored as one vector access.
-template <class T>
-struct alignas(16) Pack {
-  static constexpr int kLen = 16 / static_cast<int>(sizeof(T));
-  T v[kLen];
-};
 
 // Packs per lane for rows of n values of T (2, 4, 6 or 8: instantiations stay few), or 0 when a row does not
 // qualify: T not computed in float, n not a whole number of packs, more than kMaxPacks packs per lane, or a
@@ -32,11 +26,8 @@ int packs_per_lane(int64_t n, std::initializer_list<const void*> ptrs) {
   if constexpr (!std::is_same_v<acc_t<T>, float>) {
     return 0;
   } else {
-    constexpr int64_t len = Pack<T>::kLen;
-    if (n <= 0 || n % len != 0) return 0;
-    for (const void* p : ptrs)
-      if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
-    const int64_t per_lane = (n / len + 31) / 32;
+    if (!packable<T>(n, ptrs)) return 0;
+    const int64_t per_lane = (n / Pack<T>::kLen + 31) / 32;
     return per_lane <= 2 ? 2 : per_lane <= 4 ? 4 : per_lane <= 6 ? 6 : per_lane <= kMaxPacks ? kMaxPacks : 0;
   }
 }
@@ -74,7 +65,7 @@ struct LaneRow {
 #pragma unroll
     for (int k = 0; k < K; ++k)
       if (offset(k, lane) < n) {
-        p[k] = *reinterpret_cast<const Pack<T>*>(row + offset(k, lane));
+        p[k] = load_pack(row + offset(k, lane));
         ++packs;
       }
   }
@@ -92,9 +83,6 @@ __device__ void for_each_pack(int64_t n, int lane, F&& f) {
     if (j < n) f(k, j);
   }
 }
-
-template <class T>
-__device__ void store_pack(T* dst, const Pack<T>& p) { *reinterpret_cast<Pack<T>*>(dst) = p; }
 
 // Sums over the warp by butterfly (every lane gets them, in the same order on every lane).
 __device__ inline void warp_allsum2(float& a, float& b) {

@@ -3,6 +3,8 @@
 // the CUDA path (cuBLASLt epilogues and the fallback kernel) against the CPU where a GPU is present.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <string>
 #include <vector>
 
@@ -192,9 +194,10 @@ void expect_cuda_matches_cpu() {
     expect_close(linear(xt.to(gpu).t(), w.to(gpu), b.to(gpu), Activation::GELUTanh).cpu(),
                  linear(xt.t(), w, b, Activation::GELUTanh).to_vector<double>(), 1e-4, 1e-4);
   }
-  // Batches tall enough that the backward splits its rows across blocks and folds their partial bias sums (300
-  // rows: 10 runs of 30), with a column count that is not a multiple of the block's 32; and a batch of 256 as in
-  // the MLP benchmark.
+  // Batches tall enough that the backward's column reduction (kernels/cuda/col_reduce.cuh) may split its rows
+  // into ranges and fold their partial bias sums, with a column count that is not a multiple of the block's 32
+  // (40: whole 16-byte packs of f32 and bf16 values, so the packed loads); a batch of 256 as in the MLP benchmark;
+  // and a GPT-2 MLP shape (3072 outputs, 2048 rows), split into many ranges.
   for (int64_t rows : {300, 256}) {
     Tensor x = randf({rows, 24}, 91), w = randf({40, 24}, 92), b = randf({40}, 93), weighting = randf({rows, 40}, 94);
     for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
@@ -212,6 +215,19 @@ void expect_cuda_matches_cpu() {
     // A plain small GEMM (the weight gradient's shape: 40 x 24 from `rows` rows).
     Tensor p = randf({rows, 40}, 95);
     expect_close(matmul(p.to(gpu).t(), x.to(gpu)).cpu(), matmul(p.t(), x).to_vector<double>(), 1e-4, 1e-4);
+  }
+  {
+    const int64_t rows = 2048, out = 3072;
+    Tensor x = randf({rows, 32}, 96), w = randf({out, 32}, 97), b = randf({out}, 98), weighting = randf({rows, out}, 99);
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " GPT-2 MLP shape");
+      const double tol = dt == DType::bf16 ? 5e-2 : 1e-4;
+      auto f = [&](auto& xx, auto& ww, auto& bv) { return linear(xx, ww, bv, Activation::GELUTanh); };
+      Grads cpu = run(f, x.to(dt), w.to(dt), b.to(dt), weighting.to(dt));
+      Grads dev = run(f, x.to(gpu, dt), w.to(gpu, dt), b.to(gpu, dt), weighting.to(gpu, dt));
+      expect_close(dev.dx.cpu(), cpu.dx.to_vector<double>(), tol, tol);
+      expect_close(dev.db.cpu(), cpu.db.to_vector<double>(), tol * std::sqrt(double(rows)), tol);
+    }
   }
   VOLT_EXPECT_ERROR(linear(randf({2, 3}, 1).to(gpu), randf({4, 3}, 2), Tensor(), Activation::ReLU), "linear", "cuda",
                     "cpu");
