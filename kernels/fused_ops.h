@@ -19,6 +19,18 @@ namespace volt {
 /// dtype, e.g. a bf16 sublayer output and an f32 residual stream); otherwise their dtypes must match.
 std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight = Tensor(),
                                               const Tensor& bias = Tensor(), double eps = 1e-5);
+/// layer_norm_for_matmul and residual_layer_norm_for_matmul: layer_norm and residual_layer_norm for a norm whose
+/// output y feeds only matmuls (linear layers), as a pre-norm transformer block's two norms and the norm before its
+/// head do. Under autocast to f16/bf16 the statistics are computed in f32 as layer_norm's are, and y is written in
+/// the autocast dtype, the dtype the matmul casts its input to: y equals cast(layer_norm(...), dtype) and every
+/// gradient is the one through that cast (the same f32 arithmetic, up to a last-place difference where the compiler
+/// fuses a multiply-add differently), without the cast's extra pass over y and its f32 copy, forward and backward. s stays in the residual stream's dtype (f32). Outside autocast, and for f64 inputs, they
+/// are layer_norm and residual_layer_norm.
+Tensor layer_norm_for_matmul(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                             const Tensor& bias = Tensor(), double eps = 1e-5);
+std::pair<Tensor, Tensor> residual_layer_norm_for_matmul(const Tensor& x, const Tensor& residual,
+                                                         const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                                                         double eps = 1e-5);
 struct FusedCrossEntropyOptions {
   Reduction reduction = Reduction::Mean;  ///< Mean (over non-ignored rows) or Sum; None is refused
   int64_t ignore_index = -100;            ///< rows with this target add nothing to the loss or the count

@@ -7,7 +7,10 @@
 // tensors of one floating dtype T; mean and rstd are (g.rows) and weight, bias, grad_weight and grad_bias are
 // (g.num_params()), all contiguous in the accumulation dtype (f64 for f64 x, f32 otherwise). weight and bias may
 // be undefined (no affine transform: w = 1, b = 0); a gradient tensor that is undefined is not computed.
-// g.rows >= 1 and g.row_size >= 1.
+// g.rows >= 1 and g.row_size >= 1. One exception to "one dtype": the output (out, y) and its gradient (grad_out,
+// grad_y) may be f16/bf16 for f32 x, in layer_norm's geometry (g.inner == 1), when the output feeds a matmul under
+// autocast (kernels/common/norm_out.h; layer_norm_for_matmul in kernels/fused_ops.h): the f32 result is rounded
+// to it once, as a cast would round it, and its gradient is read from it.
 #include <volt/kernels/backend/kernel.h>
 #include <volt/kernels/common/norm.h>
 #include <volt/kernels/tensor.h>
@@ -26,14 +29,16 @@ struct NormKernels {
               const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g)>
       norm_bwd;
   // Fused residual add (kernels/ops/fused_ops.cpp; math in kernels/common/fused.h), layer_norm's geometry only
-  // (g.groups == g.inner == 1): s = x + r and y = the normalised, affine-transformed s, one pass per row; x, r, s and
-  // y are (g.rows, g.row_size) of one floating dtype; mean, rstd, weight and bias as for norm_fwd.
+  // (g.groups == g.inner == 1): s = x + r and y = the normalised, affine-transformed s, one pass per row; x, r and
+  // s are (g.rows, g.row_size) of one floating dtype, y likewise (or f16/bf16 for f32 x, as above); mean, rstd,
+  // weight and bias as for norm_fwd.
   // Dispatch dtype: x's (floating).
   Kernel<void(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
               const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps)>
       residual_norm_fwd;
   // grad_s = norm_bwd's dx of grad_y (from s and the saved statistics) + grad_s_other (the gradient of s's other
-  // uses; undefined: none), summed before one rounding, one pass per row; all (g.rows, g.row_size) in s's dtype.
+  // uses; undefined: none), summed before one rounding, one pass per row; all (g.rows, g.row_size) in s's dtype
+  // but grad_y, which is in y's.
   // The weight and bias gradients are norm_bwd's, run on s. Dispatch dtype: s's (floating).
   Kernel<void(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
               const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g)>

@@ -1,5 +1,6 @@
 // CPU layer_norm / group_norm and the fused residual_layer_norm: loops over the rows described by NormGeom; the math
-// is kernels/common/norm.h and kernels/common/fused.h.
+// is kernels/common/norm.h and kernels/common/fused.h. y and its gradient are of element type Y: x's, or f16/bf16
+// for f32 x (kernels/common/norm_out.h).
 #include <algorithm>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/fused.h>
+#include <volt/kernels/common/norm_out.h>
 
 namespace volt::cpu {
 
@@ -17,11 +19,12 @@ const A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const A
 
 void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
               const Tensor& bias, const NormGeom& g, double eps) {
-  dispatch_floating(x.dtype(), "norm_fwd", [&](auto tag) {
+  dispatch_norm(x.dtype(), out.dtype(), "norm_fwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
     const T* xp = static_cast<const T*>(x.data_ptr());
-    T* yp = static_cast<T*>(out.data_ptr());
+    Y* yp = static_cast<Y*>(out.data_ptr());
     A* mp = static_cast<A*>(mean.data_ptr());
     A* rp = static_cast<A*>(rstd.data_ptr());
     const A* w = ptr_or_null<A>(weight);
@@ -29,7 +32,7 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
     const int64_t cpg = g.channels_per_group();
     for (int64_t r = 0; r < g.rows; ++r) {
       const T* xr = xp + r * g.row_size;
-      T* yr = yp + r * g.row_size;
+      Y* yr = yp + r * g.row_size;
       normmath::Welford<A> st = normmath::welford_init<A>();
       for (int64_t j = 0; j < g.row_size; ++j) normmath::welford_push(st, A(xr[j]));
       const A m = st.mean, rs = normmath::welford_rstd(st, A(eps));
@@ -40,7 +43,7 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
         const A wk = w ? w[k0 + c] : A(1), bk = b ? b[k0 + c] : A(0);
         for (int64_t s = 0; s < g.inner; ++s) {
           const int64_t j = c * g.inner + s;
-          yr[j] = T(normmath::norm_forward(A(xr[j]), m, rs, wk, bk));
+          yr[j] = Y(normmath::norm_forward(A(xr[j]), m, rs, wk, bk));
         }
       }
     }
@@ -49,11 +52,12 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
 
 void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
               const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
-  dispatch_floating(x.dtype(), "norm_bwd", [&](auto tag) {
+  dispatch_norm(x.dtype(), grad_out.dtype(), "norm_bwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
     const T* xp = static_cast<const T*>(x.data_ptr());
-    const T* gp = static_cast<const T*>(grad_out.data_ptr());
+    const Y* gp = static_cast<const Y*>(grad_out.data_ptr());
     const A* mp = static_cast<const A*>(mean.data_ptr());
     const A* rp = static_cast<const A*>(rstd.data_ptr());
     const A* w = ptr_or_null<A>(weight);
@@ -64,7 +68,7 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     const A n = A(g.row_size);
     for (int64_t r = 0; r < g.rows; ++r) {
       const T* xr = xp + r * g.row_size;
-      const T* gr = gp + r * g.row_size;
+      const Y* gr = gp + r * g.row_size;
       const A m = mp[r], rs = rp[r];
       const int64_t k0 = g.param_index(r, 0);
       A sg = A(0), sgx = A(0);  // sum(dy * w), sum(dy * w * xhat) over the row
@@ -99,13 +103,14 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
 
 void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                        const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps) {
-  dispatch_floating(x.dtype(), "residual_norm_fwd", [&](auto tag) {
+  dispatch_norm(x.dtype(), y.dtype(), "residual_norm_fwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* rp = static_cast<const T*>(r.data_ptr());
     T* sp = static_cast<T*>(s.data_ptr());
-    T* yp = static_cast<T*>(y.data_ptr());
+    Y* yp = static_cast<Y*>(y.data_ptr());
     A* mp = static_cast<A*>(mean.data_ptr());
     A* rsp = static_cast<A*>(rstd.data_ptr());
     const A* w = ptr_or_null<A>(weight);
@@ -115,7 +120,7 @@ void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, con
       const T* xr = xp + row * n;
       const T* rr = rp + row * n;
       T* sr = sp + row * n;
-      T* yr = yp + row * n;
+      Y* yr = yp + row * n;
       normmath::Welford<A> st = normmath::welford_init<A>();
       for (int64_t j = 0; j < n; ++j) {
         sr[j] = fusedmath::residual_add<T, A>(xr[j], rr[j]);
@@ -125,18 +130,19 @@ void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, con
       mp[row] = m;
       rsp[row] = rs;
       for (int64_t j = 0; j < n; ++j)
-        yr[j] = T(normmath::norm_forward(A(sr[j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
+        yr[j] = Y(normmath::norm_forward(A(sr[j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
     }
   });
 }
 
 void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
                        const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
-  dispatch_floating(s.dtype(), "residual_norm_bwd", [&](auto tag) {
+  dispatch_norm(s.dtype(), grad_y.dtype(), "residual_norm_bwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
     const T* sp = static_cast<const T*>(s.data_ptr());
-    const T* gy = static_cast<const T*>(grad_y.data_ptr());
+    const Y* gy = static_cast<const Y*>(grad_y.data_ptr());
     const T* go = (grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr);
     T* gs = static_cast<T*>(grad_s.data_ptr());
     const A* mp = static_cast<const A*>(mean.data_ptr());

@@ -1,10 +1,12 @@
 // CUDA layer_norm / group_norm and the fused residual_layer_norm. The math is kernels/common/norm.h and
-// kernels/common/fused.h; this file holds indexing and launches only.
+// kernels/common/fused.h; this file holds indexing and launches only. y and its gradient are of element type Y:
+// x's, or f16/bf16 for f32 x (kernels/common/norm_out.h).
 // Layouts and contracts are in kernels/backend/norm.h.
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/fused.h>
+#include <volt/kernels/common/norm_out.h>
 #include <volt/kernels/cuda/col_reduce.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
@@ -87,13 +89,13 @@ __device__ void block_sum2(A& a, A& b) {
 }
 
 // One block per row: statistics, then the normalised and affine-transformed row.
-template <class T>
-__global__ void norm_fwd_kernel(const T* x, T* y, acc_t<T>* mean, acc_t<T>* rstd, const acc_t<T>* w,
+template <class T, class Y>
+__global__ void norm_fwd_kernel(const T* x, Y* y, acc_t<T>* mean, acc_t<T>* rstd, const acc_t<T>* w,
                                 const acc_t<T>* b, NormGeom g, acc_t<T> eps) {
   using A = acc_t<T>;
   for (int64_t r = blockIdx.x; r < g.rows; r += gridDim.x) {
     const T* xr = x + r * g.row_size;
-    T* yr = y + r * g.row_size;
+    Y* yr = y + r * g.row_size;
     normmath::Welford<A> st = normmath::welford_init<A>();
     for (int64_t j = threadIdx.x; j < g.row_size; j += blockDim.x) normmath::welford_push(st, A(xr[j]));
     block_welford(st);
@@ -104,19 +106,19 @@ __global__ void norm_fwd_kernel(const T* x, T* y, acc_t<T>* mean, acc_t<T>* rstd
     }
     for (int64_t j = threadIdx.x; j < g.row_size; j += blockDim.x) {
       const int64_t k = g.param_index(r, j);
-      yr[j] = T(normmath::norm_forward(A(xr[j]), m, rs, w ? w[k] : A(1), b ? b[k] : A(0)));
+      yr[j] = Y(normmath::norm_forward(A(xr[j]), m, rs, w ? w[k] : A(1), b ? b[k] : A(0)));
     }
   }
 }
 
 // One block per row: the row sums of dy * w and dy * w * xhat, then dx.
-template <class T>
-__global__ void norm_bwd_dx_kernel(T* gx, const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+template <class T, class Y>
+__global__ void norm_bwd_dx_kernel(T* gx, const Y* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
                                    const acc_t<T>* w, NormGeom g) {
   using A = acc_t<T>;
   for (int64_t r = blockIdx.x; r < g.rows; r += gridDim.x) {
     const T* xr = x + r * g.row_size;
-    const T* gr = gy + r * g.row_size;
+    const Y* gr = gy + r * g.row_size;
     T* gxr = gx + r * g.row_size;
     const A m = mean[r], rs = rstd[r];
     A sg = A(0), sgx = A(0);
@@ -138,9 +140,9 @@ __global__ void norm_bwd_dx_kernel(T* gx, const T* gy, const T* x, const acc_t<T
 // element k % cpg over the rows of its group, as a column reduction (kernels/cuda/col_reduce.cuh: split over row
 // ranges when one block per 32 parameters would leave the GPU idle, as layer_norm over (16384, 768) did with 24
 // blocks). Value 0 is dw's, value 1 db's.
-template <class T>
+template <class T, class Y>
 struct NormParamGradLoad {
-  const T* gy;
+  const Y* gy;
   const T* x;
   const acc_t<T>* mean;
   const acc_t<T>* rstd;
@@ -190,8 +192,8 @@ __global__ void norm_param_grad_channels_kernel(acc_t<T>* dw, acc_t<T>* db, cons
 }
 
 // s = x + r, its statistics, then y. Each thread reads back only the elements of s it wrote itself.
-template <class T>
-__global__ void residual_norm_fwd_kernel(const T* x, const T* r, T* s, T* y, acc_t<T>* mean, acc_t<T>* rstd,
+template <class T, class Y>
+__global__ void residual_norm_fwd_kernel(const T* x, const T* r, T* s, Y* y, acc_t<T>* mean, acc_t<T>* rstd,
                                          const acc_t<T>* w, const acc_t<T>* b, NormGeom g, acc_t<T> eps) {
   using A = acc_t<T>;
   const int64_t n = g.row_size;
@@ -210,13 +212,13 @@ __global__ void residual_norm_fwd_kernel(const T* x, const T* r, T* s, T* y, acc
       rstd[row] = rs;
     }
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      y[o + j] = T(normmath::norm_forward(A(s[o + j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
+      y[o + j] = Y(normmath::norm_forward(A(s[o + j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
   }
 }
 
 // The row sums of dy * w and dy * w * xhat, then grad_s = dx + grad_s_other.
-template <class T>
-__global__ void residual_norm_bwd_kernel(T* gs, const T* gy, const T* go, const T* s, const acc_t<T>* mean,
+template <class T, class Y>
+__global__ void residual_norm_bwd_kernel(T* gs, const Y* gy, const T* go, const T* s, const acc_t<T>* mean,
                                          const acc_t<T>* rstd, const acc_t<T>* w, NormGeom g) {
   using A = acc_t<T>;
   const int64_t n = g.row_size;
@@ -258,11 +260,12 @@ __device__ normmath::Welford<float> warp_row_welford(const warp_rows::LaneRow<T,
 }
 
 // layer_norm forward of x, or with `res`, the fused residual_layer_norm forward: s = x + res (written to s), then
-// y = norm(s). K packs per lane.
-template <class T, int K>
-__global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, T* y, float* mean, float* rstd, const float* w,
+// y = norm(s), in Y. K packs per lane.
+template <class T, class Y, int K>
+__global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, Y* y, float* mean, float* rstd, const float* w,
                                      const float* b, int64_t rows, int64_t n, float eps) {
   using P = Pack<T>;
+  using PY = Pack<Y, P::kLen>;  // y's values of one pack of x
   const int lane = threadIdx.x & 31;
   for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
     const int64_t o = r * n;
@@ -283,25 +286,26 @@ __global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, T* y, float
       rstd[r] = rs;
     }
     warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
-      P out;
+      PY out;
 #pragma unroll
       for (int i = 0; i < P::kLen; ++i)
-        out.v[i] = T(normmath::norm_forward(float(c.p[k].v[i]), m, rs, w ? w[j + i] : 1.f, b ? b[j + i] : 0.f));
+        out.v[i] = Y(normmath::norm_forward(float(c.p[k].v[i]), m, rs, w ? w[j + i] : 1.f, b ? b[j + i] : 0.f));
       store_pack(y + o + j, out);
     });
   }
 }
 
-// layer_norm's dx of the normalised x (saved mean and rstd), or with `go`, residual_layer_norm's grad_s: dx plus
-// go, the gradient of s's other uses. K packs per lane.
-template <class T, int K>
-__global__ void norm_bwd_warp_kernel(T* gx, const T* gy, const T* go, const T* x, const float* mean, const float* rstd,
+// layer_norm's dx of the normalised x (saved mean and rstd) from gy in Y, or with `go`, residual_layer_norm's
+// grad_s: dx plus go, the gradient of s's other uses. K packs per lane.
+template <class T, class Y, int K>
+__global__ void norm_bwd_warp_kernel(T* gx, const Y* gy, const T* go, const T* x, const float* mean, const float* rstd,
                                      const float* w, int64_t rows, int64_t n) {
   using P = Pack<T>;
   const int lane = threadIdx.x & 31;
   for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
     const int64_t o = r * n;
-    warp_rows::LaneRow<T, K> xc, gc;
+    warp_rows::LaneRow<T, K> xc;
+    warp_rows::LaneRow<Y, K, P::kLen> gc;
     xc.load(x + o, n, lane);
     gc.load(gy + o, n, lane);
     const float m = mean[r], rs = rstd[r];
@@ -333,15 +337,15 @@ __global__ void norm_bwd_warp_kernel(T* gx, const T* gy, const T* go, const T* x
 }
 
 // Launches the warp forward when layer_norm's rows qualify (warp_rows::packs_per_lane); false when they do not.
-template <class T>
-bool norm_fwd_warp(const T* x, const T* res, T* s, T* y, void* mean, void* rstd, const Tensor& weight,
+template <class T, class Y>
+bool norm_fwd_warp(const T* x, const T* res, T* s, Y* y, void* mean, void* rstd, const Tensor& weight,
                    const Tensor& bias, const NormGeom& g, double eps) {
   if constexpr (!std::is_same_v<acc_t<T>, float>) {
     return false;
   } else {
     if (g.groups != 1 || g.inner != 1) return false;
     return warp_rows::with_packs<T>(g.row_size, {x, res, s, y}, [&](auto k) {
-      norm_fwd_warp_kernel<T, decltype(k)::value>
+      norm_fwd_warp_kernel<T, Y, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
               x, res, s, y, static_cast<float*>(mean), static_cast<float*>(rstd),
               weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr,
@@ -351,15 +355,15 @@ bool norm_fwd_warp(const T* x, const T* res, T* s, T* y, void* mean, void* rstd,
 }
 
 // Launches the warp backward when the rows qualify; false when they do not.
-template <class T>
-bool norm_bwd_warp(T* gx, const T* gy, const T* go, const T* x, const void* mean, const void* rstd,
+template <class T, class Y>
+bool norm_bwd_warp(T* gx, const Y* gy, const T* go, const T* x, const void* mean, const void* rstd,
                    const Tensor& weight, const NormGeom& g) {
   if constexpr (!std::is_same_v<acc_t<T>, float>) {
     return false;
   } else {
     if (g.groups != 1 || g.inner != 1) return false;
     return warp_rows::with_packs<T>(g.row_size, {gx, gy, go, x}, [&](auto k) {
-      norm_bwd_warp_kernel<T, decltype(k)::value>
+      norm_bwd_warp_kernel<T, Y, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
               gx, gy, go, x, static_cast<const float*>(mean), static_cast<const float*>(rstd),
               weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr, g.rows, g.row_size);
@@ -373,15 +377,16 @@ A* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<A*>(t.data_pt
 
 void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
               const Tensor& bias, const NormGeom& g, double eps) {
-  dispatch_floating(x.dtype(), "norm_fwd", [&](auto tag) {
+  dispatch_norm(x.dtype(), out.dtype(), "norm_fwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
-    if (norm_fwd_warp<T>(static_cast<const T*>(x.data_ptr()), nullptr, nullptr, static_cast<T*>(out.data_ptr()),
-                         mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps))
-      return;
-    norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
-        static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<A*>(mean.data_ptr()),
-        static_cast<A*>(rstd.data_ptr()), ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    Y* yp = static_cast<Y*>(out.data_ptr());
+    if (norm_fwd_warp<T, Y>(xp, nullptr, nullptr, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps)) return;
+    norm_fwd_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
+        xp, yp, static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()), ptr_or_null<const A>(weight),
+        ptr_or_null<const A>(bias), g, A(eps));
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
@@ -389,18 +394,19 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
 void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
               const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
   cudaStream_t st = launch_stream();
-  dispatch_floating(x.dtype(), "norm_bwd", [&](auto tag) {
+  dispatch_norm(x.dtype(), grad_out.dtype(), "norm_bwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
-    const T* gy = static_cast<const T*>(grad_out.data_ptr());
+    const Y* gy = static_cast<const Y*>(grad_out.data_ptr());
     const T* xp = static_cast<const T*>(x.data_ptr());
     const A* mp = static_cast<const A*>(mean.data_ptr());
     const A* rp = static_cast<const A*>(rstd.data_ptr());
     if (grad_x.defined()) {
       T* gx = static_cast<T*>(grad_x.data_ptr());
-      if (!norm_bwd_warp<T>(gx, gy, nullptr, xp, mp, rp, weight, g))
-        norm_bwd_dx_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, st>>>(gx, gy, xp, mp, rp,
-                                                                                       ptr_or_null<const A>(weight), g);
+      if (!norm_bwd_warp<T, Y>(gx, gy, nullptr, xp, mp, rp, weight, g))
+        norm_bwd_dx_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, st>>>(
+            gx, gy, xp, mp, rp, ptr_or_null<const A>(weight), g);
       VOLT_CUDA_CHECK_LAUNCH();
     }
     if (!grad_weight.defined() && !grad_bias.defined()) return;
@@ -408,28 +414,33 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     A* db = ptr_or_null<A>(grad_bias);
     const int64_t P = g.num_params();
     if (g.inner == 1) {
-      cols::reduce<A, 2>(NormParamGradLoad<T>{gy, xp, mp, rp, g, g.channels_per_group()},
+      cols::reduce<A, 2>(NormParamGradLoad<T, Y>{gy, xp, mp, rp, g, g.channels_per_group()},
                          NormParamGradStore<A>{dw, db}, g.rows / g.groups, P, x.device());
       return;
     }
-    norm_param_grad_channels_kernel<T><<<row_blocks(P), threads_for((g.rows / g.groups) * g.inner), 0, st>>>(
-        dw, db, gy, xp, mp, rp, g);
-    VOLT_CUDA_CHECK_LAUNCH();
+    if constexpr (std::is_same_v<T, Y>) {  // group_norm over spatial dims: y in x's dtype
+      norm_param_grad_channels_kernel<T><<<row_blocks(P), threads_for((g.rows / g.groups) * g.inner), 0, st>>>(
+          dw, db, gy, xp, mp, rp, g);
+      VOLT_CUDA_CHECK_LAUNCH();
+    } else {
+      VOLT_FAIL("norm_bwd: a gradient in another dtype than x's is for layer_norm's geometry only (inner == 1)");
+    }
   });
 }
 
 void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                        const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps) {
-  dispatch_floating(x.dtype(), "residual_norm_fwd", [&](auto tag) {
+  dispatch_norm(x.dtype(), y.dtype(), "residual_norm_fwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
-    if (norm_fwd_warp<T>(static_cast<const T*>(x.data_ptr()), static_cast<const T*>(r.data_ptr()),
-                         static_cast<T*>(s.data_ptr()), static_cast<T*>(y.data_ptr()), mean.data_ptr(), rstd.data_ptr(),
-                         weight, bias, g, eps))
-      return;
-    residual_norm_fwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
-        static_cast<const T*>(x.data_ptr()), static_cast<const T*>(r.data_ptr()), static_cast<T*>(s.data_ptr()),
-        static_cast<T*>(y.data_ptr()), static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const T* res = static_cast<const T*>(r.data_ptr());
+    T* sp = static_cast<T*>(s.data_ptr());
+    Y* yp = static_cast<Y*>(y.data_ptr());
+    if (norm_fwd_warp<T, Y>(xp, res, sp, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps)) return;
+    residual_norm_fwd_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
+        xp, res, sp, yp, static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
         ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
   });
   VOLT_CUDA_CHECK_LAUNCH();
@@ -437,18 +448,18 @@ void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, con
 
 void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
                        const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
-  dispatch_floating(s.dtype(), "residual_norm_bwd", [&](auto tag) {
+  dispatch_norm(s.dtype(), grad_y.dtype(), "residual_norm_bwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using Y = decltype(ytag);
     using A = acc_t<T>;
+    T* gs = static_cast<T*>(grad_s.data_ptr());
+    const Y* gy = static_cast<const Y*>(grad_y.data_ptr());
     const T* go = grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr;
-    if (norm_bwd_warp<T>(static_cast<T*>(grad_s.data_ptr()), static_cast<const T*>(grad_y.data_ptr()), go,
-                         static_cast<const T*>(s.data_ptr()), mean.data_ptr(), rstd.data_ptr(), weight, g))
-      return;
-    residual_norm_bwd_kernel<T><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
-        static_cast<T*>(grad_s.data_ptr()), static_cast<const T*>(grad_y.data_ptr()), go,
-        static_cast<const T*>(s.data_ptr()),
-        static_cast<const A*>(mean.data_ptr()), static_cast<const A*>(rstd.data_ptr()), ptr_or_null<const A>(weight),
-        g);
+    const T* sp = static_cast<const T*>(s.data_ptr());
+    if (norm_bwd_warp<T, Y>(gs, gy, go, sp, mean.data_ptr(), rstd.data_ptr(), weight, g)) return;
+    residual_norm_bwd_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
+        gs, gy, go, sp, static_cast<const A*>(mean.data_ptr()), static_cast<const A*>(rstd.data_ptr()),
+        ptr_or_null<const A>(weight), g);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }

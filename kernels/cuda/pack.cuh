@@ -7,10 +7,12 @@
 
 namespace volt::cuda {
 
-template <class T>
-struct alignas(16) Pack {
-  static constexpr int kLen = 16 / static_cast<int>(sizeof(T));
-  T v[kLen];
+// N values of T as one aligned vector: by default 16 bytes; Pack<Y, Pack<T>::kLen> holds the values of one pack of
+// T in another (narrower) type Y, e.g. a norm's bf16 output of four f32 inputs (8 bytes).
+template <class T, int N = 16 / static_cast<int>(sizeof(T))>
+struct alignas(sizeof(T) * N) Pack {
+  static constexpr int kLen = N;
+  T v[N];
 };
 
 // True when every pointer (null ones are skipped) is 16-byte aligned and `len` values of T are whole packs, so
@@ -24,10 +26,10 @@ bool packable(int64_t len, std::initializer_list<const void*> ptrs) {
 }
 
 #ifdef __CUDACC__
-template <class T>
-__device__ __forceinline__ Pack<T> load_pack(const T* src) { return *reinterpret_cast<const Pack<T>*>(src); }
-template <class T>
-__device__ __forceinline__ void store_pack(T* dst, const Pack<T>& p) { *reinterpret_cast<Pack<T>*>(dst) = p; }
+template <class T, int N = Pack<T>::kLen>
+__device__ __forceinline__ Pack<T, N> load_pack(const T* src) { return *reinterpret_cast<const Pack<T, N>*>(src); }
+template <class T, int N>
+__device__ __forceinline__ void store_pack(T* dst, const Pack<T, N>& p) { *reinterpret_cast<Pack<T, N>*>(dst) = p; }
 #endif
 
 }  // namespace volt::cuda

@@ -53,11 +53,12 @@ inline unsigned blocks_for(int64_t rows) {
 
 #ifdef __CUDACC__
 // The lane's packs of one row: pack k is at offset (32 k + lane) * kLen, present while that is below n, so the
-// present packs are a prefix (count() values).
-template <class T, int K>
+// present packs are a prefix (count() values). kLen is T's 16-byte pack unless given (a row in another dtype than
+// the row it is laid out with, e.g. a bf16 gradient beside f32 x: packs of 4).
+template <class T, int K, int N = Pack<T>::kLen>
 struct LaneRow {
-  static constexpr int kLen = Pack<T>::kLen;
-  Pack<T> p[K];
+  static constexpr int kLen = N;
+  Pack<T, N> p[K];
   int packs = 0;
   __device__ static int64_t offset(int k, int lane) { return (int64_t(k) * 32 + lane) * kLen; }
   __device__ void load(const T* row, int64_t n, int lane) {
@@ -65,7 +66,7 @@ struct LaneRow {
 #pragma unroll
     for (int k = 0; k < K; ++k)
       if (offset(k, lane) < n) {
-        p[k] = load_pack(row + offset(k, lane));
+        p[k] = load_pack<T, N>(row + offset(k, lane));
         ++packs;
       }
   }

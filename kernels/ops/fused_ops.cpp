@@ -2,6 +2,7 @@
 // kernels of kernels/backend/norm.h (residual_norm_*) and kernels/backend/loss.h (classifier_fwd).
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <volt/kernels/backend/loss.h>
@@ -12,6 +13,7 @@
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/norm_out_op.h>
 
 namespace volt {
 
@@ -43,19 +45,25 @@ void check_norm_param(const Tensor& t, const Tensor& x, const char* op, const ch
 
 Tensor param_as(const Tensor& t, DType pdt) { return t.defined() ? t.detach().to(pdt).contiguous() : Tensor(); }
 
-}  // namespace
-
-std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                              const Tensor& bias, double eps) {
-  trace::Range op_range(trace::Layer::op, "residual_layer_norm");
-  const char* op = "residual_layer_norm";
+void check_residual_inputs(const Tensor& x, const Tensor& residual, const char* op) {
   VOLT_CHECK(x.defined() && residual.defined(), op, ": x and residual must both be defined");
   VOLT_CHECK(is_floating(x.dtype()), op, ": expected a floating-point x but got ", dtype_name(x.dtype()));
   VOLT_CHECK(is_floating(residual.dtype()), op, ": expected a floating-point residual but got ",
              dtype_name(residual.dtype()));
-  if (autocast_detail::wants_fp32(x) || autocast_detail::wants_fp32(residual))  // the residual stream in fp32
-    return residual_layer_norm(autocast_detail::fp32(x), autocast_detail::fp32(residual), autocast_detail::fp32(weight),
-                               autocast_detail::fp32(bias), eps);
+}
+
+// The dtype an autocast matmul casts an f32 input to (f16 or bf16), or nullopt outside autocast.
+std::optional<DType> matmul_input_dtype() {
+  const AutocastState st = autocast_state();
+  if (st.enabled && (st.dtype == DType::f16 || st.dtype == DType::bf16)) return st.dtype;
+  return std::nullopt;
+}
+
+// residual_layer_norm on inputs autocast has already settled, with y (and the gradient it takes) in y_dt: x's
+// dtype, or f16/bf16 for f32 x.
+std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                 const Tensor& bias, double eps, DType y_dt) {
+  const char* op = "residual_layer_norm";
   check_same(x, residual, op, "x", "residual");
   VOLT_CHECK(x.dim() >= 1, op, ": x is a scalar; expected (..., C), normalised over the last dim");
   VOLT_CHECK(eps >= 0.0, op, ": eps must be non-negative, got ", eps);
@@ -69,7 +77,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
   g.rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Tensor xc = x.detach().contiguous(), rc = residual.detach().contiguous();
   Tensor w = param_as(weight, pdt), b = param_as(bias, pdt);
-  Tensor s = empty(xc.shape(), xc.dtype(), dev), y = empty(xc.shape(), xc.dtype(), dev);
+  Tensor s = empty(xc.shape(), xc.dtype(), dev), y = empty(xc.shape(), y_dt, dev);
   Tensor mean = empty({g.rows}, pdt, dev), rstd = empty({g.rows}, pdt, dev);
   const bool any = xc.numel() > 0;
   if (any)
@@ -82,10 +90,10 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
     if (autograd::create_graph_enabled())  // the same function from recorded ops: x + r, then layer_norm
       return autograd::composite_backward({x, residual, weight, bias}, grads, [&](const std::vector<Tensor>& in) {
         Tensor sum_in = add(in[0], in[1]);
-        return std::vector<Tensor>{sum_in, layer_norm(sum_in, {g.row_size}, in[2], in[3], eps)};
+        return std::vector<Tensor>{sum_in, layer_norm(sum_in, {g.row_size}, in[2], in[3], eps).to(y_dt)};
       });
-    auto in_dtype = [&](const Tensor& t) { return (t.dtype() == xc.dtype() ? t : t.to(xc.dtype())).contiguous(); };
-    Tensor ds_other = in_dtype(grads[0]), dy = in_dtype(grads[1]);
+    auto as = [](const Tensor& t, DType dt) { return (t.dtype() == dt ? t : t.to(dt)).contiguous(); };
+    Tensor ds_other = as(grads[0], xc.dtype()), dy = as(grads[1], y_dt);
     Tensor ds = empty(xc.shape(), xc.dtype(), dev);
     Tensor dw = gw ? empty({g.row_size}, pdt, dev) : Tensor();
     Tensor db = gb ? empty({g.row_size}, pdt, dev) : Tensor();
@@ -104,6 +112,40 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
     return std::vector<Tensor>{ds, ds, dw, db};  // d(x + r)/dx = d(x + r)/dr = 1
   });
   return {s, y};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                              const Tensor& bias, double eps) {
+  trace::Range op_range(trace::Layer::op, "residual_layer_norm");
+  check_residual_inputs(x, residual, "residual_layer_norm");
+  using autocast_detail::fp32;
+  if (autocast_detail::wants_fp32(x) || autocast_detail::wants_fp32(residual))  // the residual stream in fp32
+    return residual_layer_norm_to(fp32(x), fp32(residual), fp32(weight), fp32(bias), eps, DType::f32);
+  return residual_layer_norm_to(x, residual, weight, bias, eps, x.dtype());
+}
+
+std::pair<Tensor, Tensor> residual_layer_norm_for_matmul(const Tensor& x, const Tensor& residual,
+                                                         const Tensor& weight, const Tensor& bias, double eps) {
+  const std::optional<DType> md = matmul_input_dtype();
+  if (!md) return residual_layer_norm(x, residual, weight, bias, eps);
+  trace::Range op_range(trace::Layer::op, "residual_layer_norm");
+  check_residual_inputs(x, residual, "residual_layer_norm");
+  using autocast_detail::fp32;
+  const Tensor xf = fp32(x), rf = fp32(residual);
+  const DType y_dt = xf.dtype() == DType::f32 && rf.dtype() == DType::f32 ? *md : xf.dtype();
+  return residual_layer_norm_to(xf, rf, fp32(weight), fp32(bias), eps, y_dt);
+}
+
+Tensor layer_norm_for_matmul(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                             double eps) {
+  const std::optional<DType> md = matmul_input_dtype();
+  if (!md || !x.defined() || !is_floating(x.dtype()) || x.dtype() == DType::f64)
+    return layer_norm(x, normalized_shape, weight, bias, eps);
+  trace::Range op_range(trace::Layer::op, "layer_norm");
+  using autocast_detail::fp32;
+  return norm_detail::layer_norm_to(fp32(x), normalized_shape, fp32(weight), fp32(bias), eps, *md);
 }
 
 Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const FusedCrossEntropyOptions& opt) {

@@ -7,6 +7,7 @@
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/norm_out_op.h>
 
 namespace volt {
 
@@ -53,15 +54,16 @@ Tensor norm_composed(const Tensor& x, const NormGeom& g, const Tensor& weight, c
   return normed.to(x.dtype());
 }
 
-// Runs the normalisation described by `g` on checked arguments and attaches the backward.
+// Runs the normalisation described by `g` on checked arguments and attaches the backward. The output is in
+// out_dt: x's dtype, or f16/bf16 for f32 x (kernels/common/norm_out.h), and its gradient is taken in that dtype.
 Tensor norm_impl(const Tensor& x, const NormGeom& g, const Tensor& weight, const Tensor& bias, double eps,
-                 const char* backward_name) {
+                 const char* backward_name, DType out_dt) {
   const DType pdt = stat_dtype(x.dtype());
   const Device dev = x.device();
   Tensor xc = x.detach().contiguous();
   Tensor w = weight.defined() ? weight.detach().to(pdt).contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().to(pdt).contiguous() : Tensor();
-  Tensor out = empty(xc.shape(), xc.dtype(), dev);
+  Tensor out = empty(xc.shape(), out_dt, dev);
   Tensor mean = empty({g.rows}, pdt, dev), rstd = empty({g.rows}, pdt, dev);
   const bool any = xc.numel() > 0;
   if (any) backend::call<&backend::NormKernels::norm_fwd>(dev, xc.dtype(), out, mean, rstd, xc, w, b, g, eps);
@@ -72,14 +74,14 @@ Tensor norm_impl(const Tensor& x, const NormGeom& g, const Tensor& weight, const
   const bool per_channel = std::string(backward_name) == "GroupNormBackward";
   autograd::attach_differentiable(out, backward_name, {x, weight, bias}, [=](const std::vector<Tensor>& grads) {
     if (autograd::create_graph_enabled())
-      return autograd::composite_backward({x, weight, bias}, grads, [g, eps, per_channel](const std::vector<Tensor>& in) {
-        return std::vector<Tensor>{norm_composed(in[0], g, in[1], in[2], eps, per_channel)};
+      return autograd::composite_backward({x, weight, bias}, grads, [g, eps, per_channel, out_dt](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{norm_composed(in[0], g, in[1], in[2], eps, per_channel).to(out_dt)};
       });
     Tensor dx = gx ? empty(xc.shape(), xc.dtype(), dev) : Tensor();
     Tensor dw = gw ? empty({w.numel()}, pdt, dev) : Tensor();
     Tensor db = gb ? empty({b.numel()}, pdt, dev) : Tensor();
     if (any) {
-      Tensor dy = grads[0].dtype() == xc.dtype() ? grads[0].contiguous() : grads[0].to(xc.dtype()).contiguous();
+      Tensor dy = grads[0].dtype() == out_dt ? grads[0].contiguous() : grads[0].to(out_dt).contiguous();
       backend::call<&backend::NormKernels::norm_bwd>(dev, xc.dtype(), dx, dw, db, dy, xc, mean, rstd, w, g);
     } else {  // nothing to normalise: zero gradients of the right shapes
       for (Tensor* t : {&dx, &dw, &db})
@@ -101,11 +103,20 @@ void check_eps(double eps, const char* op) {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   trace::Range op_range(trace::Layer::op, "layer_norm");
-  const char* op = "layer_norm";
-  check_x(x, op);
+  check_x(x, "layer_norm");
   if (autocast_detail::wants_fp32(x))  // statistics and normalisation in fp32
     return layer_norm(autocast_detail::fp32(x), normalized_shape, autocast_detail::fp32(weight),
                       autocast_detail::fp32(bias), eps);
+  return norm_detail::layer_norm_to(x, normalized_shape, weight, bias, eps, x.dtype());
+}
+
+Tensor norm_detail::layer_norm_to(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                  const Tensor& bias, double eps, DType out_dtype) {
+  const char* op = "layer_norm";
+  check_x(x, op);
+  VOLT_CHECK(out_dtype == x.dtype() || (x.dtype() == DType::f32 && (out_dtype == DType::f16 || out_dtype == DType::bf16)),
+             op, ": output dtype ", dtype_name(out_dtype), " for x of dtype ", dtype_name(x.dtype()),
+             "; expected x's dtype (or float16 or bfloat16 for float32 x)");
   check_eps(eps, op);
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   VOLT_CHECK(k >= 1, op, ": normalized_shape is empty; expected the sizes of x's trailing dims to normalise over");
@@ -121,7 +132,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   g.rows = g.row_size > 0 ? x.numel() / g.row_size : shape_numel(Shape(x.shape().begin(), x.shape().end() - k));
   g.groups = 1;
   g.inner = 1;
-  return norm_impl(x, g, weight, bias, eps, "LayerNormBackward");
+  return norm_impl(x, g, weight, bias, eps, "LayerNormBackward", out_dtype);
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
@@ -148,7 +159,7 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   g.inner = S;
   // An empty spatial extent leaves no rows to normalise; keep the geometry's divisions well defined.
   if (S == 0) g.inner = 1;
-  return norm_impl(x, g, weight, bias, eps, "GroupNormBackward");
+  return norm_impl(x, g, weight, bias, eps, "GroupNormBackward", x.dtype());
 }
 
 }  // namespace volt

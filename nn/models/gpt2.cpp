@@ -122,9 +122,18 @@ GPT2Block::GPT2Block(int64_t c, int64_t h, double eps)
   register_module("mlp", mlp);
 }
 
+namespace {
+// ln(x) as the input of a matmul (kernels/fused_ops.h): under bf16/f16 autocast it is written in that dtype, which
+// the matmul would otherwise cast it to in a pass of its own.
+Tensor norm_for_matmul(const LayerNorm& ln, const Tensor& x) {
+  return layer_norm_for_matmul(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps);
+}
+}  // namespace
+
 Tensor GPT2Block::forward(const Tensor& x) {
-  // The attention's residual add and ln_2 in one pass (kernels/fused_ops.h): r = x + attn, y = ln_2(r).
-  auto [r, y] = residual_layer_norm(x, attn(ln_1(x)), ln_2.weight, ln_2.bias, ln_2.eps);
+  // The attention's residual add and ln_2 in one pass (kernels/fused_ops.h): r = x + attn, y = ln_2(r). ln_1, ln_2
+  // (and ln_f) feed only linear layers, so under autocast their outputs are written in its dtype.
+  auto [r, y] = residual_layer_norm_for_matmul(x, attn(norm_for_matmul(ln_1, x)), ln_2.weight, ln_2.bias, ln_2.eps);
   return add(r, mlp(y));
 }
 
@@ -169,7 +178,7 @@ Tensor GPT2::forward(const Tensor& idx) {
     Tensor x = add(transformer.wte(idx), transformer.wpe(arange(T, DType::i64, idx.device())));  // (B, T, C)
     const bool recompute = recompute_enabled(*this);
     for (auto& b : transformer.blocks) x = recompute ? nn::recompute(*b, x) : (*b)(x);
-    return linear(transformer.ln_f(x), transformer.wte.weight);  // (B, T, V)
+    return linear(norm_for_matmul(transformer.ln_f, x), transformer.wte.weight);  // (B, T, V)
   });
 }
 

@@ -108,6 +108,104 @@ TEST(ResidualLayerNorm, AutocastAddsInF32) {
   VOLT_EXPECT_ERROR(residual_layer_norm(x, r), "residual_layer_norm", "residual has dtype float32", "bfloat16");
 }
 
+// ---- layer_norm_for_matmul / residual_layer_norm_for_matmul ----------------------------------------------------
+
+// Outputs and gradients of a norm whose output y feeds a matmul, under autocast to `dt` on `device`: the fused op
+// (for_matmul: y written in dt by the norm kernel) or the composition it replaces (the norm in f32, then the cast
+// the matmul makes). y's gradient is the same fixed dt tensor either way; s (residual == true) gets a fixed f32 one.
+struct NormForMatmulRun {
+  Tensor y, s, dx, dr, dw, db;
+};
+NormForMatmulRun norm_for_matmul_run(bool fused, bool residual, DType dt, Device device, int64_t rows, int64_t c,
+                                     DType x_dt = DType::f32) {
+  Tensor x = leaf(rand_f64({rows, c}, 40, -2, 3).to(x_dt).to(device));
+  Tensor r = leaf(rand_f64({rows, c}, 41).to(x_dt).to(device));
+  Tensor w = leaf(rand_f64({c}, 42, 0.5, 1.5).to(DType::f32).to(device));
+  Tensor b = leaf(rand_f64({c}, 43).to(DType::f32).to(device));
+  const Tensor gy = rand_f64({rows, c}, 44).to(dt).to(device), gs = rand_f64({rows, c}, 45).to(DType::f32).to(device);
+  NormForMatmulRun out;
+  {
+    AutocastGuard ac(true, dt);
+    if (residual) {
+      auto [s, y] = fused ? residual_layer_norm_for_matmul(x, r, w, b) : residual_layer_norm(x, r, w, b);
+      out.s = s;
+      out.y = fused ? y : y.to(dt);
+    } else {
+      out.y = fused ? layer_norm_for_matmul(x, {c}, w, b) : layer_norm(x, {c}, w, b).to(dt);
+    }
+  }
+  Tensor loss = sum(mul(out.y.to(DType::f64), gy.to(DType::f64)));
+  if (residual) loss = add(loss, sum(mul(out.s.to(DType::f64), gs.to(DType::f64))));
+  loss.backward();
+  out.dx = x.grad();
+  out.dr = residual ? r.grad() : Tensor();
+  out.dw = w.grad();
+  out.db = b.grad();
+  return out;
+}
+
+void expect_norm_for_matmul_equals_the_cast(Device device, int64_t rows, int64_t c) {
+  for (DType dt : {DType::bf16, DType::f16})
+    for (bool residual : {false, true})
+      for (DType x_dt : {DType::f32, DType::bf16}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (residual ? " residual" : "") + " x " + dtype_name(x_dt) + " " +
+                     std::to_string(rows) + " x " + std::to_string(c));
+        const NormForMatmulRun f = norm_for_matmul_run(true, residual, dt, device, rows, c, x_dt);
+        const NormForMatmulRun u = norm_for_matmul_run(false, residual, dt, device, rows, c, x_dt);
+        EXPECT_EQ(f.y.dtype(), dt);
+        EXPECT_EQ(u.y.dtype(), dt);
+        // The same f32 arithmetic in both, up to how the compiler contracts multiply-adds in each instantiation:
+        // f32 results within a few units in the last place, half results within one.
+        expect_within_one_ulp(f.y.cpu(), u.y.cpu(), dt, "y");
+        const double f32_tol = 4 * std::ldexp(1.0, -23);
+        if (residual) {
+          EXPECT_EQ(f.s.dtype(), DType::f32);
+          expect_equal(f.s.cpu(), u.s.cpu(), "s");
+          expect_all_near(f.dr.cpu(), u.dr.cpu(), f32_tol, f32_tol, "dr");
+        }
+        EXPECT_EQ(f.dx.dtype(), x_dt);
+        if (x_dt == DType::f32)
+          expect_all_near(f.dx.cpu(), u.dx.cpu(), f32_tol, f32_tol, "dx");
+        else
+          expect_within_one_ulp(f.dx.cpu(), u.dx.cpu(), x_dt, "dx");
+        expect_all_near(f.dw.cpu(), u.dw.cpu(), f32_tol * rows, f32_tol, "dw");
+        expect_all_near(f.db.cpu(), u.db.cpu(), f32_tol * rows, f32_tol, "db");
+      }
+}
+
+// The fused output in the autocast dtype equals layer_norm's f32 output cast to it, and every gradient equals the
+// gradient through that cast: the kernels round the same f32 values once and read y's gradient widened exactly as
+// the cast's backward widens it (equal up to the compiler's multiply-add contraction, a unit in the last place).
+TEST(NormForMatmul, EqualsTheNormThenTheCast) {
+  expect_norm_for_matmul_equals_the_cast(kCPU, 6, 24);
+  expect_norm_for_matmul_equals_the_cast(kCPU, 3, 768);
+}
+
+TEST(NormForMatmul, OutsideAutocastAndForF64ItIsTheNormItself) {
+  Tensor x = rand_f64({4, 8}, 46), r = rand_f64({4, 8}, 47), w = rand_f64({8}, 48), b = rand_f64({8}, 49);
+  for (DType dt : {DType::f32, DType::f64}) {
+    const Tensor xd = x.to(dt), rd = r.to(dt), wd = w.to(dt), bd = b.to(dt);
+    const Tensor y = layer_norm_for_matmul(xd, {8}, wd, bd);
+    EXPECT_EQ(y.dtype(), dt);
+    expect_equal(y, layer_norm(xd, {8}, wd, bd), "y outside autocast");
+    auto [s, y2] = residual_layer_norm_for_matmul(xd, rd, wd, bd);
+    auto [s_ref, y2_ref] = residual_layer_norm(xd, rd, wd, bd);
+    expect_equal(s, s_ref, "s outside autocast");
+    expect_equal(y2, y2_ref, "y outside autocast");
+  }
+  AutocastGuard ac(true, DType::bf16);
+  EXPECT_EQ(layer_norm_for_matmul(x, {8}, w, b).dtype(), DType::f64) << "f64 keeps f64 under autocast";
+  EXPECT_EQ(residual_layer_norm_for_matmul(x, r, w, b).second.dtype(), DType::f64);
+  VOLT_EXPECT_ERROR(layer_norm_for_matmul(x.to(DType::f32), {7}, w.to(DType::f32)), "layer_norm", "normalized_shape");
+  VOLT_EXPECT_ERROR(residual_layer_norm_for_matmul(x.to(DType::f32), r), "residual_layer_norm", "float64", "float32");
+}
+
+TEST(NormForMatmulCuda, EqualsTheNormThenTheCast) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA norm kernels run on a GPU only";
+  expect_norm_for_matmul_equals_the_cast(cuda_device(0), 300, 768);  // the warp-per-row kernels
+  expect_norm_for_matmul_equals_the_cast(cuda_device(0), 40, 770);   // the block kernels
+}
+
 TEST(ResidualLayerNorm, BadArgumentsNameTheProblem) {
   Tensor x = rand_f64({2, 6}, 12), r = rand_f64({2, 6}, 13);
   VOLT_EXPECT_ERROR(residual_layer_norm(x, rand_f64({2, 5}, 14)), "residual has shape (2, 5)",

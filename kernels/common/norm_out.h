@@ -1,0 +1,38 @@
+#pragma once
+// The dtype of a norm kernel's output y (and of y's gradient): x's own dtype, or f16/bf16 for f32 x, where the
+// norm's output feeds a matmul under autocast (layer_norm_for_matmul, kernels/fused_ops.h) and is written in the
+// dtype the matmul would cast it to. Host-side dispatch shared by the CPU and CUDA norm kernels.
+#include <type_traits>
+
+#include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/half.h>
+#include <volt/runtime/dtype.h>
+#include <volt/runtime/error.h>
+
+namespace volt {
+
+// Calls f(Y{}) with Y the element type of dtype `y` for a norm over x of element type T.
+template <class T, class F>
+void with_norm_out(DType y, const char* op, F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (y == DType::f32) return f(float{});
+    if (y == DType::bf16) return f(BFloat16{});
+    if (y == DType::f16) return f(Half{});
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (y == DType::f64) return f(double{});
+  } else if constexpr (std::is_same_v<T, Half>) {
+    if (y == DType::f16) return f(Half{});
+  } else {
+    if (y == DType::bf16) return f(BFloat16{});
+  }
+  VOLT_FAIL(op, ": output dtype ", dtype_name(y), " for x of another dtype; expected x's dtype (or float16 or ",
+            "bfloat16 for float32 x)");
+}
+
+// Calls f(T{}, Y{}) for a norm over x of dtype `x` whose output (or output gradient) has dtype `y`.
+template <class F>
+void dispatch_norm(DType x, DType y, const char* op, F&& f) {
+  dispatch_floating(x, op, [&](auto tag) { with_norm_out<decltype(tag)>(y, op, [&](auto ytag) { f(tag, ytag); }); });
+}
+
+}  // namespace volt
