@@ -87,11 +87,31 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
   Tensor s_saved = s.detach();
   autograd::attach_differentiable(std::vector<Tensor>{s, y}, "ResidualLayerNormBackward", {x, residual, weight, bias},
                    [=](const std::vector<Tensor>& grads) {
-    if (autograd::create_graph_enabled())  // the same function from recorded ops: x + r, then layer_norm
-      return autograd::composite_backward({x, residual, weight, bias}, grads, [&](const std::vector<Tensor>& in) {
-        Tensor sum_in = add(in[0], in[1]);
-        return std::vector<Tensor>{sum_in, layer_norm(sum_in, {g.row_size}, in[2], in[3], eps).to(y_dt)};
-      });
+    if (autograd::create_graph_enabled()) {
+      // Layer norm's backward written out in recorded ops of s itself: s is this node's output 0 (saved_output
+      // ties it to the node, so a higher-order gradient reaching s comes back here and on to x and r), and x and r
+      // both get s's total gradient. The closure keeps s, never x and r: under autocast r is an f32 copy of a half
+      // sublayer output that nothing else keeps (a block's worth of activations per layer).
+      const Tensor s_rec = autograd::saved_output(s_saved, 0);
+      Tensor ds = grads[0], dw, db;
+      if (grads[1].defined()) {
+        const Tensor s2 = s_rec.to(pdt).reshape({g.rows, g.row_size});
+        const Tensor gy = grads[1].to(pdt).reshape({g.rows, g.row_size});
+        const Tensor centered = sub(s2, volt::mean(s2, {1}, /*keepdim=*/true));
+        const Tensor var = volt::mean(square(centered), {1}, /*keepdim=*/true);
+        const Tensor rstd = div(ones({}, pdt, dev), sqrt(add(var, eps)));
+        const Tensor xhat = mul(centered, rstd);
+        const Tensor gyw = weight.defined() ? mul(gy, weight.to(pdt)) : gy;
+        // dx = rstd * (gyw - mean(gyw) - xhat * mean(gyw * xhat)), normmath::norm_backward_dx's formula
+        const Tensor dx =
+            mul(rstd, sub(sub(gyw, volt::mean(gyw, {1}, true)), mul(xhat, volt::mean(mul(gyw, xhat), {1}, true))));
+        const Tensor from_y = dx.reshape(s_saved.shape()).to(xc.dtype());
+        ds = ds.defined() ? add(ds, from_y) : from_y;
+        if (gw) dw = sum(mul(gy, xhat), {0}).to(weight_dt);
+        if (gb) db = sum(gy, {0}).to(bias_dt);
+      }
+      return std::vector<Tensor>{ds, ds, dw, db};
+    }
     auto as = [](const Tensor& t, DType dt) { return (t.dtype() == dt ? t : t.to(dt)).contiguous(); };
     Tensor ds_other = as(grads[0], xc.dtype()), dy = as(grads[1], y_dt);
     Tensor ds = empty(xc.shape(), xc.dtype(), dev);

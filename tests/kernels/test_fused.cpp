@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "common/gradcheck.h"
 #include <volt/kernels/fused_ops.h>
+#include <volt/runtime/allocator.h>
 #include <volt/runtime/autocast.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -204,6 +206,33 @@ TEST(NormForMatmulCuda, EqualsTheNormThenTheCast) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA norm kernels run on a GPU only";
   expect_norm_for_matmul_equals_the_cast(cuda_device(0), 300, 768);  // the warp-per-row kernels
   expect_norm_for_matmul_equals_the_cast(cuda_device(0), 40, 770);   // the block kernels
+}
+
+// The backward keeps s (and the statistics), not x and r: under autocast r is an f32 copy of a half sublayer
+// output made by the op itself, which would otherwise stay alive until the backward (an activation per layer).
+TEST(ResidualLayerNorm, TheGraphDoesNotKeepTheAutocastCopyOfTheResidual) {
+  const int64_t rows = 64, c = 256, n = rows * c;
+  Tensor x = leaf(rand_f64({rows, c}, 50).to(DType::f32)), r = leaf(rand_f64({rows, c}, 51).to(DType::bf16));
+  for (bool for_matmul : {false, true}) {
+    SCOPED_TRACE(for_matmul ? "residual_layer_norm_for_matmul" : "residual_layer_norm");
+    const int64_t before = memory_stats(kCPU).allocated;
+    Tensor s, y;
+    {
+      AutocastGuard ac(true, DType::bf16);
+      std::tie(s, y) = for_matmul ? residual_layer_norm_for_matmul(x, r) : residual_layer_norm(x, r);
+    }
+    const int64_t held = memory_stats(kCPU).allocated - before;
+    // s (f32) and y (f32, or bf16 for a matmul) and two floats of statistics per row; an f32 copy of r would add
+    // 4 n bytes more.
+    const int64_t expected = 4 * n + (for_matmul ? 2 : 4) * n + 8 * rows;
+    EXPECT_GE(held, expected);
+    EXPECT_LT(held, expected + 2 * n) << "the f32 copy of r is still held";
+    add(sum(s), sum(y.to(DType::f32))).backward();
+    ASSERT_TRUE(r.grad().defined());
+    EXPECT_EQ(r.grad().dtype(), DType::bf16);
+    x.set_grad(Tensor());
+    r.set_grad(Tensor());
+  }
 }
 
 TEST(ResidualLayerNorm, BadArgumentsNameTheProblem) {
