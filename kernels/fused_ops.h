@@ -31,6 +31,17 @@ Tensor layer_norm_for_matmul(const Tensor& x, const Shape& normalized_shape, con
 std::pair<Tensor, Tensor> residual_layer_norm_for_matmul(const Tensor& x, const Tensor& residual,
                                                          const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                                                          double eps = 1e-5);
+/// fused_mlp: linear(linear(x, w1, b1, act), w2, b2), a transformer block's MLP, with linear's checks, autocast and
+/// values. For a GELU (whose backward reads the pre-activation) it keeps x, the pre-activation and the weights but not
+/// the activation between the layers: the backward recomputes it from the pre-activation (one elementwise pass) for
+/// w2's gradient, where the composition would hold it from the forward to the backward ((..., hidden) per call,
+/// in the compute dtype). The recomputed activation is the activation of the stored pre-activation, which in a half
+/// dtype is rounded (the forward's came from the unrounded one): w2's gradient may differ from the composition's
+/// by that rounding. Other activations, and calls that need no gradient, run the composition itself. In
+/// kernels/ops/linalg_ops.cpp, beside linear.
+Tensor fused_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                 Activation act);
+
 struct FusedCrossEntropyOptions {
   Reduction reduction = Reduction::Mean;  ///< Mean (over non-ignored rows) or Sum; None is refused
   int64_t ignore_index = -100;            ///< rows with this target add nothing to the loss or the count

@@ -313,4 +313,66 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   return out;
 }
 
+Tensor fused_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                 Activation act) {
+  trace::Range op_range(trace::Layer::op, "fused_mlp");
+  using autocast_detail::lower;
+  using autocast_detail::wants_lower;
+  if (wants_lower(x) || wants_lower(w1) || wants_lower(b1) || wants_lower(w2) || wants_lower(b2))
+    return fused_mlp(lower(x), lower(w1), lower(b1), lower(w2), lower(b2), act);
+  check_linear(x, w1, b1, act);
+  VOLT_CHECK(w2.defined() && w2.dim() == 2 && w2.size(1) == w1.size(0), "fused_mlp: w2 has shape ",
+             w2.defined() ? w2.shape_str() : std::string("undefined"), " but the hidden layer has ", w1.size(0),
+             " features (w1 ", w1.shape_str(), "); expected w2 of shape (out, ", w1.size(0), ")");
+  check_pair(w1, w2, "fused_mlp", "w1", "w2");
+  if (b2.defined()) {
+    check_pair(w2, b2, "fused_mlp", "w2", "b2");
+    VOLT_CHECK(b2.dim() == 1 && b2.size(0) == w2.size(0), "fused_mlp: b2 has shape ", b2.shape_str(),
+               " but w2 has shape ", w2.shape_str(), "; expected b2 of shape ", shape_to_string({w2.size(0)}));
+  }
+  // Without a pre-activation to recompute from (no activation, ReLU), or without gradients, nothing is saved
+  // that the composition would not save: the two layers as they are.
+  if (!biasact::saves_pre(act) || !autograd::any_requires_grad({&x, &w1, &b1, &w2, &b2}))
+    return linear(linear(x, w1, b1, act), w2, b2);
+  const int64_t in = w1.size(1), hidden = w1.size(0), outf = w2.size(0);
+  if (x.dim() != 2) {
+    Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+    out_shape.push_back(outf);
+    return fused_mlp(x.reshape({-1, in}), w1, b1, w2, b2, act).view(out_shape);
+  }
+  const int64_t rows = x.size(0);
+  Tensor pre = empty({rows, hidden}, x.dtype(), x.device()), out;
+  {
+    Tensor h = empty({rows, hidden}, x.dtype(), x.device());  // freed here: the backward recomputes it
+    linear_into(h, pre, x, w1, b1, act);
+    out = empty({rows, outf}, x.dtype(), x.device());
+    linear_into(out, Tensor(), h, w2, b2, Activation::None);
+  }
+  const bool gx = x.requires_grad(), gw1 = w1.requires_grad(), gb1 = b1.defined() && b1.requires_grad();
+  const bool gw2 = w2.requires_grad(), gb2 = b2.defined() && b2.requires_grad();
+  const GeluApproximate approx = act == Activation::GELUTanh ? GeluApproximate::Tanh : GeluApproximate::None;
+  // x and the weights undetached: create_graph records the composition through them.
+  autograd::attach_differentiable(out, "FusedMlpBackward", {x, w1, b1, w2, b2}, [=](const std::vector<Tensor>& g) {
+    if (autograd::create_graph_enabled())
+      return autograd::composite_backward({x, w1, b1, w2, b2}, g, [act](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{linear(linear(in[0], in[1], in[2], act), in[3], in[4])};
+      });
+    const Tensor go = g[0].contiguous();
+    Tensor dx, dw1, db1, dw2, db2;
+    if (gb2) db2 = sum(go, {0});
+    if (gw2) dw2 = mm2(go, gelu(pre, approx), true, false);  // the hidden activation, recomputed from pre
+    if (gx || gw1 || gb1) {
+      const Tensor dh = mm2(go, w2.detach(), false, false);  // (rows, out) @ (out, hidden)
+      Tensor dpre = gx || gw1 ? empty({rows, hidden}, dh.dtype(), dh.device()) : Tensor();
+      if (gb1) db1 = empty({hidden}, dh.dtype(), dh.device());
+      backend::call<&backend::LinalgKernels::bias_act_bwd>(dh.device(), dh.dtype(), dpre, db1, dh, pre, rows, hidden,
+                                                           act);
+      if (gx) dx = mm2(dpre, w1.detach(), false, false);
+      if (gw1) dw1 = mm2(dpre, x.detach(), true, false);
+    }
+    return std::vector<Tensor>{dx, dw1, db1, dw2, db2};
+  });
+  return out;
+}
+
 }  // namespace volt

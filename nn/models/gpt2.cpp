@@ -112,7 +112,12 @@ GPT2MLP::GPT2MLP(int64_t c) : c_fc(c, 4 * c, LinearOptions{.activation = Activat
   register_module("c_proj", c_proj);
 }
 
-Tensor GPT2MLP::forward(const Tensor& x) { return c_proj(c_fc(x)); }
+Tensor GPT2MLP::forward(const Tensor& x) {
+  // One op (kernels/fused_ops.h): the GELU output between the layers is recomputed in the backward instead of held
+  // ((B, T, 4C) per block). A module with a call hook (an FSDP unit gathers its parameters in it) runs as itself.
+  if (c_fc.call_hook() != nullptr || c_proj.call_hook() != nullptr) return c_proj(c_fc(x));
+  return fused_mlp(x, c_fc.weight, c_fc.bias, c_proj.weight, c_proj.bias, c_fc.activation);
+}
 
 GPT2Block::GPT2Block(int64_t c, int64_t h, double eps)
     : ln_1(Shape{c}, eps), attn(c, h), ln_2(Shape{c}, eps), mlp(c) {

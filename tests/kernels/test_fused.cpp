@@ -235,6 +235,92 @@ TEST(ResidualLayerNorm, TheGraphDoesNotKeepTheAutocastCopyOfTheResidual) {
   }
 }
 
+// ---- fused_mlp ------------------------------------------------------------------------------------------------
+
+struct MlpRun {
+  Tensor out, dx, dw1, db1, dw2, db2;
+};
+// linear(linear(x, w1, b1, act), w2, b2) as fused_mlp or as the composition, backpropagating a fixed weighting.
+MlpRun mlp_run(bool fused, Activation act, DType dt, bool biases, const Shape& x_shape) {
+  const int64_t in = x_shape.back(), hidden = 12, outf = 5;
+  Tensor x = leaf(rand_f64(x_shape, 60).to(dt)), w1 = leaf(rand_f64({hidden, in}, 61).to(dt));
+  Tensor w2 = leaf(rand_f64({outf, hidden}, 62).to(dt));
+  Tensor b1 = biases ? leaf(rand_f64({hidden}, 63).to(dt)) : Tensor(), b2 = biases ? leaf(rand_f64({outf}, 64).to(dt)) : Tensor();
+  Tensor out = fused ? fused_mlp(x, w1, b1, w2, b2, act) : linear(linear(x, w1, b1, act), w2, b2);
+  Shape os = x_shape;
+  os.back() = outf;
+  sum(mul(out.to(DType::f64), rand_f64(os, 65))).backward();
+  return {out.detach(), x.grad(), w1.grad(), biases ? b1.grad() : Tensor(), w2.grad(), biases ? b2.grad() : Tensor()};
+}
+
+TEST(FusedMlp, EqualsTheTwoLinearLayers) {
+  for (Activation act : {Activation::GELUTanh, Activation::GELU, Activation::ReLU, Activation::None})
+    for (DType dt : {DType::f64, DType::f32})
+      for (bool biases : {true, false})
+        for (const Shape& xs : {Shape{7, 6}, Shape{2, 3, 6}}) {
+          SCOPED_TRACE(std::string(activation_name(act)) + " " + dtype_name(dt) + (biases ? " bias " : " ") +
+                       shape_to_string(xs));
+          const MlpRun f = mlp_run(true, act, dt, biases, xs), u = mlp_run(false, act, dt, biases, xs);
+          // The same kernels on the same values: the recomputed activation is the forward's (f32 and f64 keep
+          // the pre-activation unrounded).
+          expect_equal(f.out, u.out, "out");
+          for (auto [a, b, what] : {std::tuple{f.dx, u.dx, "dx"}, std::tuple{f.dw1, u.dw1, "dw1"},
+                                    std::tuple{f.dw2, u.dw2, "dw2"}})
+            expect_equal(a, b, what);
+          if (biases) {
+            expect_equal(f.db1, u.db1, "db1");
+            expect_equal(f.db2, u.db2, "db2");
+          }
+        }
+}
+
+TEST(FusedMlp, HalfTypesAndAutocastMatchTheComposition) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const MlpRun f = mlp_run(true, Activation::GELUTanh, dt, true, {9, 6});
+    const MlpRun u = mlp_run(false, Activation::GELUTanh, dt, true, {9, 6});
+    expect_equal(f.out, u.out, "out");
+    expect_equal(f.dx, u.dx, "dx");
+    // w2's gradient sums the activation recomputed from the rounded pre-activation: a few half ulps of a sum of 9.
+    expect_all_near(f.dw2, u.dw2, 0.05, 0.02, "dw2");
+  }
+  Tensor x = rand_f64({4, 6}, 66).to(DType::f32), w1 = rand_f64({12, 6}, 67).to(DType::f32);
+  Tensor w2 = leaf(rand_f64({5, 12}, 68).to(DType::f32));
+  AutocastGuard ac(true, DType::bf16);
+  Tensor out = fused_mlp(x, w1, Tensor(), w2, Tensor(), Activation::GELUTanh);
+  EXPECT_EQ(out.dtype(), DType::bf16);
+  expect_equal(out, linear(linear(x, w1, Tensor(), Activation::GELUTanh), w2, Tensor()), "autocast out");
+  sum(out.to(DType::f32)).backward();
+  EXPECT_EQ(w2.grad().dtype(), DType::f32) << "an f32 parameter gets an f32 gradient through the autocast copy";
+}
+
+// The activation between the layers is not held from the forward to the backward.
+TEST(FusedMlp, KeepsThePreActivationNotTheActivation) {
+  const int64_t rows = 64, in = 16, hidden = 256, outf = 16;
+  Tensor x = leaf(rand_f64({rows, in}, 69).to(DType::f32)), w1 = leaf(rand_f64({hidden, in}, 70).to(DType::f32));
+  Tensor w2 = leaf(rand_f64({outf, hidden}, 71).to(DType::f32));
+  auto held = [&](bool fused) {
+    const int64_t before = memory_stats(kCPU).allocated;
+    Tensor out = fused ? fused_mlp(x, w1, Tensor(), w2, Tensor(), Activation::GELUTanh)
+                       : linear(linear(x, w1, Tensor(), Activation::GELUTanh), w2);
+    return memory_stats(kCPU).allocated - before;
+  };
+  const int64_t fused = held(true), composed = held(false), activation = 4 * rows * hidden;
+  EXPECT_EQ(composed - fused, activation);
+}
+
+TEST(FusedMlp, BadArgumentsNameTheProblem) {
+  Tensor x = rand_f64({4, 6}, 72), w1 = rand_f64({12, 6}, 73), w2 = rand_f64({5, 12}, 74);
+  VOLT_EXPECT_ERROR(fused_mlp(x, w1, Tensor(), rand_f64({5, 11}, 75), Tensor(), Activation::GELU), "fused_mlp",
+                    "w2 has shape (5, 11)", "12 features");
+  VOLT_EXPECT_ERROR(fused_mlp(x, w1, Tensor(), w2, rand_f64({4}, 76), Activation::GELU), "fused_mlp", "b2",
+                    "expected b2 of shape (5,)");
+  VOLT_EXPECT_ERROR(fused_mlp(x, w1, Tensor(), w2.to(DType::f32), Tensor(), Activation::GELU), "fused_mlp", "w2",
+                    "float32");
+  VOLT_EXPECT_ERROR(fused_mlp(rand_f64({4, 7}, 77), w1, Tensor(), w2, Tensor(), Activation::GELU), "linear",
+                    "in_features");
+}
+
 TEST(ResidualLayerNorm, BadArgumentsNameTheProblem) {
   Tensor x = rand_f64({2, 6}, 12), r = rand_f64({2, 6}, 13);
   VOLT_EXPECT_ERROR(residual_layer_norm(x, rand_f64({2, 5}, 14)), "residual has shape (2, 5)",

@@ -1,6 +1,7 @@
 // Op table rows (see op_table.h): reductions, softmax and losses, matmul / linear, convolution, pooling,
 // batch norm, indexing, joining and views.
 #include "kernels/op_table/op_table.h"
+#include <volt/kernels/fused_ops.h>
 
 namespace volt::optable {
 namespace {
@@ -92,6 +93,12 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                   {U({2, 3, 5}), U({4, 5})}).tol(2));
   r.push_back(row("linear_gelu_tanh_t", FWD(linear(x[0], x[1], x[2], Activation::GELUTanh)),
                   {U({5, 3}).view(transposed), U({4, 5}), U({4})}).tol(2));
+
+  // fused_mlp (kernels/fused_ops.h): the GELU between the layers recomputed in the backward.
+  r.push_back(row("fused_mlp_gelu_tanh", FWD(fused_mlp(x[0], x[1], x[2], x[3], x[4], Activation::GELUTanh)),
+                  {U({3, 5}), U({8, 5}), U({8}), U({4, 8}), U({4})}).tol(2));
+  r.push_back(row("fused_mlp_gelu_3d_nobias", FWD(fused_mlp(x[0], x[1], Tensor(), x[2], Tensor(), Activation::GELU)),
+                  {U({2, 3, 5}), U({8, 5}), U({4, 8})}).tol(2));
 
   // ---- convolution, pooling, batch norm ------------------------------------------------------------------
   // The bias gradient is a plain reduction over (N, H, W): covered in every dtype.
