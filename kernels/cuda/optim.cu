@@ -1,6 +1,8 @@
 // CUDA kernels of the fused optimizer updates: one launch updates a list of parameters (a whole parameter group),
 // chunked as kernels/common/multi_tensor.h plans it; the per-element math is kernels/common/optim_math.h, the
 // same functions the CPU loop calls.
+#include <algorithm>
+
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/multi_tensor.h>
@@ -152,16 +154,16 @@ __global__ void state_update_kernel(StateArgs<T, M> a, Op op) {
 }
 
 // Plans `list` into launches and calls launch(args, blocks) for each, with args' tensor and chunk tables filled
-// (fill(args, slot, entry) copies one list entry's pointers into slot `slot`). With own_launches, each tensor of at
-// least kOwnLaunch elements gets a launch of its own over the whole GPU (chunk 0) and the rest are planned as
-// multi-tensor launches; without it (the gradient norm, whose per-block partials fix its summation order) every
-// tensor is planned.
+// (fill(args, slot, entry) copies one list entry's pointers into slot `slot`). Each tensor of at least kOwnLaunch
+// elements gets a launch of its own over the whole GPU (chunk 0) and the rest are planned as multi-tensor launches.
+// own_blocks > 0 fixes an own launch's grid by the tensor's size alone: a block per 16 elements per thread, at most
+// own_blocks, so the gradient norm's per-block partials fix its summation order on every GPU, not only on one model.
 template <class Args, class Entry, class Fill, class Launch>
-void for_each_launch(const std::vector<Entry>& all, Fill&& fill, Launch&& launch, bool own_launches = true) {
+void for_each_launch(const std::vector<Entry>& all, Fill&& fill, Launch&& launch, int64_t own_blocks = 0) {
   std::vector<Entry> list;
   list.reserve(all.size());
   for (const Entry& e : all) {
-    if (!own_launches || e.n < kOwnLaunch) {
+    if (e.n < kOwnLaunch) {
       list.push_back(e);
       continue;
     }
@@ -169,7 +171,8 @@ void for_each_launch(const std::vector<Entry>& all, Fill&& fill, Launch&& launch
     args.chunks.chunk = 0;
     fill(args, 0, e);
     args.n[0] = e.n;
-    launch(args, own_launch_blocks(e.n));
+    const int64_t want = (e.n + 16 * kThreads - 1) / (16 * kThreads);
+    launch(args, own_blocks > 0 ? static_cast<unsigned>(std::min(want, own_blocks)) : own_launch_blocks(e.n));
   }
   if (list.empty()) return;
   std::vector<int64_t> numels;
@@ -223,8 +226,19 @@ __global__ void norm_partial_kernel(ListArgs<T> a, om::NormKind kind, double p, 
   const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   const T* __restrict__ d = a.g[t];
   double acc = 0.0;
-  for (int64_t i = begin; i < end; i += step)
-    acc = om::norm_combine(acc, om::norm_term(static_cast<double>(static_cast<acc_t<T>>(d[i])), kind, p), kind);
+  // kUnroll loads in flight before their terms are added (in index order, as one at a time would add them): a
+  // thread walking its elements one dependent load at a time left the norm latency-bound.
+  constexpr int kUnroll = 4;
+  auto term = [&](T x) { return om::norm_term(static_cast<double>(static_cast<acc_t<T>>(x)), kind, p); };
+  int64_t i = begin;
+  for (; i + (kUnroll - 1) * step < end; i += kUnroll * step) {
+    T r[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) r[u] = d[i + u * step];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc = om::norm_combine(acc, term(r[u]), kind);
+  }
+  for (; i < end; i += step) acc = om::norm_combine(acc, term(d[i]), kind);
   red[threadIdx.x] = acc;
   __syncthreads();
   for (int w = kThreads / 2; w > 0; w /= 2) {
@@ -366,7 +380,7 @@ std::vector<ListEntry> entries(const std::vector<Tensor>& list) {
 // Calls launch(T{}, args, blocks) for each launch the plan makes over the non-empty tensors of `list` (all of
 // the first one's dtype T): args names each launch's tensors and chunks.
 template <class Launch>
-void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&& launch, bool own_launches = true) {
+void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&& launch, int64_t own_blocks = 0) {
   const std::vector<ListEntry> e = entries(list);
   if (e.empty()) return;
   dispatch_floating(list.front().dtype(), what, [&](auto tag) {
@@ -374,7 +388,7 @@ void launch_over_list(const std::vector<Tensor>& list, const char* what, Launch&
     using Args = ListArgs<T>;
     for_each_launch<Args>(
         e, [](Args& a, size_t k, const ListEntry& x) { a.g[k] = static_cast<T*>(x.g); },
-        [&](const Args& a, unsigned blocks) { launch(tag, a, blocks); }, own_launches);
+        [&](const Args& a, unsigned blocks) { launch(tag, a, blocks); }, own_blocks);
   });
 }
 
@@ -390,18 +404,21 @@ void unscale_check(const std::vector<Tensor>& grads, double inv_scale, const Ten
   });
 }
 
+// A tensor with a launch of its own reduces over at most this many blocks (fixed by its size, so the partials and
+// their order are the same on every GPU): 1024 x 256 threads fill an H200 (132 SMs x 2048 threads) about once.
+// The chunked plan alone gave GPT-2 124M's gradients ~1900 chunks in launches of at most 160 blocks, one after
+// another, each thread walking 256 elements one load at a time: 0.47-1.36 ms for 0.5 GB (stop 29's profiles).
+constexpr int64_t kNormOwnBlocks = 1024;
+
 void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) {
-  std::vector<int64_t> numels;
-  for (const auto& x : entries(list)) numels.push_back(x.n);
-  if (numels.empty()) return;
-  int64_t chunks = 0;
-  const int64_t chunk = multi_tensor::chunk_for(numels, kMaxChunks, kMinChunk, kMaxChunk);
-  for (const auto& l : multi_tensor::plan(numels, chunk, kMaxTensors, kMaxChunks))
-    chunks += static_cast<int64_t>(l.chunks.size());
+  if (entries(list).empty()) return;
   cudaStream_t stream = launch_stream();
   const om::NormKind kind = om::norm_kind(p);
-  // One partial per chunk of every launch (stream-ordered: freed after the fold is queued).
-  Tensor partials = empty({chunks}, DType::f64, out.device());
+  // One partial per block of every launch: the plan is walked once to count them, then again to launch.
+  int64_t total = 0;
+  launch_over_list(list, "norm_partial", [&](auto, const auto&, unsigned blocks) { total += blocks; },
+                   kNormOwnBlocks);
+  Tensor partials = empty({total}, DType::f64, out.device());  // stream-ordered: freed after the fold is queued
   double* base = static_cast<double*>(partials.data_ptr());
   int64_t done = 0;
   launch_over_list(list, "norm_partial", [&](auto tag, const auto& a, unsigned blocks) {
@@ -409,8 +426,8 @@ void norm_partial(const std::vector<Tensor>& list, double p, const Tensor& out) 
     norm_partial_kernel<T><<<blocks, kThreads, 0, stream>>>(a, kind, p, base + done);
     VOLT_CUDA_CHECK_LAUNCH();
     done += blocks;
-  }, /*own_launches=*/false);  // the planned chunks only: the partials' count and order are counted above
-  norm_fold_kernel<<<1, kThreads, 0, stream>>>(base, chunks, kind, static_cast<double*>(out.data_ptr()));
+  }, kNormOwnBlocks);
+  norm_fold_kernel<<<1, kThreads, 0, stream>>>(base, total, kind, static_cast<double*>(out.data_ptr()));
   VOLT_CUDA_CHECK_LAUNCH();
 }
 

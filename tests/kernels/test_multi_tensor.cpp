@@ -431,3 +431,24 @@ TEST(MultiTensorOptimCuda, AdamOnATensorWithItsOwnLaunchMatchesPieces) {
     EXPECT_TRUE(same_bits(v1, v2)) << "exp_avg_sq";
   }
 }
+
+// On a GPU: the gradient norm of a list with tensors large enough for launches of their own (a grid fixed by the
+// size) and small ones (the chunked plan) equals the CPU's in every norm, to the rounding of sums in double, and is
+// the same bit for bit on a second run.
+TEST(MultiTensorNormCuda, OwnLaunchesAndChunksMatchTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA gradient norm runs on a GPU only";
+  const Device d = cuda_device(0);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<Tensor> cpu = {values({5'000'000}, 21, dt, kCPU, -3, 3), values({1000}, 22, dt, kCPU),
+                               values({kOwnLaunch + 5}, 23, dt, kCPU), values({3, 7}, 24, dt, kCPU)};
+    std::vector<Tensor> gpu;
+    for (const Tensor& t : cpu) gpu.push_back(t.to(d));
+    for (double p : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
+      SCOPED_TRACE(p);
+      const double want = multi_tensor_norm(cpu, p).item(), got = multi_tensor_norm(gpu, p).item();
+      EXPECT_NEAR(got, want, 1e-12 * want);
+      EXPECT_EQ(multi_tensor_norm(gpu, p).item(), got) << "a second run differs";
+    }
+  }
+}
