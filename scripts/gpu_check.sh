@@ -90,7 +90,7 @@ anchor_step() {
 # 0. GPT-2 (issue 27), first because it matters most: Volt's training step and PyTorch's (eager and torch.compile)
 # at the same model, batch (GPU_CHECK_GPT2_BATCH, default 32: the largest of 8/16/32 both fit on an H200), T=1024
 # and bf16-mixed, back to back; Volt's 32-true with TF32 off and its bf16 step without cuDNN's attention; 350M with
-# and without recomputation; loss parity from the reference's initial weights and token stream (bf16-mixed, 50
+# and without recomputation; 774M with it (batch 8); loss parity from the reference's initial weights and token stream (bf16-mixed, 50
 # steps, within 1%); the Trainer (examples/gpt2) on that stream as a single device and as one-rank DDP and ZeRO-1
 # over NCCL, and once under the "ops" profiler. scripts/gpt2_gpu_summary.py prints the ratios and the issue's goals
 # as one JSON line.
@@ -111,6 +111,9 @@ for rc_flag in "" --recompute; do
   have bench_gpt2 "$name" bench && step "$name" 90 bench_gpt2 --accelerator gpu --model 350M --batch "$gb" \
     --seq 1024 --precision bf16-mixed --steps 5 --warmup 2 --repeats 1 $rc_flag
 done
+# 774M (36 blocks, 1280 wide: rows wider than the warp-per-row LayerNorm's 1024 f32 values) with recomputation.
+have bench_gpt2 bench_gpt2_774M_bf16_recompute bench && step bench_gpt2_774M_bf16_recompute 90 bench_gpt2 \
+  --accelerator gpu --model 774M --batch 8 --seq 1024 --precision bf16-mixed --steps 3 --warmup 1 --repeats 1 --recompute
 # Loss parity: the reference writes its initial weights and token stream, Volt starts from them.
 par=/tmp/volt-gpu-runs/gpt2_parity; mkdir -p "$par"
 anchor_step anchor_gpt2_parity 120 gpt2_torch.py --model 124M --batch 8 --seq 1024 --steps 50 --warmup 0 \
