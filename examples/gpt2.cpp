@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   auto add_flags = [&](CLI::App& app) {
     using namespace volt::examples::detail;
     constexpr long long kMax = INT64_MAX;
+    app.get_option("--data")->description(
+        "training token shards (.bin, the GPT-2 shard format) or text files (byte tokens), comma-separated");
     app.add_option("--model", model_name, "GPT-2 size: tiny | 124M | 350M | 774M")
         ->check(one_of(nn::gpt2_config_names()));
     app.add_option("--val-data", val_data, "validation token shards or text files, comma-separated");
