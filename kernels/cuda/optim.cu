@@ -217,6 +217,22 @@ __global__ void unscale_check_kernel(ListArgs<T> a, S inv, float* __restrict__ f
   if (__any_sync(__activemask(), bad) && bad) *found = 1.0f;
 }
 
+// Calls f(i, d[i]) for i = begin, begin + step, ... below end, in index order, with kUnroll loads in flight at a
+// time (a group's loads are all issued before f sees the first of them): a thread walking its elements one
+// dependent load at a time is latency-bound. f may write d[i] (scale_by does).
+template <int kUnroll, class T, class F>
+__device__ void for_each_strided(const T* d, int64_t begin, int64_t end, int64_t step, F&& f) {
+  int64_t i = begin;
+  for (; i + (kUnroll - 1) * step < end; i += kUnroll * step) {
+    T r[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) r[u] = d[i + u * step];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) f(i + u * step, r[u]);
+  }
+  for (; i < end; i += step) f(i, d[i]);
+}
+
 // Gradient norm: block b reduces its chunk to partials[base + b] (double, in a fixed order: per-thread strided
 // sums, then a shared-memory tree), and one block then folds the partials of every launch into out in index
 // order, so the result is the same on every run.
@@ -226,19 +242,9 @@ __global__ void norm_partial_kernel(ListArgs<T> a, om::NormKind kind, double p, 
   const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
   const T* __restrict__ d = a.g[t];
   double acc = 0.0;
-  // kUnroll loads in flight before their terms are added (in index order, as one at a time would add them): a
-  // thread walking its elements one dependent load at a time left the norm latency-bound.
-  constexpr int kUnroll = 4;
-  auto term = [&](T x) { return om::norm_term(static_cast<double>(static_cast<acc_t<T>>(x)), kind, p); };
-  int64_t i = begin;
-  for (; i + (kUnroll - 1) * step < end; i += kUnroll * step) {
-    T r[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) r[u] = d[i + u * step];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc = om::norm_combine(acc, term(r[u]), kind);
-  }
-  for (; i < end; i += step) acc = om::norm_combine(acc, term(d[i]), kind);
+  for_each_strided<4>(d, begin, end, step, [&](int64_t, T x) {
+    acc = om::norm_combine(acc, om::norm_term(static_cast<double>(static_cast<acc_t<T>>(x)), kind, p), kind);
+  });
   red[threadIdx.x] = acc;
   __syncthreads();
   for (int w = kThreads / 2; w > 0; w /= 2) {
@@ -262,7 +268,7 @@ __global__ void norm_fold_kernel(const double* __restrict__ partials, int64_t n,
   if (threadIdx.x == 0) *out = om::norm_combine(*out, red[0], kind);
 }
 
-// d[i] = T(S(d[i]) * c), kUnroll elements per thread at a time (their loads issued before their stores). A
+// d[i] = T(S(d[i]) * c), four elements per thread at a time (their loads issued before their stores). A
 // coefficient of exactly 1 leaves every value as it is (x * 1 == x, and T(S(x)) == x), so nothing is read or
 // written: the backward of a loss backpropagated as is, or gradient clipping below the threshold, costs a launch.
 // coef32, when not null, is used as it is; else *coef64 is rounded to T first (backend/optim.h).
@@ -271,17 +277,8 @@ __global__ void scale_by_kernel(ListArgs<T> a, const double* __restrict__ coef64
   const S c = coef32 != nullptr ? static_cast<S>(*coef32) : static_cast<S>(from_f64<T>(*coef64));
   if (c == S(1)) return;
   const auto [t, begin, end, step] = chunk_span(a.chunks, a.n);
-  T* __restrict__ d = a.g[t];
-  constexpr int kUnroll = 4;
-  int64_t i = begin;
-  for (; i + (kUnroll - 1) * step < end; i += kUnroll * step) {
-    T r[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) r[u] = d[i + u * step];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) d[i + u * step] = T(static_cast<S>(r[u]) * c);
-  }
-  for (; i < end; i += step) d[i] = T(static_cast<S>(d[i]) * c);
+  T* d = a.g[t];
+  for_each_strided<4>(d, begin, end, step, [&](int64_t i, T x) { d[i] = T(static_cast<S>(x) * c); });
 }
 
 struct GpuLauncher {

@@ -154,19 +154,24 @@ void check_pair(const Tensor& a, const Tensor& b, const char* op, const char* na
 
 Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
 
+// An optional bias (out) of a 2-D weight (out, in): same dtype and device, one value per output.
+void check_bias(const Tensor& weight, const Tensor& bias, const char* op, const char* wname, const char* bname) {
+  if (!bias.defined()) return;
+  check_pair(weight, bias, op, wname, bname);
+  const int64_t outf = weight.size(0);
+  VOLT_CHECK(bias.dim() == 1 && bias.size(0) == outf, op, ": ", bname, " has shape ", bias.shape_str(), " but ", wname,
+             " has shape ", weight.shape_str(), "; expected ", bname, " of shape ", shape_to_string({outf}));
+}
+
 void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   check_pair(x, weight, "linear", "x", "weight");
   VOLT_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features) but has shape ",
              weight.shape_str());
   VOLT_CHECK(x.dim() >= 1, "linear: x must have at least 1 dim (..., in_features) but is a scalar");
-  const int64_t in = weight.size(1), outf = weight.size(0);
+  const int64_t in = weight.size(1);
   VOLT_CHECK(x.size(-1) == in, "linear: x has shape ", x.shape_str(), " and weight has shape ", weight.shape_str(),
              "; expected x.size(-1) to equal in_features = weight.size(1) (", in, ")");
-  if (bias.defined()) {
-    check_pair(weight, bias, "linear", "weight", "bias");
-    VOLT_CHECK(bias.dim() == 1 && bias.size(0) == outf, "linear: bias has shape ", bias.shape_str(),
-               " but weight has shape ", weight.shape_str(), "; expected bias of shape ", shape_to_string({outf}));
-  }
+  check_bias(weight, bias, "linear", "weight", "bias");
   VOLT_CHECK(act == Activation::None || act == Activation::ReLU || act == Activation::GELU ||
                  act == Activation::GELUTanh,
              "linear: unknown activation ", static_cast<int>(act),
@@ -325,11 +330,7 @@ Tensor fused_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tens
              w2.defined() ? w2.shape_str() : std::string("undefined"), " but the hidden layer has ", w1.size(0),
              " features (w1 ", w1.shape_str(), "); expected w2 of shape (out, ", w1.size(0), ")");
   check_pair(w1, w2, "fused_mlp", "w1", "w2");
-  if (b2.defined()) {
-    check_pair(w2, b2, "fused_mlp", "w2", "b2");
-    VOLT_CHECK(b2.dim() == 1 && b2.size(0) == w2.size(0), "fused_mlp: b2 has shape ", b2.shape_str(),
-               " but w2 has shape ", w2.shape_str(), "; expected b2 of shape ", shape_to_string({w2.size(0)}));
-  }
+  check_bias(w2, b2, "fused_mlp", "w2", "b2");
   // Without a pre-activation to recompute from (no activation, ReLU), or without gradients, nothing is saved
   // that the composition would not save: the two layers as they are.
   if (!biasact::saves_pre(act) || !autograd::any_requires_grad({&x, &w1, &b1, &w2, &b2}))

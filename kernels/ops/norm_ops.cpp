@@ -103,7 +103,7 @@ void check_eps(double eps, const char* op) {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   trace::Range op_range(trace::Layer::op, "layer_norm");
-  check_x(x, "layer_norm");
+  check_x(x, "layer_norm");  // before x.dtype() below
   if (autocast_detail::wants_fp32(x))  // statistics and normalisation in fp32
     return layer_norm(autocast_detail::fp32(x), normalized_shape, autocast_detail::fp32(weight),
                       autocast_detail::fp32(bias), eps);
