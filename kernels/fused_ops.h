@@ -24,8 +24,11 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
 /// head do. Under autocast to f16/bf16 the statistics are computed in f32 as layer_norm's are, and y is written in
 /// the autocast dtype, the dtype the matmul casts its input to: y equals cast(layer_norm(...), dtype) and every
 /// gradient is the one through that cast (the same f32 arithmetic, up to a last-place difference where the compiler
-/// fuses a multiply-add differently), without the cast's extra pass over y and its f32 copy, forward and backward. s stays in the residual stream's dtype (f32). Outside autocast, and for f64 inputs, they
-/// are layer_norm and residual_layer_norm.
+/// fuses a multiply-add differently), without the cast's extra pass over y and its f32 copy, forward and backward.
+/// s stays in the residual stream's dtype (f32). A residual already in the autocast dtype (a sublayer's output)
+/// beside an f32 x is read as it is, widened as a cast would widen it, and its gradient is written in its dtype by
+/// the same backward pass: s and every gradient equal those of residual_layer_norm, which casts it to f32 and back.
+/// Outside autocast, and for f64 inputs, they are layer_norm and residual_layer_norm.
 Tensor layer_norm_for_matmul(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                              const Tensor& bias = Tensor(), double eps = 1e-5);
 std::pair<Tensor, Tensor> residual_layer_norm_for_matmul(const Tensor& x, const Tensor& residual,

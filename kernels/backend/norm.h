@@ -31,17 +31,19 @@ struct NormKernels {
   // Fused residual add (kernels/ops/fused_ops.cpp; math in kernels/common/fused.h), layer_norm's geometry only
   // (g.groups == g.inner == 1): s = x + r and y = the normalised, affine-transformed s, one pass per row; x, r and
   // s are (g.rows, g.row_size) of one floating dtype, y likewise (or f16/bf16 for f32 x, as above); mean, rstd,
-  // weight and bias as for norm_fwd.
+  // weight and bias as for norm_fwd. Where y is f16/bf16 for f32 x, r may be in y's dtype too (a half sublayer
+  // output joining the f32 residual stream, read as a cast to f32 would widen it; kernels/common/norm_out.h).
   // Dispatch dtype: x's (floating).
   Kernel<void(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
               const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps)>
       residual_norm_fwd;
   // grad_s = norm_bwd's dx of grad_y (from s and the saved statistics) + grad_s_other (the gradient of s's other
   // uses; undefined: none), summed before one rounding, one pass per row; all (g.rows, g.row_size) in s's dtype
-  // but grad_y, which is in y's.
+  // but grad_y, which is in y's. grad_r, for an r in y's half dtype (undefined otherwise), gets the same sums
+  // rounded to that dtype: the gradient of r, which otherwise a cast of grad_s would make in a pass of its own.
   // The weight and bias gradients are norm_bwd's, run on s. Dispatch dtype: s's (floating).
-  Kernel<void(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
-              const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g)>
+  Kernel<void(const Tensor& grad_s, const Tensor& grad_r, const Tensor& grad_y, const Tensor& grad_s_other,
+              const Tensor& s, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g)>
       residual_norm_bwd;
 };
 

@@ -18,9 +18,10 @@ namespace volt {
 namespace fusedmath {
 
 // s = x + r, added in A and rounded once to the storage type T, as add() rounds it: the statistics of the fused op
-// are those of exactly the s it returns, so it matches add() followed by layer_norm().
-template <class T, class A>
-VOLT_HD T residual_add(T x, T r) { return T(A(x) + A(r)); }
+// are those of exactly the s it returns, so it matches add() followed by layer_norm(). r may be stored narrower than
+// x (R: a bf16/f16 sublayer output joining an f32 stream), widened exactly as a cast to T would widen it.
+template <class T, class A, class R = T>
+VOLT_HD T residual_add(T x, R r) { return T(A(x) + A(r)); }
 
 // The gradient reaching s: the layer-norm backward of dy (gw = dy * w, with the row means of gw and gw * xhat)
 // plus ds_other, the gradient of s's other uses (the residual stream it continues as).

@@ -29,6 +29,19 @@ void with_norm_out(DType y, const char* op, F&& f) {
             "bfloat16 for float32 x)");
 }
 
+// Calls f(R{}) with R the element type of the residual r that residual_layer_norm adds to x (dtype x, element T)
+// before a norm whose output has dtype y (element Y): r in x's dtype, or, for f32 x with a half output, in the
+// output's dtype (a half sublayer output joining an f32 residual stream under autocast, read without a cast).
+template <class T, class Y, class F>
+void with_residual_type(DType x, DType y, DType r, const char* op, F&& f) {
+  if (r == x) return f(T{});
+  if constexpr (!std::is_same_v<T, Y>) {
+    if (r == y) return f(Y{});
+  }
+  VOLT_FAIL(op, ": residual dtype ", dtype_name(r), " for x of dtype ", dtype_name(x), " and output of dtype ",
+            dtype_name(y), "; expected x's dtype (or the output's half dtype for float32 x)");
+}
+
 // Calls f(T{}, Y{}) for a norm over x of dtype `x` whose output (or output gradient) has dtype `y`.
 template <class F>
 void dispatch_norm(DType x, DType y, const char* op, F&& f) {

@@ -107,36 +107,40 @@ void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, con
     using T = decltype(tag);
     using Y = decltype(ytag);
     using A = acc_t<T>;
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    const T* rp = static_cast<const T*>(r.data_ptr());
-    T* sp = static_cast<T*>(s.data_ptr());
-    Y* yp = static_cast<Y*>(y.data_ptr());
-    A* mp = static_cast<A*>(mean.data_ptr());
-    A* rsp = static_cast<A*>(rstd.data_ptr());
-    const A* w = ptr_or_null<A>(weight);
-    const A* b = ptr_or_null<A>(bias);
-    const int64_t n = g.row_size;
-    for (int64_t row = 0; row < g.rows; ++row) {
-      const T* xr = xp + row * n;
-      const T* rr = rp + row * n;
-      T* sr = sp + row * n;
-      Y* yr = yp + row * n;
-      normmath::Welford<A> st = normmath::welford_init<A>();
-      for (int64_t j = 0; j < n; ++j) {
-        sr[j] = fusedmath::residual_add<T, A>(xr[j], rr[j]);
-        normmath::welford_push(st, A(sr[j]));
+    with_residual_type<T, Y>(x.dtype(), y.dtype(), r.dtype(), "residual_norm_fwd", [&](auto rtag) {
+      using R = decltype(rtag);
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      const R* rp = static_cast<const R*>(r.data_ptr());
+      T* sp = static_cast<T*>(s.data_ptr());
+      Y* yp = static_cast<Y*>(y.data_ptr());
+      A* mp = static_cast<A*>(mean.data_ptr());
+      A* rsp = static_cast<A*>(rstd.data_ptr());
+      const A* w = ptr_or_null<A>(weight);
+      const A* b = ptr_or_null<A>(bias);
+      const int64_t n = g.row_size;
+      for (int64_t row = 0; row < g.rows; ++row) {
+        const T* xr = xp + row * n;
+        const R* rr = rp + row * n;
+        T* sr = sp + row * n;
+        Y* yr = yp + row * n;
+        normmath::Welford<A> st = normmath::welford_init<A>();
+        for (int64_t j = 0; j < n; ++j) {
+          sr[j] = fusedmath::residual_add<T, A>(xr[j], rr[j]);
+          normmath::welford_push(st, A(sr[j]));
+        }
+        const A m = st.mean, rs = normmath::welford_rstd(st, A(eps));
+        mp[row] = m;
+        rsp[row] = rs;
+        for (int64_t j = 0; j < n; ++j)
+          yr[j] = Y(normmath::norm_forward(A(sr[j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
       }
-      const A m = st.mean, rs = normmath::welford_rstd(st, A(eps));
-      mp[row] = m;
-      rsp[row] = rs;
-      for (int64_t j = 0; j < n; ++j)
-        yr[j] = Y(normmath::norm_forward(A(sr[j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
-    }
+    });
   });
 }
 
-void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
-                       const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
+void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_r, const Tensor& grad_y, const Tensor& grad_s_other,
+                       const Tensor& s, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                       const NormGeom& g) {
   dispatch_norm(s.dtype(), grad_y.dtype(), "residual_norm_bwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
     using Y = decltype(ytag);
@@ -145,6 +149,13 @@ void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor&
     const Y* gy = static_cast<const Y*>(grad_y.data_ptr());
     const T* go = (grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr);
     T* gs = static_cast<T*>(grad_s.data_ptr());
+    Y* gr = nullptr;  // r's gradient in y's half dtype, when r is stored in it
+    if (grad_r.defined()) {
+      VOLT_CHECK(!(std::is_same_v<T, Y>) && grad_r.dtype() == grad_y.dtype(), "residual_norm_bwd: grad_r has dtype ",
+                 dtype_name(grad_r.dtype()), "; expected the half dtype of grad_y (", dtype_name(grad_y.dtype()),
+                 ") for s of dtype ", dtype_name(s.dtype()));
+      gr = static_cast<Y*>(grad_r.data_ptr());
+    }
     const A* mp = static_cast<const A*>(mean.data_ptr());
     const A* rp = static_cast<const A*>(rstd.data_ptr());
     const A* w = ptr_or_null<A>(weight);
@@ -162,7 +173,9 @@ void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor&
       for (int64_t j = 0; j < n; ++j) {
         const A gw = A(gy[o + j]) * (w ? w[j] : A(1));
         const A xh = normmath::norm_xhat(A(sp[o + j]), m, rs);
-        gs[o + j] = T(fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, go ? A(go[o + j]) : A(0)));
+        const A v = fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, go ? A(go[o + j]) : A(0));
+        gs[o + j] = T(v);
+        if (gr) gr[o + j] = Y(gs[o + j]);  // as a cast of grad_s rounds it
       }
     }
   });

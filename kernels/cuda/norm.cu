@@ -191,9 +191,10 @@ __global__ void norm_param_grad_channels_kernel(acc_t<T>* dw, acc_t<T>* db, cons
   }
 }
 
-// s = x + r, its statistics, then y. Each thread reads back only the elements of s it wrote itself.
-template <class T, class Y>
-__global__ void residual_norm_fwd_kernel(const T* x, const T* r, T* s, Y* y, acc_t<T>* mean, acc_t<T>* rstd,
+// s = x + r (r in T, or in Y's half type for f32 x), its statistics, then y. Each thread reads back only the
+// elements of s it wrote itself.
+template <class T, class Y, class R>
+__global__ void residual_norm_fwd_kernel(const T* x, const R* r, T* s, Y* y, acc_t<T>* mean, acc_t<T>* rstd,
                                          const acc_t<T>* w, const acc_t<T>* b, NormGeom g, acc_t<T> eps) {
   using A = acc_t<T>;
   const int64_t n = g.row_size;
@@ -216,9 +217,9 @@ __global__ void residual_norm_fwd_kernel(const T* x, const T* r, T* s, Y* y, acc
   }
 }
 
-// The row sums of dy * w and dy * w * xhat, then grad_s = dx + grad_s_other.
+// The row sums of dy * w and dy * w * xhat, then grad_s = dx + grad_s_other, and with gr, r's gradient in Y.
 template <class T, class Y>
-__global__ void residual_norm_bwd_kernel(T* gs, const Y* gy, const T* go, const T* s, const acc_t<T>* mean,
+__global__ void residual_norm_bwd_kernel(T* gs, Y* gr, const Y* gy, const T* go, const T* s, const acc_t<T>* mean,
                                          const acc_t<T>* rstd, const acc_t<T>* w, NormGeom g) {
   using A = acc_t<T>;
   const int64_t n = g.row_size;
@@ -236,7 +237,9 @@ __global__ void residual_norm_bwd_kernel(T* gs, const Y* gy, const T* go, const 
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       const A gw = A(gy[o + j]) * (w ? w[j] : A(1));
       const A xh = normmath::norm_xhat(A(s[o + j]), m, rs);
-      gs[o + j] = T(fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, go ? A(go[o + j]) : A(0)));
+      const T v = T(fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, go ? A(go[o + j]) : A(0)));
+      gs[o + j] = v;
+      if (gr) gr[o + j] = Y(v);  // as a cast of grad_s rounds it
     }
   }
 }
@@ -259,13 +262,14 @@ __device__ normmath::Welford<float> warp_row_welford(const warp_rows::LaneRow<T,
   return st;
 }
 
-// layer_norm forward of x, or with `res`, the fused residual_layer_norm forward: s = x + res (written to s), then
-// y = norm(s), in Y. K packs per lane.
-template <class T, class Y, int K>
-__global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, Y* y, float* mean, float* rstd, const float* w,
+// layer_norm forward of x, or with `res`, the fused residual_layer_norm forward: s = x + res (written to s; res in
+// T, or in Y's half type for f32 x), then y = norm(s), in Y. K packs per lane.
+template <class T, class Y, class R, int K>
+__global__ void norm_fwd_warp_kernel(const T* x, const R* res, T* s, Y* y, float* mean, float* rstd, const float* w,
                                      const float* b, int64_t rows, int64_t n, float eps) {
   using P = Pack<T>;
   using PY = Pack<Y, P::kLen>;  // y's values of one pack of x
+  using PR = Pack<R, P::kLen>;  // res's values of one pack of x
   const int lane = threadIdx.x & 31;
   for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
     const int64_t o = r * n;
@@ -273,7 +277,7 @@ __global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, Y* y, float
     c.load(x + o, n, lane);
     if (res != nullptr) {
       warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
-        const P rp = load_pack(res + o + j);
+        const PR rp = load_pack<R, P::kLen>(res + o + j);
 #pragma unroll
         for (int i = 0; i < P::kLen; ++i) c.p[k].v[i] = fusedmath::residual_add<T, float>(c.p[k].v[i], rp.v[i]);
         store_pack(s + o + j, c.p[k]);
@@ -296,11 +300,13 @@ __global__ void norm_fwd_warp_kernel(const T* x, const T* res, T* s, Y* y, float
 }
 
 // layer_norm's dx of the normalised x (saved mean and rstd) from gy in Y, or with `go`, residual_layer_norm's
-// grad_s: dx plus go, the gradient of s's other uses. K packs per lane.
+// grad_s: dx plus go, the gradient of s's other uses; with gr, also that gradient rounded to Y (the gradient of a
+// residual stored in Y's half type). K packs per lane.
 template <class T, class Y, int K>
-__global__ void norm_bwd_warp_kernel(T* gx, const Y* gy, const T* go, const T* x, const float* mean, const float* rstd,
-                                     const float* w, int64_t rows, int64_t n) {
+__global__ void norm_bwd_warp_kernel(T* gx, Y* gr, const Y* gy, const T* go, const T* x, const float* mean,
+                                     const float* rstd, const float* w, int64_t rows, int64_t n) {
   using P = Pack<T>;
+  using PY = Pack<Y, P::kLen>;
   const int lane = threadIdx.x & 31;
   for (int64_t r = warp_rows::first_row(); r < rows; r += warp_rows::row_stride()) {
     const int64_t o = r * n;
@@ -332,20 +338,26 @@ __global__ void norm_bwd_warp_kernel(T* gx, const Y* gy, const T* go, const T* x
                                    : normmath::norm_backward_dx(gw, xh, rs, mg, mgx));
       }
       store_pack(gx + o + j, out);
+      if (gr != nullptr) {
+        PY rout;
+#pragma unroll
+        for (int i = 0; i < P::kLen; ++i) rout.v[i] = Y(out.v[i]);  // as a cast of grad_s rounds it
+        store_pack(gr + o + j, rout);
+      }
     });
   }
 }
 
 // Launches the warp forward when layer_norm's rows qualify (warp_rows::packs_per_lane); false when they do not.
-template <class T, class Y>
-bool norm_fwd_warp(const T* x, const T* res, T* s, Y* y, void* mean, void* rstd, const Tensor& weight,
+template <class T, class Y, class R = T>
+bool norm_fwd_warp(const T* x, const R* res, T* s, Y* y, void* mean, void* rstd, const Tensor& weight,
                    const Tensor& bias, const NormGeom& g, double eps) {
   if constexpr (!std::is_same_v<acc_t<T>, float>) {
     return false;
   } else {
     if (g.groups != 1 || g.inner != 1) return false;
     return warp_rows::with_packs<T>(g.row_size, {x, res, s, y}, [&](auto k) {
-      norm_fwd_warp_kernel<T, Y, decltype(k)::value>
+      norm_fwd_warp_kernel<T, Y, R, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
               x, res, s, y, static_cast<float*>(mean), static_cast<float*>(rstd),
               weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr,
@@ -356,16 +368,16 @@ bool norm_fwd_warp(const T* x, const T* res, T* s, Y* y, void* mean, void* rstd,
 
 // Launches the warp backward when the rows qualify; false when they do not.
 template <class T, class Y>
-bool norm_bwd_warp(T* gx, const Y* gy, const T* go, const T* x, const void* mean, const void* rstd,
+bool norm_bwd_warp(T* gx, Y* gr, const Y* gy, const T* go, const T* x, const void* mean, const void* rstd,
                    const Tensor& weight, const NormGeom& g) {
   if constexpr (!std::is_same_v<acc_t<T>, float>) {
     return false;
   } else {
     if (g.groups != 1 || g.inner != 1) return false;
-    return warp_rows::with_packs<T>(g.row_size, {gx, gy, go, x}, [&](auto k) {
+    return warp_rows::with_packs<T>(g.row_size, {gx, gr, gy, go, x}, [&](auto k) {
       norm_bwd_warp_kernel<T, Y, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
-              gx, gy, go, x, static_cast<const float*>(mean), static_cast<const float*>(rstd),
+              gx, gr, gy, go, x, static_cast<const float*>(mean), static_cast<const float*>(rstd),
               weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr, g.rows, g.row_size);
     });
   }
@@ -383,7 +395,8 @@ void norm_fwd(const Tensor& out, const Tensor& mean, const Tensor& rstd, const T
     using A = acc_t<T>;
     const T* xp = static_cast<const T*>(x.data_ptr());
     Y* yp = static_cast<Y*>(out.data_ptr());
-    if (norm_fwd_warp<T, Y>(xp, nullptr, nullptr, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps)) return;
+    if (norm_fwd_warp<T, Y, T>(xp, nullptr, nullptr, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps))
+      return;
     norm_fwd_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
         xp, yp, static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()), ptr_or_null<const A>(weight),
         ptr_or_null<const A>(bias), g, A(eps));
@@ -404,7 +417,7 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
     const A* rp = static_cast<const A*>(rstd.data_ptr());
     if (grad_x.defined()) {
       T* gx = static_cast<T*>(grad_x.data_ptr());
-      if (!norm_bwd_warp<T, Y>(gx, gy, nullptr, xp, mp, rp, weight, g))
+      if (!norm_bwd_warp<T, Y>(gx, nullptr, gy, nullptr, xp, mp, rp, weight, g))
         norm_bwd_dx_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, st>>>(
             gx, gy, xp, mp, rp, ptr_or_null<const A>(weight), g);
       VOLT_CUDA_CHECK_LAUNCH();
@@ -434,31 +447,42 @@ void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, con
     using T = decltype(tag);
     using Y = decltype(ytag);
     using A = acc_t<T>;
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    const T* res = static_cast<const T*>(r.data_ptr());
-    T* sp = static_cast<T*>(s.data_ptr());
-    Y* yp = static_cast<Y*>(y.data_ptr());
-    if (norm_fwd_warp<T, Y>(xp, res, sp, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps)) return;
-    residual_norm_fwd_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
-        xp, res, sp, yp, static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
-        ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
+    with_residual_type<T, Y>(x.dtype(), y.dtype(), r.dtype(), "residual_norm_fwd", [&](auto rtag) {
+      using R = decltype(rtag);
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      const R* res = static_cast<const R*>(r.data_ptr());
+      T* sp = static_cast<T*>(s.data_ptr());
+      Y* yp = static_cast<Y*>(y.data_ptr());
+      if (norm_fwd_warp<T, Y, R>(xp, res, sp, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps)) return;
+      residual_norm_fwd_kernel<T, Y, R><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
+          xp, res, sp, yp, static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
+          ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
+    });
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_y, const Tensor& grad_s_other, const Tensor& s,
-                       const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormGeom& g) {
+void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_r, const Tensor& grad_y, const Tensor& grad_s_other,
+                       const Tensor& s, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                       const NormGeom& g) {
   dispatch_norm(s.dtype(), grad_y.dtype(), "residual_norm_bwd", [&](auto tag, auto ytag) {
     using T = decltype(tag);
     using Y = decltype(ytag);
     using A = acc_t<T>;
     T* gs = static_cast<T*>(grad_s.data_ptr());
+    Y* gr = nullptr;  // r's gradient in y's half dtype, when r is stored in it
+    if (grad_r.defined()) {
+      VOLT_CHECK(!(std::is_same_v<T, Y>) && grad_r.dtype() == grad_y.dtype(), "residual_norm_bwd: grad_r has dtype ",
+                 dtype_name(grad_r.dtype()), "; expected the half dtype of grad_y (", dtype_name(grad_y.dtype()),
+                 ") for s of dtype ", dtype_name(s.dtype()));
+      gr = static_cast<Y*>(grad_r.data_ptr());
+    }
     const Y* gy = static_cast<const Y*>(grad_y.data_ptr());
     const T* go = grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr;
     const T* sp = static_cast<const T*>(s.data_ptr());
-    if (norm_bwd_warp<T, Y>(gs, gy, go, sp, mean.data_ptr(), rstd.data_ptr(), weight, g)) return;
+    if (norm_bwd_warp<T, Y>(gs, gr, gy, go, sp, mean.data_ptr(), rstd.data_ptr(), weight, g)) return;
     residual_norm_bwd_kernel<T, Y><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
-        gs, gy, go, sp, static_cast<const A*>(mean.data_ptr()), static_cast<const A*>(rstd.data_ptr()),
+        gs, gr, gy, go, sp, static_cast<const A*>(mean.data_ptr()), static_cast<const A*>(rstd.data_ptr()),
         ptr_or_null<const A>(weight), g);
   });
   VOLT_CUDA_CHECK_LAUNCH();

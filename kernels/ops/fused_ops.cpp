@@ -21,13 +21,14 @@ namespace {
 
 DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
-void check_same(const Tensor& a, const Tensor& b, const char* op, const char* na, const char* nb) {
+void check_same(const Tensor& a, const Tensor& b, const char* op, const char* na, const char* nb,
+                bool same_dtype = true) {
   VOLT_CHECK(a.device() == b.device(), op, ": ", nb, " is on ", b.device().str(), " but ", na, " is on ",
              a.device().str(), "; expected both on one device (move one with .to(device))");
   VOLT_CHECK(a.shape() == b.shape(), op, ": ", nb, " has shape ", b.shape_str(), " but ", na, " has shape ",
              a.shape_str(), "; expected the same shape");
-  VOLT_CHECK(a.dtype() == b.dtype(), op, ": ", nb, " has dtype ", dtype_name(b.dtype()), " but ", na, " has ",
-             dtype_name(a.dtype()), "; expected one dtype (cast one, or run under autocast, which adds in f32)");
+  VOLT_CHECK(!same_dtype || a.dtype() == b.dtype(), op, ": ", nb, " has dtype ", dtype_name(b.dtype()), " but ", na,
+             " has ", dtype_name(a.dtype()), "; expected one dtype (cast one, or run under autocast, which adds in f32)");
 }
 
 void check_norm_param(const Tensor& t, const Tensor& x, const char* op, const char* name) {
@@ -60,11 +61,14 @@ std::optional<DType> matmul_input_dtype() {
 }
 
 // residual_layer_norm on inputs autocast has already settled, with y (and the gradient it takes) in y_dt: x's
-// dtype, or f16/bf16 for f32 x.
+// dtype, or f16/bf16 for f32 x. The residual is in x's dtype or, where y_dt is a half type for f32 x, in y_dt: a
+// half sublayer output read as it is (the kernels widen it as a cast would) and given its gradient in its own
+// dtype, written by the backward kernel beside s's (no cast either way).
 std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                                  const Tensor& bias, double eps, DType y_dt) {
   const char* op = "residual_layer_norm";
-  check_same(x, residual, op, "x", "residual");
+  const bool half_residual = x.dtype() == DType::f32 && y_dt != DType::f32 && residual.dtype() == y_dt;
+  check_same(x, residual, op, "x", "residual", /*same_dtype=*/!half_residual);
   VOLT_CHECK(x.dim() >= 1, op, ": x is a scalar; expected (..., C), normalised over the last dim");
   VOLT_CHECK(eps >= 0.0, op, ": eps must be non-negative, got ", eps);
   check_norm_param(weight, x, op, "weight");
@@ -85,6 +89,7 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
   const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   const DType weight_dt = weight.defined() ? weight.dtype() : pdt, bias_dt = bias.defined() ? bias.dtype() : pdt;
   Tensor s_saved = s.detach();
+  const DType r_dt = residual.dtype();
   autograd::attach_differentiable(std::vector<Tensor>{s, y}, "ResidualLayerNormBackward", {x, residual, weight, bias},
                    [=](const std::vector<Tensor>& grads) {
     if (autograd::create_graph_enabled()) {
@@ -110,26 +115,27 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
         if (gw) dw = sum(mul(gy, xhat), {0}).to(weight_dt);
         if (gb) db = sum(gy, {0}).to(bias_dt);
       }
-      return std::vector<Tensor>{ds, ds, dw, db};
+      return std::vector<Tensor>{ds, half_residual && ds.defined() ? ds.to(r_dt) : ds, dw, db};
     }
     auto as = [](const Tensor& t, DType dt) { return (t.dtype() == dt ? t : t.to(dt)).contiguous(); };
     Tensor ds_other = as(grads[0], xc.dtype()), dy = as(grads[1], y_dt);
     Tensor ds = empty(xc.shape(), xc.dtype(), dev);
+    Tensor dr = half_residual ? empty(xc.shape(), r_dt, dev) : Tensor();
     Tensor dw = gw ? empty({g.row_size}, pdt, dev) : Tensor();
     Tensor db = gb ? empty({g.row_size}, pdt, dev) : Tensor();
     if (any) {
-      backend::call<&backend::NormKernels::residual_norm_bwd>(dev, xc.dtype(), ds, dy, ds_other, s_saved, mean,
-                                                               rstd, w, g);
+      backend::call<&backend::NormKernels::residual_norm_bwd>(dev, xc.dtype(), ds, dr, dy, ds_other, s_saved,
+                                                               mean, rstd, w, g);
       if (gw || gb)
         backend::call<&backend::NormKernels::norm_bwd>(dev, xc.dtype(), Tensor(), dw, db, dy, s_saved, mean, rstd, w,
                                                        g);
     } else {
-      for (Tensor* t : {&ds, &dw, &db})
+      for (Tensor* t : {&ds, &dr, &dw, &db})
         if (t->defined()) t->zero_();
     }
     if (dw.defined()) dw = dw.to(weight_dt);
     if (db.defined()) db = db.to(bias_dt);
-    return std::vector<Tensor>{ds, ds, dw, db};  // d(x + r)/dx = d(x + r)/dr = 1
+    return std::vector<Tensor>{ds, half_residual ? dr : ds, dw, db};  // d(x + r)/dx = d(x + r)/dr = 1
   });
   return {s, y};
 }
@@ -153,8 +159,10 @@ std::pair<Tensor, Tensor> residual_layer_norm_for_matmul(const Tensor& x, const 
   trace::Range op_range(trace::Layer::op, "residual_layer_norm");
   check_residual_inputs(x, residual, "residual_layer_norm");
   using autocast_detail::fp32;
-  const Tensor xf = fp32(x), rf = fp32(residual);
-  const DType y_dt = xf.dtype() == DType::f32 && rf.dtype() == DType::f32 ? *md : xf.dtype();
+  const Tensor xf = fp32(x);
+  // A residual already in the matmul dtype (a sublayer's output under this autocast) is added without a cast.
+  const Tensor rf = xf.dtype() == DType::f32 && residual.dtype() == *md ? residual : fp32(residual);
+  const DType y_dt = xf.dtype() == DType::f32 && (rf.dtype() == DType::f32 || rf.dtype() == *md) ? *md : xf.dtype();
   return residual_layer_norm_to(xf, rf, fp32(weight), fp32(bias), eps, y_dt);
 }
 

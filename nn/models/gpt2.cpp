@@ -7,6 +7,8 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include <volt/kernels/attention_packed.h>
 #include <volt/kernels/fused_ops.h>
@@ -129,17 +131,29 @@ GPT2Block::GPT2Block(int64_t c, int64_t h, double eps)
 
 namespace {
 // ln(x) as the input of a matmul (kernels/fused_ops.h): under bf16/f16 autocast it is written in that dtype, which
-// the matmul would otherwise cast it to in a pass of its own.
-Tensor norm_for_matmul(const LayerNorm& ln, const Tensor& x) {
-  return layer_norm_for_matmul(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps);
+// the matmul would otherwise cast it to in a pass of its own. Run as a call of ln (its call hook, if any, runs).
+Tensor norm_for_matmul(LayerNorm& ln, const Tensor& x) {
+  return ln.call_scoped([&] { return layer_norm_for_matmul(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps); });
+}
+// (x + m, ln(x + m)) in one pass, ln's output as above; with m undefined, (x, ln(x)).
+std::pair<Tensor, Tensor> residual_norm_for_matmul(LayerNorm& ln, const Tensor& x, const Tensor& m) {
+  if (!m.defined()) return {x, norm_for_matmul(ln, x)};
+  return ln.call_scoped([&] { return residual_layer_norm_for_matmul(x, m, ln.weight, ln.bias, ln.eps); });
 }
 }  // namespace
 
 Tensor GPT2Block::forward(const Tensor& x) {
-  // The attention's residual add and ln_2 in one pass (kernels/fused_ops.h): r = x + attn, y = ln_2(r). ln_1, ln_2
-  // (and ln_f) feed only linear layers, so under autocast their outputs are written in its dtype.
-  auto [r, y] = residual_layer_norm_for_matmul(x, attn(norm_for_matmul(ln_1, x)), ln_2.weight, ln_2.bias, ln_2.eps);
-  return add(r, mlp(y));
+  auto [r, m] = forward_pending(x, Tensor());
+  return add(r, m);
+}
+
+std::pair<Tensor, Tensor> GPT2Block::forward_pending(const Tensor& x, const Tensor& m) {
+  // Each residual add is fused with the norm after it (kernels/fused_ops.h): x + m with ln_1, then the attention's
+  // with ln_2. ln_1 and ln_2 (and ln_f) feed only linear layers, so under autocast their outputs are written in its
+  // dtype, and a half m is read as it is.
+  auto [x1, h] = residual_norm_for_matmul(ln_1, x, m);
+  auto [r, y] = residual_norm_for_matmul(ln_2, x1, attn(h));
+  return {r, mlp(y)};
 }
 
 GPT2Transformer::GPT2Transformer(const GPT2Config& c)
@@ -181,9 +195,18 @@ Tensor GPT2::forward(const Tensor& idx) {
     VOLT_CHECK(T > 0 && T <= config.block_size, "GPT2::forward: sequence length ", T,
                " must be in [1, block_size = ", config.block_size, "]");
     Tensor x = add(transformer.wte(idx), transformer.wpe(arange(T, DType::i64, idx.device())));  // (B, T, C)
+    // The residual stream is x + m: each block's MLP output m is added by the next norm (GPT2Block::
+    // forward_pending). A recomputed block takes and returns the sum (one tensor kept per block).
+    Tensor m;
     const bool recompute = recompute_enabled(*this);
-    for (auto& b : transformer.blocks) x = recompute ? nn::recompute(*b, x) : (*b)(x);
-    return linear(norm_for_matmul(transformer.ln_f, x), transformer.wte.weight);  // (B, T, V)
+    for (auto& b : transformer.blocks) {
+      if (recompute)
+        x = nn::recompute(*b, x);
+      else
+        std::tie(x, m) = b->call_scoped([&] { return b->forward_pending(x, m); });
+    }
+    const Tensor h = residual_norm_for_matmul(transformer.ln_f, x, m).second;
+    return linear(h, transformer.wte.weight);  // (B, T, V)
   });
 }
 

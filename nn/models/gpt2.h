@@ -93,6 +93,12 @@ class GPT2Block : public UnaryModule {
  public:
   GPT2Block(int64_t n_embd, int64_t n_head, double ln_eps);
   Tensor forward(const Tensor& x) override;
+  /// The block on a residual stream carried as two terms: its input is x + m, where m (the previous block's MLP
+  /// output; undefined: none) is added by the fused residual norm that computes ln_1 (kernels/fused_ops.h), so
+  /// the add and, under autocast, m's casts to and from f32 take no passes of their own. Returns (r, mlp(ln_2(r)))
+  /// with r = x + m + attn(ln_1(x + m)): their sum is forward(x + m), which passes it on as one tensor.
+  /// GPT2::forward chains the blocks this way (each called through Module::call_scoped, so call hooks run).
+  std::pair<Tensor, Tensor> forward_pending(const Tensor& x, const Tensor& m);
   std::string type_name() const override { return "GPT2Block"; }
 
   LayerNorm ln_1;

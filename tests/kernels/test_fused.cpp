@@ -119,9 +119,9 @@ struct NormForMatmulRun {
   Tensor y, s, dx, dr, dw, db;
 };
 NormForMatmulRun norm_for_matmul_run(bool fused, bool residual, DType dt, Device device, int64_t rows, int64_t c,
-                                     DType x_dt = DType::f32) {
+                                     DType x_dt, DType r_dt) {
   Tensor x = leaf(rand_f64({rows, c}, 40, -2, 3).to(x_dt).to(device));
-  Tensor r = leaf(rand_f64({rows, c}, 41).to(x_dt).to(device));
+  Tensor r = leaf(rand_f64({rows, c}, 41).to(r_dt).to(device));
   Tensor w = leaf(rand_f64({c}, 42, 0.5, 1.5).to(DType::f32).to(device));
   Tensor b = leaf(rand_f64({c}, 43).to(DType::f32).to(device));
   const Tensor gy = rand_f64({rows, c}, 44).to(dt).to(device), gs = rand_f64({rows, c}, 45).to(DType::f32).to(device);
@@ -149,30 +149,38 @@ NormForMatmulRun norm_for_matmul_run(bool fused, bool residual, DType dt, Device
 void expect_norm_for_matmul_equals_the_cast(Device device, int64_t rows, int64_t c) {
   for (DType dt : {DType::bf16, DType::f16})
     for (bool residual : {false, true})
-      for (DType x_dt : {DType::f32, DType::bf16}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + (residual ? " residual" : "") + " x " + dtype_name(x_dt) + " " +
-                     std::to_string(rows) + " x " + std::to_string(c));
-        const NormForMatmulRun f = norm_for_matmul_run(true, residual, dt, device, rows, c, x_dt);
-        const NormForMatmulRun u = norm_for_matmul_run(false, residual, dt, device, rows, c, x_dt);
-        EXPECT_EQ(f.y.dtype(), dt);
-        EXPECT_EQ(u.y.dtype(), dt);
-        // The same f32 arithmetic in both, up to how the compiler contracts multiply-adds in each instantiation:
-        // f32 results within a few units in the last place, half results within one.
-        expect_within_one_ulp(f.y.cpu(), u.y.cpu(), dt, "y");
-        const double f32_tol = 4 * std::ldexp(1.0, -23);
-        if (residual) {
-          EXPECT_EQ(f.s.dtype(), DType::f32);
-          expect_equal(f.s.cpu(), u.s.cpu(), "s");
-          expect_all_near(f.dr.cpu(), u.dr.cpu(), f32_tol, f32_tol, "dr");
+      for (DType x_dt : {DType::f32, DType::bf16})
+        // The residual in x's dtype, or in the autocast dtype (a sublayer's output beside the f32 stream: the fused
+        // op reads it without a cast and writes its gradient in that dtype).
+        for (DType r_dt : {x_dt, dt}) {
+          if (!residual && r_dt != x_dt) continue;
+          SCOPED_TRACE(std::string(dtype_name(dt)) + (residual ? " residual " + std::string(dtype_name(r_dt)) : "") +
+                       " x " + dtype_name(x_dt) + " " + std::to_string(rows) + " x " + std::to_string(c));
+          const NormForMatmulRun f = norm_for_matmul_run(true, residual, dt, device, rows, c, x_dt, r_dt);
+          const NormForMatmulRun u = norm_for_matmul_run(false, residual, dt, device, rows, c, x_dt, r_dt);
+          EXPECT_EQ(f.y.dtype(), dt);
+          EXPECT_EQ(u.y.dtype(), dt);
+          // The same f32 arithmetic in both, up to how the compiler contracts multiply-adds in each instantiation:
+          // f32 results within a few units in the last place, half results within one.
+          expect_within_one_ulp(f.y.cpu(), u.y.cpu(), dt, "y");
+          const double f32_tol = 4 * std::ldexp(1.0, -23);
+          if (residual) {
+            EXPECT_EQ(f.s.dtype(), DType::f32);
+            expect_equal(f.s.cpu(), u.s.cpu(), "s");
+            EXPECT_EQ(f.dr.dtype(), r_dt);
+            if (r_dt == DType::f32)
+              expect_all_near(f.dr.cpu(), u.dr.cpu(), f32_tol, f32_tol, "dr");
+            else
+              expect_within_one_ulp(f.dr.cpu(), u.dr.cpu(), r_dt, "dr");
+          }
+          EXPECT_EQ(f.dx.dtype(), x_dt);
+          if (x_dt == DType::f32)
+            expect_all_near(f.dx.cpu(), u.dx.cpu(), f32_tol, f32_tol, "dx");
+          else
+            expect_within_one_ulp(f.dx.cpu(), u.dx.cpu(), x_dt, "dx");
+          expect_all_near(f.dw.cpu(), u.dw.cpu(), f32_tol * rows, f32_tol, "dw");
+          expect_all_near(f.db.cpu(), u.db.cpu(), f32_tol * rows, f32_tol, "db");
         }
-        EXPECT_EQ(f.dx.dtype(), x_dt);
-        if (x_dt == DType::f32)
-          expect_all_near(f.dx.cpu(), u.dx.cpu(), f32_tol, f32_tol, "dx");
-        else
-          expect_within_one_ulp(f.dx.cpu(), u.dx.cpu(), x_dt, "dx");
-        expect_all_near(f.dw.cpu(), u.dw.cpu(), f32_tol * rows, f32_tol, "dw");
-        expect_all_near(f.db.cpu(), u.db.cpu(), f32_tol * rows, f32_tol, "db");
-      }
 }
 
 // The fused output in the autocast dtype equals layer_norm's f32 output cast to it, and every gradient equals the
@@ -232,6 +240,35 @@ TEST(ResidualLayerNorm, TheGraphDoesNotKeepTheAutocastCopyOfTheResidual) {
     EXPECT_EQ(r.grad().dtype(), DType::bf16);
     x.set_grad(Tensor());
     r.set_grad(Tensor());
+  }
+}
+
+// A half sublayer output added to the f32 stream by residual_layer_norm_for_matmul under autocast is read as it is:
+// the forward allocates s, y and the statistics and nothing else (an f32 copy of r would be 4 n bytes at its peak),
+// and r's gradient comes back in r's dtype, equal to the f32 gradient of s rounded to it.
+TEST(NormForMatmul, AHalfResidualIsReadWithoutACopy) {
+  const int64_t rows = 64, c = 256, n = rows * c;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = leaf(rand_f64({rows, c}, 52).to(DType::f32)), r = leaf(rand_f64({rows, c}, 53).to(dt));
+    const int64_t before = memory_stats(kCPU).allocated;
+    reset_peak_memory_stats(kCPU);
+    Tensor s, y;
+    {
+      AutocastGuard ac(true, dt);
+      std::tie(s, y) = residual_layer_norm_for_matmul(x, r);
+    }
+    EXPECT_EQ(y.dtype(), dt);
+    const int64_t expected = 4 * n + 2 * n + 8 * rows;  // s, y, mean and rstd
+    EXPECT_EQ(memory_stats(kCPU).allocated - before, expected);
+    EXPECT_LT(memory_stats(kCPU).peak_allocated - before, expected + 2 * n) << "an f32 copy of r was made";
+    expect_equal(s, add(x, r.to(DType::f32)), "s");
+    const Tensor gs = rand_f64({rows, c}, 54).to(DType::f32), gy = rand_f64({rows, c}, 55).to(DType::f32);
+    add(sum(mul(s, gs)), sum(mul(y.to(DType::f32), gy))).backward();
+    ASSERT_TRUE(r.grad().defined());
+    EXPECT_EQ(r.grad().dtype(), dt);
+    EXPECT_EQ(x.grad().dtype(), DType::f32);
+    expect_equal(r.grad(), x.grad().to(dt), "r's gradient is s's rounded to its dtype");
   }
 }
 
