@@ -50,6 +50,16 @@ struct LinalgKernels {
   Kernel<void(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
               int64_t rows, int64_t cols, Activation act)>
       bias_act_bwd;
+  // The backward of a linear layer's activation through the product that follows it (an MLP's second layer):
+  // grad_pre (m, n) = (op(A) @ op(B)) * act'(saved) and grad_bias (n) = the column sums of grad_pre (undefined: not
+  // computed), saved as for bias_act_bwd, d as for linear_act_fwd (c = grad_pre, contiguous). The product and
+  // bias_act_bwd, or on CUDA for GELUTanh one cuBLASLt matmul whose DGELU (DGELU_BGRAD) epilogue applies act' (and
+  // sums the bias gradient) as it writes the product, which is then never stored on its own.
+  // Dispatch dtype: grad_pre's (CPU: f32/f64, the op runs the product and bias_act_bwd for half types; CUDA:
+  // floating).
+  Kernel<void(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
+              const Tensor& saved, Activation act)>
+      matmul_act_bwd;
 };
 
 template <>
@@ -57,7 +67,8 @@ struct Family<LinalgKernels> {
   static constexpr const char* name = "linalg";
   static constexpr std::tuple kernels{Named{&LinalgKernels::gemm, "gemm"},
                                       Named{&LinalgKernels::linear_act_fwd, "linear_act_fwd"},
-                                      Named{&LinalgKernels::bias_act_bwd, "bias_act_bwd"}};
+                                      Named{&LinalgKernels::bias_act_bwd, "bias_act_bwd"},
+                                      Named{&LinalgKernels::matmul_act_bwd, "matmul_act_bwd"}};
 };
 
 }  // namespace volt::backend

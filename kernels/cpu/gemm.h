@@ -15,5 +15,7 @@ void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
                     const Tensor& pre, Activation act);
 void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
                   int64_t rows, int64_t cols, Activation act);
+void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
+                    const Tensor& saved, Activation act);
 
 }  // namespace volt::cpu

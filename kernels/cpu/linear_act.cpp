@@ -80,4 +80,18 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
   });
 }
 
+// The product into grad_pre, then bias_act_bwd over it in place (each element is read before it is written): the
+// same arithmetic as the product and bias_act_bwd run as two ops.
+void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
+                    const Tensor& saved, Activation act) {
+  if (d.n == 0) return;
+  if (d.m > 0) {
+    if (d.k > 0)
+      gemm_ptr(d, grad_pre.dtype(), a.data_ptr(), b.data_ptr(), grad_pre.data_ptr());
+    else
+      std::memset(grad_pre.data_ptr(), 0, grad_pre.nbytes());
+  }
+  bias_act_bwd(grad_pre, grad_bias, grad_pre, saved, d.m, d.n, act);
+}
+
 }  // namespace volt::cpu

@@ -103,6 +103,7 @@ constexpr backend::LinalgKernels linalg_kernels{
     .gemm = {gemm, backend::kFloating},
     .linear_act_fwd = {linear_act_fwd, backend::kFloating},
     .bias_act_bwd = {bias_act_bwd, backend::kFloating},
+    .matmul_act_bwd = {matmul_act_bwd, backend::kFloating},
 };
 
 }  // namespace volt::cuda

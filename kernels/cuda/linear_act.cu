@@ -5,7 +5,8 @@
 // heuristics reject run as the cuBLAS GEMM plus one bias/activation kernel. A configuration's descriptors and
 // algorithm are chosen once and kept in a PlanCache. Backward: one column reduction (kernels/cuda/col_reduce.cuh)
 // computes grad_pre = grad_out * act' as it loads and sums it into the bias gradient; the two weight/input GEMMs
-// are the op's.
+// are the op's. Where grad_out is itself a product (fused_mlp: the second layer's input gradient), matmul_act_bwd
+// runs that product as one cuBLASLt matmul whose DGELU_BGRAD epilogue applies act' and sums the bias gradient.
 // Row-major to column-major as in gemm.cu: C^T (n, m) = op(B)^T (n, k) @ op(A)^T (k, m), so the bias runs
 // along the column-major output's rows (length n), which is what cuBLASLt's bias epilogues broadcast.
 #include <cublasLt.h>
@@ -13,6 +14,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -225,41 +228,43 @@ std::shared_ptr<LtPlan> make_plan(cublasLtHandle_t h, const GemmDesc& d, cudaDat
   return p;
 }
 
-// Runs the forward as one cuBLASLt matmul; false when no epilogue or algorithm fits (nothing was launched).
-bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-                const Tensor& pre, Activation act) {
-  cudaDataType_t type;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  switch (c.dtype()) {
+// cuBLASLt's type and compute type for c's dtype; false for f64 (cuBLASLt has no epilogues for it).
+bool lt_types(const GemmDesc& d, DType dt, cudaDataType_t& type, cublasComputeType_t& compute) {
+  compute = CUBLAS_COMPUTE_32F;
+  switch (dt) {
     case DType::f32:
       type = CUDA_R_32F;
       if (d.allow_tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-      break;
-    case DType::f16: type = CUDA_R_16F; break;
-    case DType::bf16: type = CUDA_R_16BF; break;
-    default: return false;  // f64: cuBLASLt has no epilogues for it
+      return true;
+    case DType::f16: type = CUDA_R_16F; return true;
+    case DType::bf16: type = CUDA_R_16BF; return true;
+    default: return false;
   }
-  cublasLtEpilogue_t epi;
-  const bool need_pre = pre.defined();
-  if (!lt_epilogue(act, bias.defined(), need_pre, epi)) return false;
-  if (need_pre && d.n % 8 != 0) return false;  // the GELU aux's leading dimension must be a multiple of 8
-  if (bias.defined() && alignment(bias.data_ptr()) < 16) return false;
-  if (need_pre && alignment(pre.data_ptr()) < 16) return false;  // the aux (pre-activation) output, likewise
+}
+
+// One cuBLASLt matmul c = op(B)^T-style product of a and b (the row-major to column-major swap of make_plan) with
+// epilogue `epi`, its bias (or bias gradient) pointer `bias` and aux (pre-activation) pointer `aux` set on the
+// plan's descriptor for this call. False when the heuristics found no algorithm or the matmul turned it down
+// (nothing ran; the caller falls back).
+bool lt_run(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, cublasLtEpilogue_t epi,
+            void* bias, void* aux) {
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  if (!lt_types(d, c.dtype(), type, compute)) return false;
   const int64_t align[4] = {alignment(b.data_ptr()), alignment(a.data_ptr()), alignment(c.data_ptr()),
                             alignment(c.data_ptr())};
   const LtKey key{{c.device().index, static_cast<int64_t>(c.dtype()), d.m, d.n, d.k, d.trans_a, d.trans_b, d.lda,
                    d.ldb, d.ldc, static_cast<int64_t>(epi), compute, align[0], align[1], align[2],
-                   need_pre ? alignment(pre.data_ptr()) : 0}};
+                   aux != nullptr ? alignment(aux) : 0}};
   cublasLtHandle_t h = lt_handle(c.device());
   std::shared_ptr<const LtPlan> plan =
-      lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, need_pre, align); });
+      lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, aux != nullptr, align); });
   if (!plan->ok || plan->refused.load(std::memory_order_relaxed)) return false;
   Tensor ws = plan->workspace > 0 ? backend::scratch_bytes(plan->workspace, c.device()) : Tensor();
   const float alpha = 1.0f, beta = 0.0f;
   std::lock_guard<std::mutex> lock(plan->mu);
-  const void* bias_ptr = bias.defined() ? bias.data_ptr() : nullptr;
-  set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr);
-  if (need_pre) set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre.data_ptr());
+  set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+  if (aux != nullptr) set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(aux));
   const cublasStatus_t st = cublasLtMatmul(h, plan->op, &alpha, b.data_ptr(), plan->la, a.data_ptr(), plan->lb,
                                            &beta, c.data_ptr(), plan->ld, c.data_ptr(), plan->ld, &plan->algo,
                                            ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, launch_stream());
@@ -271,6 +276,35 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   }
   VOLT_CUBLAS_CHECK(st);
   return true;
+}
+
+// Runs the forward as one cuBLASLt matmul; false when no epilogue or algorithm fits (nothing was launched).
+bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
+                const Tensor& pre, Activation act) {
+  cublasLtEpilogue_t epi;
+  const bool need_pre = pre.defined();
+  if (!lt_epilogue(act, bias.defined(), need_pre, epi)) return false;
+  if (need_pre && d.n % 8 != 0) return false;  // the GELU aux's leading dimension must be a multiple of 8
+  if (bias.defined() && alignment(bias.data_ptr()) < 16) return false;
+  if (need_pre && alignment(pre.data_ptr()) < 16) return false;  // the aux (pre-activation) output, likewise
+  return lt_run(d, a, b, c, epi, bias.defined() ? bias.data_ptr() : nullptr, need_pre ? pre.data_ptr() : nullptr);
+}
+
+// The GELU backward through the product, as one cuBLASLt matmul: DGELU multiplies each product element by the tanh
+// GELU's derivative at the saved pre-activation (the aux input, laid out as the forward's GELU_AUX wrote it), and
+// DGELU_BGRAD also sums the result's columns into the bias gradient. False when it does not apply or no algorithm
+// fits (nothing was launched). VOLT_DISABLE_LT_DGELU=1 turns it off (the product and bias_act_bwd then run).
+bool lt_backward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
+                 const Tensor& saved, Activation act) {
+  static const bool disabled = [] {
+    const char* v = std::getenv("VOLT_DISABLE_LT_DGELU");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  if (disabled || act != Activation::GELUTanh || !saved.defined()) return false;
+  if (d.n % 8 != 0 || alignment(saved.data_ptr()) < 16) return false;  // the aux's leading dimension and alignment
+  if (grad_bias.defined() && alignment(grad_bias.data_ptr()) < 16) return false;
+  const cublasLtEpilogue_t epi = grad_bias.defined() ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+  return lt_run(d, a, b, grad_pre, epi, grad_bias.defined() ? grad_bias.data_ptr() : nullptr, saved.data_ptr());
 }
 
 }  // namespace
@@ -323,6 +357,23 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
       cols::reduce<A, 1>(BiasActLoad<T, a, 1>{gp, g, sv, cols}, store, rows, cols, grad_out.device());
     });
   });
+}
+
+void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
+                    const Tensor& saved, Activation act) {
+  if (d.n == 0) return;
+  DeviceScope scope(grad_pre.device());
+  VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX,
+             "matmul_act_bwd (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
+  if (d.m > 0 && d.k > 0 && lt_backward(d, a, b, grad_pre, grad_bias, saved, act)) return;
+  // The product, then bias_act_bwd over it in place (each element is loaded before it is overwritten).
+  if (d.m > 0) {
+    if (d.k > 0)
+      gemm(d, a, b, grad_pre);
+    else
+      VOLT_CUDA_CHECK(cudaMemsetAsync(grad_pre.data_ptr(), 0, grad_pre.nbytes(), launch_stream()));
+  }
+  bias_act_bwd(grad_pre, grad_bias, grad_pre, saved, d.m, d.n, act);
 }
 
 }  // namespace volt::cuda

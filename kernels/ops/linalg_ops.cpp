@@ -363,11 +363,21 @@ Tensor fused_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tens
     if (gb2) db2 = sum(go, {0});
     if (gw2) dw2 = mm2(go, gelu(pre, approx), true, false);  // the hidden activation, recomputed from pre
     if (gx || gw1 || gb1) {
-      const Tensor dh = mm2(go, w2.detach(), false, false);  // (rows, out) @ (out, hidden)
-      Tensor dpre = gx || gw1 ? empty({rows, hidden}, dh.dtype(), dh.device()) : Tensor();
-      if (gb1) db1 = empty({hidden}, dh.dtype(), dh.device());
-      backend::call<&backend::LinalgKernels::bias_act_bwd>(dh.device(), dh.dtype(), dpre, db1, dh, pre, rows, hidden,
-                                                           act);
+      // dpre = (go @ w2) * act'(pre), (rows, out) @ (out, hidden), and b1's gradient, its column sums.
+      const Tensor dpre = empty({rows, hidden}, go.dtype(), go.device());
+      if (gb1) db1 = empty({hidden}, go.dtype(), go.device());
+      constexpr auto kBwd = &backend::LinalgKernels::matmul_act_bwd;
+      // One kernel (on CUDA, one cuBLASLt matmul); empty products take the two ops (no operand layout to describe).
+      if (rows > 0 && outf > 0 && backend::supported<kBwd>(go.device(), go.dtype())) {
+        const Operand A = operand(go), B = operand(w2.detach());
+        const GemmDesc d = gemm_desc(A, B, rows, outf, hidden);
+        trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k));
+        backend::call<kBwd>(go.device(), go.dtype(), d, A.t, B.t, dpre, db1, pre, act);
+      } else {  // the CPU's half types: the product (in f32, rounded once), then the activation's backward
+        const Tensor dh = mm2(go, w2.detach(), false, false);
+        backend::call<&backend::LinalgKernels::bias_act_bwd>(dh.device(), dh.dtype(), dpre, db1, dh, pre, rows,
+                                                             hidden, act);
+      }
       if (gx) dx = mm2(dpre, w1.detach(), false, false);
       if (gw1) dw1 = mm2(dpre, x.detach(), true, false);
     }

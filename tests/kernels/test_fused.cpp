@@ -346,6 +346,42 @@ TEST(FusedMlp, KeepsThePreActivationNotTheActivation) {
   EXPECT_EQ(composed - fused, activation);
 }
 
+// On CUDA the GELU backward runs inside the product that computes the hidden layer's gradient (matmul_act_bwd: one
+// cuBLASLt matmul with the DGELU_BGRAD epilogue, or DGELU without a bias) where the hidden width is a multiple of 8;
+// other widths take the product and bias_act_bwd. Against the CPU in the same dtype: the output and every gradient
+// within a few units in the last place of the tensor's largest value (the GPU applies the derivative to the f32
+// product before rounding; the CPU rounds the product first).
+TEST(FusedMlpCuda, GeluBackwardInTheProductMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the cuBLASLt epilogues run on a GPU only";
+  struct Case {
+    int64_t rows, in, hidden, out;
+    bool biases;
+  };
+  for (const Case c : {Case{512, 64, 256, 64, true}, Case{512, 64, 256, 64, false}, Case{96, 16, 12, 8, true}})
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " hidden " + std::to_string(c.hidden) + (c.biases ? "" : " no bias"));
+      auto run = [&](Device dev) {
+        Tensor x = leaf(rand_f64({c.rows, c.in}, 70).to(dt).to(dev));
+        Tensor w1 = leaf(rand_f64({c.hidden, c.in}, 71, -0.3, 0.3).to(dt).to(dev));
+        Tensor w2 = leaf(rand_f64({c.out, c.hidden}, 72, -0.3, 0.3).to(dt).to(dev));
+        Tensor b1 = c.biases ? leaf(rand_f64({c.hidden}, 73).to(dt).to(dev)) : Tensor();
+        Tensor b2 = c.biases ? leaf(rand_f64({c.out}, 74).to(dt).to(dev)) : Tensor();
+        Tensor out = fused_mlp(x, w1, b1, w2, b2, Activation::GELUTanh);
+        sum(mul(out.to(DType::f64), rand_f64({c.rows, c.out}, 75).to(dev))).backward();
+        std::vector<Tensor> r{out.detach(), x.grad(), w1.grad(), w2.grad()};
+        if (c.biases) r.insert(r.end(), {b1.grad(), b2.grad()});
+        for (Tensor& t : r) t = t.cpu().to(DType::f64);
+        return r;
+      };
+      const std::vector<Tensor> want = run(kCPU), got = run(cuda_device(0));
+      const double tol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 4e-3 : 3e-2;
+      for (size_t i = 0; i < want.size(); ++i) {
+        const double scale = max(abs(want[i])).item();
+        expect_all_near(got[i], want[i], tol * scale, tol, "tensor " + std::to_string(i));
+      }
+    }
+}
+
 TEST(FusedMlp, BadArgumentsNameTheProblem) {
   Tensor x = rand_f64({4, 6}, 72), w1 = rand_f64({12, 6}, 73), w2 = rand_f64({5, 12}, 74);
   VOLT_EXPECT_ERROR(fused_mlp(x, w1, Tensor(), rand_f64({5, 11}, 75), Tensor(), Activation::GELU), "fused_mlp",
