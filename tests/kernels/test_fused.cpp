@@ -382,6 +382,24 @@ TEST(FusedMlpCuda, GeluBackwardInTheProductMatchesTheCpu) {
     }
 }
 
+// Empty batches and an empty output layer: the gradients are zeros (b1's sums no rows; with no outputs the hidden
+// layer gets no gradient at all), as the two layers give.
+TEST(FusedMlp, EmptyShapesGiveZeroGradients) {
+  for (const auto& [rows, outf] : {std::pair<int64_t, int64_t>{0, 3}, {4, 0}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", outputs " + std::to_string(outf));
+    Tensor x = leaf(rand_f64({rows, 5}, 80)), w1 = leaf(rand_f64({8, 5}, 81)), b1 = leaf(rand_f64({8}, 82));
+    Tensor w2 = leaf(rand_f64({outf, 8}, 83)), b2 = leaf(rand_f64({outf}, 84));
+    Tensor out = fused_mlp(x, w1, b1, w2, b2, Activation::GELUTanh);
+    EXPECT_EQ(out.shape(), (Shape{rows, outf}));
+    sum(out).backward();
+    for (const Tensor* g : {&x, &w1, &b1, &w2, &b2}) {
+      ASSERT_TRUE(g->grad().defined());
+      EXPECT_EQ(g->grad().shape(), g->shape());
+      if (g->grad().numel() > 0) EXPECT_EQ(max(abs(g->grad())).item(), 0.0);
+    }
+  }
+}
+
 TEST(FusedMlp, BadArgumentsNameTheProblem) {
   Tensor x = rand_f64({4, 6}, 72), w1 = rand_f64({12, 6}, 73), w2 = rand_f64({5, 12}, 74);
   VOLT_EXPECT_ERROR(fused_mlp(x, w1, Tensor(), rand_f64({5, 11}, 75), Tensor(), Activation::GELU), "fused_mlp",

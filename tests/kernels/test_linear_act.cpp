@@ -150,6 +150,10 @@ TEST(LinearActivation, KernelsAreDeclaredAndSupported) {
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16})
     EXPECT_TRUE(kernel_supported("bias_act_bwd", kCPU, d)) << dtype_name(d);
   EXPECT_FALSE(kernel_supported("bias_act_bwd", kCPU, DType::i64));
+  // fused_mlp's hidden-layer gradient: the CPU's f32/f64 (its half types run the product and bias_act_bwd).
+  EXPECT_TRUE(kernel_supported("matmul_act_bwd", kCPU, DType::f32));
+  EXPECT_TRUE(kernel_supported("matmul_act_bwd", kCPU, DType::f64));
+  EXPECT_FALSE(kernel_supported("matmul_act_bwd", kCPU, DType::bf16));
 }
 
 TEST(LinearActivation, BadArgumentsNameTheProblem) {
