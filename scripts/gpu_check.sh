@@ -98,6 +98,14 @@ if want 0; then
 gb=${GPU_CHECK_GPT2_BATCH:-32}
 have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
   --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
+# Kernel paths never run on a GPU before (kernels/common/kernel_paths.h) may fail there: when the step above printed
+# no figures, it runs again with every switchable path on its fallback, and the rest of part 0 keeps that setting
+# (part 1's tests then run without it and name the failing path's cases).
+if have bench_gpt2 bench_gpt2_124M_bf16_fallbacks bench && ! grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16.log"; then
+  step bench_gpt2_124M_bf16_fallbacks 120 env VOLT_DISABLE_KERNELS=all bench_gpt2 --accelerator gpu --model 124M \
+    --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
+  grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16_fallbacks.log" && export VOLT_DISABLE_KERNELS=all
+fi
 anchor_step anchor_gpt2_124M 240 gpt2_torch.py --model 124M --batch "$gb" --seq 1024 --steps 20 --warmup 5 \
   --mode "${GPU_CHECK_GPT2_MODE:-both}"
 have bench_gpt2 bench_gpt2_124M_fp32 bench && step bench_gpt2_124M_fp32 120 bench_gpt2 --accelerator gpu \
@@ -143,6 +151,7 @@ if [ -f "$par/tokens.bin" ]; then
 fi
 python3 "$root/scripts/gpt2_gpu_summary.py" "$logs" > "$logs/gpt2_summary.log" 2>&1
 sed 's/^/    /' "$logs/gpt2_summary.log" | tee -a "$summary"
+unset VOLT_DISABLE_KERNELS
 fi
 
 # 1. What has never run on a GPU, and the tests that once assumed there was none.

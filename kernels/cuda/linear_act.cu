@@ -14,8 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -24,6 +22,7 @@
 #include <volt/kernels/backend/scratch.h>
 #include <volt/kernels/common/bias_act.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/common/plan_cache.h>
 #include <volt/kernels/common/small_gemm.h>
 #include <volt/kernels/cuda/col_reduce.cuh>
@@ -293,14 +292,11 @@ bool lt_forward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
 // The GELU backward through the product, as one cuBLASLt matmul: DGELU multiplies each product element by the tanh
 // GELU's derivative at the saved pre-activation (the aux input, laid out as the forward's GELU_AUX wrote it), and
 // DGELU_BGRAD also sums the result's columns into the bias gradient. False when it does not apply or no algorithm
-// fits (nothing was launched). VOLT_DISABLE_LT_DGELU=1 turns it off (the product and bias_act_bwd then run).
+// fits (nothing was launched). VOLT_DISABLE_KERNELS=lt_dgelu turns it off (the product and bias_act_bwd then run).
 bool lt_backward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
                  const Tensor& saved, Activation act) {
-  static const bool disabled = [] {
-    const char* v = std::getenv("VOLT_DISABLE_LT_DGELU");
-    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-  }();
-  if (disabled || act != Activation::GELUTanh || !saved.defined()) return false;
+  if (kernel_paths::disabled(kernel_paths::kLtDgelu)) return false;
+  if (act != Activation::GELUTanh || !saved.defined()) return false;
   if (d.n % 8 != 0 || alignment(saved.data_ptr()) < 16) return false;  // the aux's leading dimension and alignment
   if (grad_bias.defined() && alignment(grad_bias.data_ptr()) < 16) return false;
   const cublasLtEpilogue_t epi = grad_bias.defined() ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
@@ -349,7 +345,7 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
       constexpr Activation a = decltype(ac)::value;
       if constexpr (std::is_same_v<A, float>) {
         constexpr int C = Pack<T>::kLen;
-        if (packable<T>(cols, {gp, g, sv})) {
+        if (!kernel_paths::disabled(kernel_paths::kPackedColumns) && packable<T>(cols, {gp, g, sv})) {
           cols::reduce<A, 1, C>(BiasActLoad<T, a, C>{gp, g, sv, cols}, store, rows, cols, grad_out.device());
           return;
         }

@@ -5,6 +5,7 @@
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/common/fused.h>
 #include <volt/kernels/common/norm_out.h>
 #include <volt/kernels/cuda/col_reduce.cuh>
@@ -355,7 +356,7 @@ bool norm_fwd_warp(const T* x, const R* res, T* s, Y* y, void* mean, void* rstd,
   if constexpr (!std::is_same_v<acc_t<T>, float>) {
     return false;
   } else {
-    if (g.groups != 1 || g.inner != 1) return false;
+    if (g.groups != 1 || g.inner != 1 || kernel_paths::disabled(kernel_paths::kWarpNorm)) return false;
     return warp_rows::with_packs<T>(g.row_size, {x, res, s, y}, [&](auto k) {
       norm_fwd_warp_kernel<T, Y, R, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
@@ -373,7 +374,7 @@ bool norm_bwd_warp(T* gx, Y* gr, const Y* gy, const T* go, const T* x, const voi
   if constexpr (!std::is_same_v<acc_t<T>, float>) {
     return false;
   } else {
-    if (g.groups != 1 || g.inner != 1) return false;
+    if (g.groups != 1 || g.inner != 1 || kernel_paths::disabled(kernel_paths::kWarpNorm)) return false;
     return warp_rows::with_packs<T>(g.row_size, {gx, gr, gy, go, x}, [&](auto k) {
       norm_bwd_warp_kernel<T, Y, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(

@@ -3,6 +3,7 @@
 #include <volt/kernels/backend/reduce.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/col_reduce.cuh>
 #include <volt/kernels/cuda/pack.cuh>
@@ -168,7 +169,7 @@ void sum_cols(const Tensor& out, const Tensor& in) {
     const SumColsStore<T> store{static_cast<T*>(out.data_ptr())};
     if constexpr (std::is_same_v<acc_t<T>, float>) {  // f32, f16, bf16: packs where the rows allow
       constexpr int C = Pack<T>::kLen;
-      if (packable<T>(M, {x})) {
+      if (!kernel_paths::disabled(kernel_paths::kPackedColumns) && packable<T>(M, {x})) {
         cols::reduce<float, 1, C>(SumColsLoad<T, C>{x, M}, store, R, M, in.device());
         return;
       }

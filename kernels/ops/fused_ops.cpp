@@ -9,6 +9,7 @@
 #include <volt/kernels/backend/norm.h>
 #include <volt/kernels/backend/optim.h>
 #include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/fused_ops.h>
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
@@ -161,7 +162,9 @@ std::pair<Tensor, Tensor> residual_layer_norm_for_matmul(const Tensor& x, const 
   using autocast_detail::fp32;
   const Tensor xf = fp32(x);
   // A residual already in the matmul dtype (a sublayer's output under this autocast) is added without a cast.
-  const Tensor rf = xf.dtype() == DType::f32 && residual.dtype() == *md ? residual : fp32(residual);
+  const bool half_residual = xf.dtype() == DType::f32 && residual.dtype() == *md &&
+                             !kernel_paths::disabled(kernel_paths::kHalfResidual);
+  const Tensor rf = half_residual ? residual : fp32(residual);
   const DType y_dt = xf.dtype() == DType::f32 && (rf.dtype() == DType::f32 || rf.dtype() == *md) ? *md : xf.dtype();
   return residual_layer_norm_to(xf, rf, fp32(weight), fp32(bias), eps, y_dt);
 }

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common/gradcheck.h"
+#include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/fused_ops.h>
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/autocast.h>
@@ -245,8 +246,12 @@ TEST(ResidualLayerNorm, TheGraphDoesNotKeepTheAutocastCopyOfTheResidual) {
 
 // A half sublayer output added to the f32 stream by residual_layer_norm_for_matmul under autocast is read as it is:
 // the forward allocates s, y and the statistics and nothing else (an f32 copy of r would be 4 n bytes at its peak),
-// and r's gradient comes back in r's dtype, equal to the f32 gradient of s rounded to it.
+// and r's gradient comes back in r's dtype, equal to the f32 gradient of s rounded to it. With
+// VOLT_DISABLE_KERNELS=half_residual (CTest runs this case so as kernels_disabled_paths) the copy is made instead,
+// and everything else holds.
 TEST(NormForMatmul, AHalfResidualIsReadWithoutACopy) {
+  const bool fallback = kernel_paths::disabled(kernel_paths::kHalfResidual);
+  std::printf("half_residual path %s\n", fallback ? "disabled (VOLT_DISABLE_KERNELS): r is cast to f32" : "on");
   const int64_t rows = 64, c = 256, n = rows * c;
   for (DType dt : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dt));
@@ -261,7 +266,10 @@ TEST(NormForMatmul, AHalfResidualIsReadWithoutACopy) {
     EXPECT_EQ(y.dtype(), dt);
     const int64_t expected = 4 * n + 2 * n + 8 * rows;  // s, y, mean and rstd
     EXPECT_EQ(memory_stats(kCPU).allocated - before, expected);
-    EXPECT_LT(memory_stats(kCPU).peak_allocated - before, expected + 2 * n) << "an f32 copy of r was made";
+    if (fallback)
+      EXPECT_GE(memory_stats(kCPU).peak_allocated - before, expected + 4 * n) << "no f32 copy of r was made";
+    else
+      EXPECT_LT(memory_stats(kCPU).peak_allocated - before, expected + 2 * n) << "an f32 copy of r was made";
     expect_equal(s, add(x, r.to(DType::f32)), "s");
     const Tensor gs = rand_f64({rows, c}, 54).to(DType::f32), gy = rand_f64({rows, c}, 55).to(DType::f32);
     add(sum(mul(s, gs)), sum(mul(y.to(DType::f32), gy))).backward();
