@@ -5,7 +5,7 @@
 # It works in order of what matters most and stops starting new work when its time budget
 # (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
 #   0. GPT-2 (issue 27): Volt's bf16-mixed step beside PyTorch's (../shared/anchors/gpt2_torch.py, eager and
-#      torch.compile) in the same call, 32-true, 350M with recomputation, bf16 loss parity from the reference's init,
+#      torch.compile) in the same call, the same step with the newest kernel paths off (VOLT_DISABLE_KERNELS), 32-true, 350M with recomputation, bf16 loss parity from the reference's init,
 #      the Trainer at one rank (single device, DDP, ZeRO-1 over NCCL), and the ratios (scripts/gpt2_gpu_summary.py);
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, NCCL's watchdog, the tests that once
 #      assumed no GPU);
@@ -98,13 +98,17 @@ if want 0; then
 gb=${GPU_CHECK_GPT2_BATCH:-32}
 have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
   --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
-# Kernel paths never run on a GPU before (kernels/common/kernel_paths.h) may fail there: when the step above printed
-# no figures, it runs again with every switchable path on its fallback, and the rest of part 0 keeps that setting
-# (part 1's tests then run without it and name the failing path's cases).
-if have bench_gpt2 bench_gpt2_124M_bf16_fallbacks bench && ! grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16.log"; then
+# The same step with every switchable kernel path on its older fallback (VOLT_DISABLE_KERNELS=all,
+# kernels/common/kernel_paths.h): what the new paths gain, measured in this call. Paths never run on a GPU before
+# may fail there: when the step above printed no figures, the rest of part 0 keeps the fallbacks (part 1's tests
+# then run without them and name the failing path's cases).
+if have bench_gpt2 bench_gpt2_124M_bf16_fallbacks bench; then
   step bench_gpt2_124M_bf16_fallbacks 120 env VOLT_DISABLE_KERNELS=all bench_gpt2 --accelerator gpu --model 124M \
     --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
-  grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16_fallbacks.log" && export VOLT_DISABLE_KERNELS=all
+  if ! grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16.log" &&
+     grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16_fallbacks.log"; then
+    export VOLT_DISABLE_KERNELS=all
+  fi
 fi
 anchor_step anchor_gpt2_124M 240 gpt2_torch.py --model 124M --batch "$gb" --seq 1024 --steps 20 --warmup 5 \
   --mode "${GPU_CHECK_GPT2_MODE:-both}"
