@@ -5,8 +5,9 @@
 # It works in order of what matters most and stops starting new work when its time budget
 # (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
 #   0. GPT-2 (issue 27): Volt's bf16-mixed step beside PyTorch's (../shared/anchors/gpt2_torch.py, eager and
-#      torch.compile) in the same call, the same step with the newest kernel paths off (VOLT_DISABLE_KERNELS), 32-true, 350M with recomputation, bf16 loss parity from the reference's init,
-#      the Trainer at one rank (single device, DDP, ZeRO-1 over NCCL), and the ratios (scripts/gpt2_gpu_summary.py);
+#      torch.compile) in the same call, the same step with the newest kernel paths off (VOLT_DISABLE_KERNELS),
+#      32-true, 350M with recomputation, bf16 loss parity from the reference's init, the Trainer at one rank
+#      (single device, DDP, ZeRO-1 over NCCL), and the ratios (scripts/gpt2_gpu_summary.py);
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, NCCL's watchdog, the tests that once
 #      assumed no GPU);
 #   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
