@@ -382,7 +382,9 @@ TEST(FusedMlpCuda, GeluBackwardInTheProductMatchesTheCpu) {
         return r;
       };
       const std::vector<Tensor> want = run(kCPU), got = run(cuda_device(0));
-      const double tol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 4e-3 : 3e-2;
+      // f32 as LinearActivationCuda bounds cuBLASLt's GELU epilogue (its tanh form may differ from the CPU's in
+      // the last bits); the half types a few units in the last place.
+      const double tol = dt == DType::f32 ? 1e-4 : dt == DType::f16 ? 4e-3 : 3e-2;
       for (size_t i = 0; i < want.size(); ++i) {
         const double scale = max(abs(want[i])).item();
         expect_all_near(got[i], want[i], tol * scale, tol, "tensor " + std::to_string(i));
