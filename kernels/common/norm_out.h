@@ -48,4 +48,13 @@ void dispatch_norm(DType x, DType y, const char* op, F&& f) {
   dispatch_floating(x, op, [&](auto tag) { with_norm_out<decltype(tag)>(y, op, [&](auto ytag) { f(tag, ytag); }); });
 }
 
+// Calls f(T{}, Y{}, R{}) for residual_layer_norm's forward over x of dtype `x`, output of dtype `y` and residual of
+// dtype `r` (with_residual_type says which r are allowed).
+template <class F>
+void dispatch_residual_norm(DType x, DType y, DType r, const char* op, F&& f) {
+  dispatch_norm(x, y, op, [&](auto tag, auto ytag) {
+    with_residual_type<decltype(tag), decltype(ytag)>(x, y, r, op, [&](auto rtag) { f(tag, ytag, rtag); });
+  });
+}
+
 }  // namespace volt

@@ -103,38 +103,36 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
 
 void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                        const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps) {
-  dispatch_norm(x.dtype(), y.dtype(), "residual_norm_fwd", [&](auto tag, auto ytag) {
+  dispatch_residual_norm(x.dtype(), y.dtype(), r.dtype(), "residual_norm_fwd", [&](auto tag, auto ytag, auto rtag) {
     using T = decltype(tag);
     using Y = decltype(ytag);
+    using R = decltype(rtag);
     using A = acc_t<T>;
-    with_residual_type<T, Y>(x.dtype(), y.dtype(), r.dtype(), "residual_norm_fwd", [&](auto rtag) {
-      using R = decltype(rtag);
-      const T* xp = static_cast<const T*>(x.data_ptr());
-      const R* rp = static_cast<const R*>(r.data_ptr());
-      T* sp = static_cast<T*>(s.data_ptr());
-      Y* yp = static_cast<Y*>(y.data_ptr());
-      A* mp = static_cast<A*>(mean.data_ptr());
-      A* rsp = static_cast<A*>(rstd.data_ptr());
-      const A* w = ptr_or_null<A>(weight);
-      const A* b = ptr_or_null<A>(bias);
-      const int64_t n = g.row_size;
-      for (int64_t row = 0; row < g.rows; ++row) {
-        const T* xr = xp + row * n;
-        const R* rr = rp + row * n;
-        T* sr = sp + row * n;
-        Y* yr = yp + row * n;
-        normmath::Welford<A> st = normmath::welford_init<A>();
-        for (int64_t j = 0; j < n; ++j) {
-          sr[j] = fusedmath::residual_add<T, A>(xr[j], rr[j]);
-          normmath::welford_push(st, A(sr[j]));
-        }
-        const A m = st.mean, rs = normmath::welford_rstd(st, A(eps));
-        mp[row] = m;
-        rsp[row] = rs;
-        for (int64_t j = 0; j < n; ++j)
-          yr[j] = Y(normmath::norm_forward(A(sr[j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const R* rp = static_cast<const R*>(r.data_ptr());
+    T* sp = static_cast<T*>(s.data_ptr());
+    Y* yp = static_cast<Y*>(y.data_ptr());
+    A* mp = static_cast<A*>(mean.data_ptr());
+    A* rsp = static_cast<A*>(rstd.data_ptr());
+    const A* w = ptr_or_null<A>(weight);
+    const A* b = ptr_or_null<A>(bias);
+    const int64_t n = g.row_size;
+    for (int64_t row = 0; row < g.rows; ++row) {
+      const T* xr = xp + row * n;
+      const R* rr = rp + row * n;
+      T* sr = sp + row * n;
+      Y* yr = yp + row * n;
+      normmath::Welford<A> st = normmath::welford_init<A>();
+      for (int64_t j = 0; j < n; ++j) {
+        sr[j] = fusedmath::residual_add<T, A>(xr[j], rr[j]);
+        normmath::welford_push(st, A(sr[j]));
       }
-    });
+      const A m = st.mean, rs = normmath::welford_rstd(st, A(eps));
+      mp[row] = m;
+      rsp[row] = rs;
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = Y(normmath::norm_forward(A(sr[j]), m, rs, w ? w[j] : A(1), b ? b[j] : A(0)));
+    }
   });
 }
 

@@ -444,21 +444,19 @@ void norm_bwd(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& gra
 
 void residual_norm_fwd(const Tensor& s, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                        const Tensor& r, const Tensor& weight, const Tensor& bias, const NormGeom& g, double eps) {
-  dispatch_norm(x.dtype(), y.dtype(), "residual_norm_fwd", [&](auto tag, auto ytag) {
+  dispatch_residual_norm(x.dtype(), y.dtype(), r.dtype(), "residual_norm_fwd", [&](auto tag, auto ytag, auto rtag) {
     using T = decltype(tag);
     using Y = decltype(ytag);
+    using R = decltype(rtag);
     using A = acc_t<T>;
-    with_residual_type<T, Y>(x.dtype(), y.dtype(), r.dtype(), "residual_norm_fwd", [&](auto rtag) {
-      using R = decltype(rtag);
-      const T* xp = static_cast<const T*>(x.data_ptr());
-      const R* res = static_cast<const R*>(r.data_ptr());
-      T* sp = static_cast<T*>(s.data_ptr());
-      Y* yp = static_cast<Y*>(y.data_ptr());
-      if (norm_fwd_warp<T, Y, R>(xp, res, sp, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps)) return;
-      residual_norm_fwd_kernel<T, Y, R><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
-          xp, res, sp, yp, static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
-          ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
-    });
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const R* res = static_cast<const R*>(r.data_ptr());
+    T* sp = static_cast<T*>(s.data_ptr());
+    Y* yp = static_cast<Y*>(y.data_ptr());
+    if (norm_fwd_warp<T, Y, R>(xp, res, sp, yp, mean.data_ptr(), rstd.data_ptr(), weight, bias, g, eps)) return;
+    residual_norm_fwd_kernel<T, Y, R><<<row_blocks(g.rows), threads_for(g.row_size), 0, launch_stream()>>>(
+        xp, res, sp, yp, static_cast<A*>(mean.data_ptr()), static_cast<A*>(rstd.data_ptr()),
+        ptr_or_null<const A>(weight), ptr_or_null<const A>(bias), g, A(eps));
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
