@@ -6,6 +6,7 @@
 
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/half.h>
+#include <volt/kernels/tensor.h>
 #include <volt/runtime/dtype.h>
 #include <volt/runtime/error.h>
 
@@ -46,6 +47,17 @@ void with_residual_type(DType x, DType y, DType r, const char* op, F&& f) {
 template <class F>
 void dispatch_norm(DType x, DType y, const char* op, F&& f) {
   dispatch_floating(x, op, [&](auto tag) { with_norm_out<decltype(tag)>(y, op, [&](auto ytag) { f(tag, ytag); }); });
+}
+
+// residual_norm_bwd's grad_r as Y*, or nullptr when it is undefined: defined only for a residual stored in y's half
+// dtype Y beside s of another dtype T, and then in that dtype.
+template <class T, class Y>
+Y* residual_grad_ptr(const Tensor& grad_r, DType grad_y, DType s) {
+  if (!grad_r.defined()) return nullptr;
+  VOLT_CHECK(!(std::is_same_v<T, Y>) && grad_r.dtype() == grad_y, "residual_norm_bwd: grad_r has dtype ",
+             dtype_name(grad_r.dtype()), "; expected the half dtype of grad_y (", dtype_name(grad_y),
+             ") for s of dtype ", dtype_name(s));
+  return static_cast<Y*>(grad_r.data_ptr());
 }
 
 // Calls f(T{}, Y{}, R{}) for residual_layer_norm's forward over x of dtype `x`, output of dtype `y` and residual of

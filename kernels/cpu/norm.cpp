@@ -147,13 +147,7 @@ void residual_norm_bwd(const Tensor& grad_s, const Tensor& grad_r, const Tensor&
     const Y* gy = static_cast<const Y*>(grad_y.data_ptr());
     const T* go = (grad_s_other.defined() ? static_cast<const T*>(grad_s_other.data_ptr()) : nullptr);
     T* gs = static_cast<T*>(grad_s.data_ptr());
-    Y* gr = nullptr;  // r's gradient in y's half dtype, when r is stored in it
-    if (grad_r.defined()) {
-      VOLT_CHECK(!(std::is_same_v<T, Y>) && grad_r.dtype() == grad_y.dtype(), "residual_norm_bwd: grad_r has dtype ",
-                 dtype_name(grad_r.dtype()), "; expected the half dtype of grad_y (", dtype_name(grad_y.dtype()),
-                 ") for s of dtype ", dtype_name(s.dtype()));
-      gr = static_cast<Y*>(grad_r.data_ptr());
-    }
+    Y* gr = residual_grad_ptr<T, Y>(grad_r, grad_y.dtype(), s.dtype());  // r's gradient, when r is stored in Y
     const A* mp = static_cast<const A*>(mean.data_ptr());
     const A* rp = static_cast<const A*>(rstd.data_ptr());
     const A* w = ptr_or_null<A>(weight);
