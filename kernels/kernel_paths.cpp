@@ -12,7 +12,8 @@ namespace {
 constexpr std::pair<const char*, Path> kNames[] = {{"warp_norm", kWarpNorm},
                                                     {"packed_columns", kPackedColumns},
                                                     {"lt_dgelu", kLtDgelu},
-                                                    {"half_residual", kHalfResidual}};
+                                                    {"half_residual", kHalfResidual},
+                                                    {"classifier_rows", kClassifierRows}};
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");

@@ -8,6 +8,7 @@
 //   packed_columns  16-byte packs in the column reductions (sum_cols, bias_act_bwd) -> one column per thread
 //   lt_dgelu        fused_mlp's GELU backward in a cuBLASLt DGELU epilogue -> the product, then bias_act_bwd
 //   half_residual   residual_layer_norm_for_matmul reading a half residual as it is -> cast to f32 first
+//   classifier_rows fused_cross_entropy's CUDA rows held in registers (GPT-2's vocabulary) -> the block kernel
 #include <string>
 
 namespace volt::kernel_paths {
@@ -17,8 +18,9 @@ enum Path : unsigned {
   kPackedColumns = 1u << 1,
   kLtDgelu = 1u << 2,
   kHalfResidual = 1u << 3,
+  kClassifierRows = 1u << 4,
 };
-inline constexpr unsigned kAll = kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual;
+inline constexpr unsigned kAll = kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual | kClassifierRows;
 
 // The paths a list names ("" or unset: none; "all": every one); whitespace around names is ignored. An unknown name
 // is a volt::Error naming it and the known ones.

@@ -1,6 +1,7 @@
 // CUDA fused class-index losses (cross_entropy, nll_loss): one block per loss row for the log-sum-exp, one block
 // for the reduction, one thread per element for the backward. The math is kernels/common/softmax.h. Also the fused
-// classifier (fused_cross_entropy): one block per row for its loss and gradient (kernels/common/fused.h).
+// classifier (fused_cross_entropy): one block per row for its loss and gradient (kernels/common/fused.h), the row
+// held in registers for a GPT-2-sized vocabulary.
 #include <cstdint>
 #include <limits>
 
@@ -8,6 +9,7 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
 #include <volt/kernels/common/fused.h>
+#include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/block_lse.cuh>
 #include <volt/kernels/cuda/loops.cuh>
@@ -206,6 +208,106 @@ __global__ void classifier_fwd_kernel(acc_t<T>* loss_rows, T* grad, const T* log
   }
 }
 
+// ---- Rows held in registers: a GPT-2 vocabulary's row (32k to 55k f16/bf16 logits) is read once. --------------
+// The block kernel above reads each row twice: with eight 256-thread blocks per SM the rows in flight (100 KB each
+// for GPT-2's 50304 bf16 logits, 105 MB on 132 SMs) exceed the L2, so the second read goes back to memory. Here a
+// block of kRowThreads loads its row's packs (up to kRowPacks 16-byte packs per thread) into registers at once,
+// takes the log-sum-exp from them and writes the gradient from them: one read and one write per element. Same
+// per-element math (nnmath::lse_push, fusedmath::classifier_grad); the merge order differs from the block
+// kernel's, so results agree to rounding. 768 threads at 80 registers (ptxas, sm_90: 8-12 bytes spilled) is one
+// block per SM with 110 KB of loads in flight; 1024 threads at 64 registers spilled more.
+constexpr int kRowThreads = 768;
+constexpr int kRowPacks = 9;
+
+// Merges (m, s) over the block: a warp butterfly (lse_merge), then the warps' results in warp 0; every thread gets
+// the block's. `sm`/`ss` hold one value per warp.
+template <class A>
+__device__ void block_lse_warps(A& m, A& s, A* sm, A* ss) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const A m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    nnmath::lse_merge(m, s, m2, s2);
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  if (lane == 0) {
+    sm[warp] = m;
+    ss[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < warps ? sm[lane] : -std::numeric_limits<A>::infinity();
+    s = lane < warps ? ss[lane] : A(0);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const A m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      nnmath::lse_merge(m, s, m2, s2);
+    }
+    if (lane == 0) {
+      sm[0] = m;
+      ss[0] = s;
+    }
+  }
+  __syncthreads();
+  m = sm[0];
+  s = ss[0];
+  __syncthreads();  // every thread has read the result before the next row's merge writes over it
+}
+
+// One block per row (blocks stride over rows); thread t holds packs t, t + kRowThreads, ... of its row. The row
+// may be the gradient's own storage: every read of it (the packs and x[t]) happens before the block's first
+// barrier, every write after it. Rows hold at most kRowThreads * kRowPacks packs, so in-row indices are 32-bit.
+template <class T>
+__global__ void __launch_bounds__(kRowThreads, 1)
+    classifier_fwd_rows_kernel(acc_t<T>* loss_rows, T* grad, const T* logits, const int64_t* target,
+                               const acc_t<T>* scale, int64_t row0, int64_t nrows, int64_t v, int64_t ignore_index) {
+  using A = acc_t<T>;
+  constexpr int VEC = 16 / sizeof(T);
+  using P = loops_detail::Pack<VEC, T>;
+  __shared__ A sm[kRowThreads / 32], ss[kRowThreads / 32];
+  const int nv = static_cast<int>(v / VEC);
+  for (int64_t i = blockIdx.x; i < nrows; i += gridDim.x) {
+    const int64_t row = row0 + i, t64 = target[row];
+    const bool ignored = t64 == ignore_index;
+    const bool bad = !ignored && (t64 < 0 || t64 >= v);  // as the block kernel: NaN, not checked on the device
+    const int t = ignored || bad ? -1 : static_cast<int>(t64);
+    // This thread's packs are base[k * kRowThreads] for k * kRowThreads < left (one base pointer, constant
+    // offsets); an ignored row's are not read (its loss and gradient are zeros).
+    const int tid = static_cast<int>(threadIdx.x);
+    const P* base = reinterpret_cast<const P*>(logits + row * v) + tid;
+    const int left = (ignored ? 0 : nv) - tid;
+    P reg[kRowPacks];
+#pragma unroll
+    for (int k = 0; k < kRowPacks; ++k)
+      if (k * kRowThreads < left) reg[k] = base[k * kRowThreads];
+    const A xt = t < 0 ? A(0) : A(logits[row * v + t]);
+    A m = -std::numeric_limits<A>::infinity(), se = A(0);
+#pragma unroll
+    for (int k = 0; k < kRowPacks; ++k) {
+      if (k * kRowThreads >= left) continue;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) nnmath::lse_push(m, se, A(reg[k].v[e]));
+    }
+    block_lse_warps(m, se, sm, ss);
+    const A lse = nnmath::lse_finish(m, se);
+    if (threadIdx.x == 0) loss_rows[i] = ignored ? A(0) : (bad ? A(NAN) : fusedmath::classifier_row_loss(lse, xt));
+    if (grad == nullptr) continue;
+    const A sc = bad ? A(NAN) : *scale;
+    P* gbase = reinterpret_cast<P*>(grad + row * v) + tid;
+    const int t_local = t - tid * VEC;  // the target's offset from this thread's first element
+#pragma unroll
+    for (int k = 0; k < kRowPacks; ++k) {
+      if (k * kRowThreads >= nv - tid) continue;
+      P out;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        out.v[e] = ignored ? T(A(0))
+                           : T(fusedmath::classifier_grad(A(reg[k].v[e]), lse,
+                                                          t >= 0 && k * kRowThreads * VEC + e == t_local, sc));
+      gbase[k * kRowThreads] = out;
+    }
+  }
+}
+
 void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& logits, const Tensor& target,
                     const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index) {
   if (rows == 0) return;
@@ -217,6 +319,17 @@ void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& l
     const T* x = static_cast<const T*>(logits.data_ptr());
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     const bool vec = v % kVec == 0 && aligned(x) && (g == nullptr || aligned(g));
+    // f16/bf16 rows of more than 4096 packs that a block's registers hold (a GPT-2 vocabulary) are read once.
+    if constexpr (sizeof(T) == 2) {
+      const int64_t packs = v / kVec;
+      if (vec && packs > 4096 && packs <= int64_t{kRowThreads} * kRowPacks &&
+          !kernel_paths::disabled(kernel_paths::kClassifierRows)) {
+        classifier_fwd_rows_kernel<T><<<row_blocks(rows), kRowThreads, 0, launch_stream()>>>(
+            static_cast<A*>(loss_rows.data_ptr()), g, x, static_cast<const int64_t*>(target.data_ptr()),
+            static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index);
+        return;
+      }
+    }
     // Threads per row: as many as the row has packs, at most kMaxThreads.
     const int threads = threads_for(vec ? v / kVec : v);
     auto launch = [&](auto kernel) {

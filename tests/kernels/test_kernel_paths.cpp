@@ -15,7 +15,8 @@ TEST(KernelPaths, ParsesNamesAllAndEmpty) {
   EXPECT_EQ(kp::parse("warp_norm"), unsigned{kp::kWarpNorm});
   EXPECT_EQ(kp::parse(" lt_dgelu , packed_columns "), unsigned{kp::kLtDgelu | kp::kPackedColumns});
   EXPECT_EQ(kp::parse("half_residual,half_residual"), unsigned{kp::kHalfResidual});
-  EXPECT_EQ(kp::names(kp::kAll), "warp_norm,packed_columns,lt_dgelu,half_residual");
+  EXPECT_EQ(kp::names(kp::kAll), "warp_norm,packed_columns,lt_dgelu,half_residual,classifier_rows");
+  EXPECT_EQ(kp::parse("classifier_rows"), unsigned{kp::kClassifierRows});
   EXPECT_EQ(kp::names(kp::kLtDgelu | kp::kWarpNorm), "warp_norm,lt_dgelu");
   EXPECT_EQ(kp::names(0), "");
   for (unsigned set = 0; set <= kp::kAll; ++set) EXPECT_EQ(kp::parse(kp::names(set)), set) << set;
@@ -23,5 +24,5 @@ TEST(KernelPaths, ParsesNamesAllAndEmpty) {
 
 TEST(KernelPaths, AnUnknownNameIsAnErrorNamingTheKnownOnes) {
   VOLT_EXPECT_ERROR(kp::parse("warp_norm,warpnorm"), "VOLT_DISABLE_KERNELS", "unknown kernel path 'warpnorm'",
-                    "warp_norm,packed_columns,lt_dgelu,half_residual", "or all");
+                    "warp_norm,packed_columns,lt_dgelu,half_residual,classifier_rows", "or all");
 }
