@@ -2,8 +2,8 @@
 // Switches for the newest kernel paths, read once from VOLT_DISABLE_KERNELS: a comma-separated list of the path
 // names below, or "all". Each path has an older fallback that computes the same result (to rounding) and that the
 // switch selects instead, so that a path misbehaving on a GPU it was never run on can be told apart from the rest
-// and routed around without a rebuild (scripts/gpu_check.sh reruns its GPT-2 benchmark with "all" when the first
-// run fails). Host-only; the ops and the CPU and CUDA backends ask before choosing a path.
+// and routed around without a rebuild (scripts/gpu_check.sh times its GPT-2 benchmark with "all" too, and keeps
+// "all" when the first run fails). Host-only; the ops and the CPU and CUDA backends ask before choosing a path.
 //   warp_norm       the warp-per-row LayerNorm kernels (kernels/cuda/warp_rows.cuh) -> the block-per-row kernels
 //   packed_columns  16-byte packs in the column reductions (sum_cols, bias_act_bwd) -> one column per thread
 //   lt_dgelu        fused_mlp's GELU backward in a cuBLASLt DGELU epilogue -> the product, then bias_act_bwd
