@@ -208,16 +208,17 @@ __global__ void classifier_fwd_kernel(acc_t<T>* loss_rows, T* grad, const T* log
   }
 }
 
-// ---- Rows held in registers: a GPT-2 vocabulary's row (32k to 55k f16/bf16 logits) is read once. --------------
+// ---- Rows held in registers: a GPT-2 vocabulary's row (32k to 53k f16/bf16 logits) is read once. --------------
 // The block kernel above reads each row twice: with eight 256-thread blocks per SM the rows in flight (100 KB each
 // for GPT-2's 50304 bf16 logits, 105 MB on 132 SMs) exceed the L2, so the second read likely goes back to memory
 // (by count; unmeasured). Here a block of kRowThreads loads its row's packs (up to kRowPacks 16-byte packs per
 // thread) into registers at once, takes the log-sum-exp from them and writes the gradient from them: one read and
 // one write per element. Same per-element math (nnmath::lse_push, fusedmath::classifier_grad); the merge order
-// differs from the block kernel's, so results agree to rounding. 768 threads at 80 registers (ptxas, sm_90: 8-12 bytes spilled) is one
-// block per SM with 110 KB of loads in flight; 1024 threads at 64 registers spilled more.
-constexpr int kRowThreads = 768;
-constexpr int kRowPacks = 9;
+// differs from the block kernel's, so results agree to rounding. 512 threads of 13 packs at 128 registers (ptxas,
+// sm_90: no spills) is one block per SM with 106 KB of loads in flight; 768 threads of 9 packs (80 registers) and
+// 1024 of 7 (64) spilled.
+constexpr int kRowThreads = 512;
+constexpr int kRowPacks = 13;
 
 // Merges (m, s) over the block: a warp butterfly (lse_merge), then the warps' results in warp 0; every thread gets
 // the block's. `sm`/`ss` hold one value per warp.
