@@ -84,8 +84,7 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
   const void* beta = c.dtype() == DType::f64 ? static_cast<const void*>(&beta_d) : &beta_f;
   // Column-major view: C^T (n, m) = op(B)^T (n, k) @ op(A)^T (k, m).
   const cublasOperation_t opb = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opa = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX && d.batch <= INT32_MAX,
-             "gemm (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
+  check_cublas_dims(d, "gemm");
   const int m = static_cast<int>(d.n), n = static_cast<int>(d.m), k = static_cast<int>(d.k);
   if (d.batch == 1) {
     VOLT_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, alpha, b.data_ptr(), type, static_cast<int>(d.ldb),
@@ -97,6 +96,11 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
         static_cast<int>(d.lda), d.stride_a, beta, c.data_ptr(), type, static_cast<int>(d.ldc), d.stride_c,
         static_cast<int>(d.batch), compute, CUBLAS_GEMM_DEFAULT));
   }
+}
+
+void check_cublas_dims(const GemmDesc& d, const char* op) {
+  VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX && d.batch <= INT32_MAX, op,
+             " (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
 }
 
 constexpr backend::LinalgKernels linalg_kernels{

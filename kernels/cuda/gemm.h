@@ -8,6 +8,8 @@
 namespace volt::cuda {
 
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c);
+// d's dimensions and batch fit cuBLAS's 32-bit ints; else a volt::Error naming `op` (e.g. "gemm").
+void check_cublas_dims(const GemmDesc& d, const char* op);
 void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
                     const Tensor& pre, Activation act);
 // Volt's GEMM for small f32 outputs (small_gemm.cu; kernels/common/small_gemm.h): whether it takes a product,

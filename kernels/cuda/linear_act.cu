@@ -309,8 +309,7 @@ void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
                     const Tensor& pre, Activation act) {
   if (d.m == 0 || d.n == 0) return;
   DeviceScope scope(c.device());
-  VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX,
-             "linear_act_fwd (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
+  check_cublas_dims(d, "linear_act_fwd");
   if (small_gemm_suits(d, c.dtype())) return linear_act_small(d, a, b, bias, c, pre, act);
   if (d.k > 0 && lt_forward(d, a, b, bias, c, pre, act)) return;
   GemmDesc g = d;
@@ -359,8 +358,7 @@ void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
                     const Tensor& saved, Activation act) {
   if (d.n == 0) return;
   DeviceScope scope(grad_pre.device());
-  VOLT_CHECK(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX,
-             "matmul_act_bwd (CUDA): dimensions (", d.m, ", ", d.n, ", ", d.k, ") exceed cuBLAS's 32-bit limit");
+  check_cublas_dims(d, "matmul_act_bwd");
   if (d.m > 0 && d.k > 0 && lt_backward(d, a, b, grad_pre, grad_bias, saved, act)) return;
   // The product, then bias_act_bwd over it in place (each element is loaded before it is overwritten).
   if (d.m > 0) {

@@ -165,7 +165,7 @@ std::pair<Tensor, Tensor> residual_layer_norm_for_matmul(const Tensor& x, const 
   const bool half_residual = xf.dtype() == DType::f32 && residual.dtype() == *md &&
                              !kernel_paths::disabled(kernel_paths::kHalfResidual);
   const Tensor rf = half_residual ? residual : fp32(residual);
-  const DType y_dt = xf.dtype() == DType::f32 && (rf.dtype() == DType::f32 || rf.dtype() == *md) ? *md : xf.dtype();
+  const DType y_dt = xf.dtype() == DType::f32 && (rf.dtype() == DType::f32 || half_residual) ? *md : xf.dtype();
   return residual_layer_norm_to(xf, rf, fp32(weight), fp32(bias), eps, y_dt);
 }
 
