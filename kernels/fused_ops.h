@@ -69,4 +69,31 @@ struct FusedCrossEntropyOptions {
 /// Out-of-range targets are an error on the CPU, NaN on CUDA.
 Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const FusedCrossEntropyOptions& options = {});
 
+struct LinearCrossEntropyOptions {
+  Reduction reduction = Reduction::Mean;  ///< Mean (over non-ignored rows) or Sum; None is refused
+  int64_t ignore_index = -100;            ///< rows with this target add nothing to the loss or the count
+  /// Rows of logits computed at a time. 0: the fewest equal chunks (a multiple of 64 rows) that keep each chunk's
+  /// logits within kLinearCrossEntropyChunkBytes.
+  int64_t chunk_rows = 0;
+  bool f32_loss = false;  ///< as FusedCrossEntropyOptions::f32_loss
+};
+inline constexpr int64_t kLinearCrossEntropyChunkBytes = int64_t{1} << 30;
+/// linear_cross_entropy: x (N, C) (floating), weight (V, C) and target (N) of int64 class indices. The loss equals
+/// fused_cross_entropy(linear(x, weight), target) (a language model's tied head and its loss), but the (N, V)
+/// logits never exist at once: rows are taken in chunks, and for each the product, the classifier (loss and
+/// d loss / d logits, in place) and both gradient products (dx rows = dlogits @ weight, and dweight += dlogits^T @ x
+/// rows) run in the forward, so memory holds one chunk of logits, dx (N, C) in the compute dtype and dweight (V, C)
+/// in f32 (f64 for f64) until the backward, which only scales them by the upstream gradient. The gradient of a
+/// chunk is written before the mean's 1 / count is applied (that factor joins the upstream gradient in the
+/// backward), so f16 gradients do not underflow as fused_cross_entropy's would.
+/// Under autocast x and weight are multiplied in its dtype, as linear does, with weight's copy made inside the op:
+/// weight's gradient is accumulated in f32 over the chunks and returned in weight's own dtype (an f32 master weight
+/// gets f32 without a cast node); outside autocast x and weight must have one dtype. The loss dtype follows
+/// fused_cross_entropy (f32 for half under autocast or with f32_loss). The gradient is formed in the forward, so the
+/// loss may be backpropagated once only and has no second derivative (both name the op). VOLT_DISABLE_KERNELS's
+/// chunked_head runs the composition instead (the whole logits, then fused_cross_entropy, f16 logits in f32).
+/// Out-of-range targets are an error on the CPU, NaN on CUDA.
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target,
+                            const LinearCrossEntropyOptions& options = {});
+
 }  // namespace volt

@@ -13,7 +13,8 @@ constexpr std::pair<const char*, Path> kNames[] = {{"warp_norm", kWarpNorm},
                                                     {"packed_columns", kPackedColumns},
                                                     {"lt_dgelu", kLtDgelu},
                                                     {"half_residual", kHalfResidual},
-                                                    {"classifier_rows", kClassifierRows}};
+                                                    {"classifier_rows", kClassifierRows},
+                                                    {"chunked_head", kChunkedHead}};
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");

@@ -33,8 +33,10 @@ struct GemmDesc {
 namespace volt::backend {
 
 struct LinalgKernels {
-  // C = alpha * op(A) @ op(B) + beta * C as described by d. Dispatch dtype: c's (CPU: f32/f64, the op computes
-  // f16/bf16 in f32; CUDA: floating, half types accumulate in f32).
+  // C = alpha * op(A) @ op(B) + beta * C as described by d. a and b have c's dtype, except that CUDA also takes
+  // f16/bf16 a and b (one dtype) with an f32 c, accumulated without rounding to half (linear_cross_entropy's weight
+  // gradient over row chunks). Dispatch dtype: c's (CPU: f32/f64, the op computes f16/bf16 in f32; CUDA:
+  // floating, half types accumulate in f32).
   Kernel<void(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c)> gemm;
   // The forward of a linear layer: c (m, n) = act(op(A) @ op(B) + bias), bias (n) broadcast over rows (undefined:
   // none). d as for gemm with batch 1, alpha 1, beta 0 and ldc = n (c contiguous). pre, when defined, is a

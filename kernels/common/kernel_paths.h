@@ -9,6 +9,8 @@
 //   lt_dgelu        fused_mlp's GELU backward in a cuBLASLt DGELU epilogue -> the product, then bias_act_bwd
 //   half_residual   residual_layer_norm_for_matmul reading a half residual as it is -> cast to f32 first
 //   classifier_rows fused_cross_entropy's CUDA rows held in registers (GPT-2's vocabulary) -> the block kernel
+//   chunked_head    linear_cross_entropy's row chunks, gradients formed in the forward -> the whole logits, then
+//                   fused_cross_entropy (GPT-2's head and loss, with their memory)
 #include <string>
 
 namespace volt::kernel_paths {
@@ -19,8 +21,10 @@ enum Path : unsigned {
   kLtDgelu = 1u << 2,
   kHalfResidual = 1u << 3,
   kClassifierRows = 1u << 4,
+  kChunkedHead = 1u << 5,
 };
-inline constexpr unsigned kAll = kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual | kClassifierRows;
+inline constexpr unsigned kAll =
+    kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual | kClassifierRows | kChunkedHead;
 
 // The paths a list names ("" or unset: none; "all": every one); whitespace around names is ignored. An unknown name
 // is a volt::Error naming it and the known ones.

@@ -1,7 +1,7 @@
 // CUDA GEMM through cuBLAS. Volt's matrices are row-major; cuBLAS is column-major, and a row-major (m, n)
 // matrix is the column-major (n, m) matrix of its transpose, so C = op(A) op(B) runs as C^T = op(B)^T op(A)^T
-// with the operands swapped and no data moved. Half types multiply in f32 (CUBLAS_COMPUTE_32F); f32 uses TF32
-// tensor cores only when set_allow_tf32(true).
+// with the operands swapped and no data moved. Half types multiply in f32 (CUBLAS_COMPUTE_32F), and f16/bf16
+// operands may accumulate into an f32 result; f32 uses TF32 tensor cores only when set_allow_tf32(true).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -62,7 +62,12 @@ cublasHandle_t handle_for(const Device& device) {
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
   if (d.m == 0 || d.n == 0) return;
   DeviceScope scope(c.device());
-  if (small_gemm_suits(d, c.dtype())) return gemm_small(d, a, b, c);
+  const bool mixed = a.dtype() != c.dtype();  // f16/bf16 operands accumulated into an f32 c
+  VOLT_CHECK(!mixed || (c.dtype() == DType::f32 && b.dtype() == a.dtype() &&
+                        (a.dtype() == DType::f16 || a.dtype() == DType::bf16)),
+             "gemm (CUDA): operands of dtype ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
+             " with a result of dtype ", dtype_name(c.dtype()), "; expected one dtype, or f16/bf16 operands and f32");
+  if (!mixed && small_gemm_suits(d, c.dtype())) return gemm_small(d, a, b, c);
   cublasHandle_t h = handle_for(c.device());
 
   cudaDataType_t type;
@@ -70,13 +75,15 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
   switch (c.dtype()) {
     case DType::f32:
       type = CUDA_R_32F;
-      compute = d.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      compute = d.allow_tf32 && !mixed ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       break;
     case DType::f16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
     case DType::bf16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
     case DType::f64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
     default: VOLT_FAIL("gemm (CUDA): dtype ", dtype_name(c.dtype()), " is not supported; expected a floating dtype");
   }
+  // The operands' type: c's, or f16/bf16 with an f32 c (cublasGemmEx's mixed-precision combinations).
+  const cudaDataType_t ab_type = !mixed ? type : a.dtype() == DType::f16 ? CUDA_R_16F : CUDA_R_16BF;
   // alpha/beta are in the compute type: double for f64, float otherwise.
   const float alpha_f = static_cast<float>(d.alpha), beta_f = static_cast<float>(d.beta);
   const double alpha_d = d.alpha, beta_d = d.beta;
@@ -87,12 +94,12 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
   check_cublas_dims(d, "gemm");
   const int m = static_cast<int>(d.n), n = static_cast<int>(d.m), k = static_cast<int>(d.k);
   if (d.batch == 1) {
-    VOLT_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, alpha, b.data_ptr(), type, static_cast<int>(d.ldb),
-                                   a.data_ptr(), type, static_cast<int>(d.lda), beta, c.data_ptr(), type,
+    VOLT_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, alpha, b.data_ptr(), ab_type, static_cast<int>(d.ldb),
+                                   a.data_ptr(), ab_type, static_cast<int>(d.lda), beta, c.data_ptr(), type,
                                    static_cast<int>(d.ldc), compute, CUBLAS_GEMM_DEFAULT));
   } else {
     VOLT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        h, opb, opa, m, n, k, alpha, b.data_ptr(), type, static_cast<int>(d.ldb), d.stride_b, a.data_ptr(), type,
+        h, opb, opa, m, n, k, alpha, b.data_ptr(), ab_type, static_cast<int>(d.ldb), d.stride_b, a.data_ptr(), ab_type,
         static_cast<int>(d.lda), d.stride_a, beta, c.data_ptr(), type, static_cast<int>(d.ldc), d.stride_c,
         static_cast<int>(d.batch), compute, CUBLAS_GEMM_DEFAULT));
   }

@@ -1,5 +1,6 @@
 // The fused ops of kernels/ops.h's "fused ops" section: argument checks, chunking and autograd formulas around the
-// kernels of kernels/backend/norm.h (residual_norm_*) and kernels/backend/loss.h (classifier_fwd).
+// kernels of kernels/backend/norm.h (residual_norm_*) and kernels/backend/loss.h (classifier_fwd), and with the
+// GEMM (kernels/ops/gemm_util.h) linear_cross_entropy's chunked head.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/gemm_util.h>
 #include <volt/kernels/ops/norm_out_op.h>
 
 namespace volt {
@@ -141,6 +143,30 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
   return {s, y};
 }
 
+
+// Class-index targets (contiguous i64) against v classes: checked on the host for CPU tensors, as cross_entropy
+// does; on CUDA a bad target gives NaN.
+void check_targets(const Tensor& tc, int64_t v, int64_t ignore_index, const char* op) {
+  if (tc.is_cuda()) return;
+  const int64_t* tp = static_cast<const int64_t*>(tc.data_ptr());
+  for (int64_t i = 0; i < tc.numel(); ++i)
+    VOLT_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < v), op, ": target value ", tp[i], " (at row ", i,
+               ") is out of range for ", v, " classes; expected 0 <= target < ", v, " or ignore_index (",
+               ignore_index, ")");
+}
+
+// 1 / (the number of counted rows) for a mean, 1 for a sum: a 0-d tensor of dtype `acc` on the targets' device,
+// computed there (no host sync).
+Tensor loss_scale(const Tensor& tc, Reduction reduction, int64_t ignore_index, DType acc) {
+  if (reduction != Reduction::Mean) return ones({}, acc, tc.device());
+  return div(ones({}, acc, tc.device()), cast(sum(ne(tc, static_cast<double>(ignore_index))), acc));
+}
+
+// The classifiers' loss dtype for a compute dtype t: f32 for f16/bf16 under autocast or with f32_loss, else t.
+DType loss_dtype(DType t, bool f32_loss) {
+  return (autocast_enabled() || f32_loss) && acc_dtype(t) != t ? acc_dtype(t) : t;
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
@@ -198,29 +224,19 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
              "forward pass for one scalar loss); use cross_entropy for per-row losses");
   VOLT_CHECK(opt.chunk_rows >= 0, op, ": chunk_rows must be >= 0 (0: one chunk), got ", opt.chunk_rows);
   Tensor tc = target.contiguous();
-  if (!tc.is_cuda()) {  // as cross_entropy: checked on the host for CPU tensors; on CUDA a bad target gives NaN
-    const int64_t* tp = static_cast<const int64_t*>(tc.data_ptr());
-    for (int64_t i = 0; i < n; ++i)
-      VOLT_CHECK(tp[i] == opt.ignore_index || (tp[i] >= 0 && tp[i] < v), op, ": target value ", tp[i], " (at row ",
-                 i, ") is out of range for ", v, " classes; expected 0 <= target < ", v, " or ignore_index (",
-                 opt.ignore_index, ")");
-  }
+  check_targets(tc, v, opt.ignore_index, op);
 
   const Device dev = logits.device();
   const DType T = logits.dtype(), A = acc_dtype(T);
   // Under autocast (or with f32_loss) a half loss is returned in f32 (the losses' autocast rule); the kernel reads
   // half logits in their dtype and computes in f32 either way, so the logits are not cast (the intended exception
   // to cross_entropy's fp32 autocast rule: no f32 copy of a large logits tensor) and the gradient keeps their dtype.
-  const DType out_dt = (autocast_enabled() || opt.f32_loss) && A != T ? A : T;
+  const DType out_dt = loss_dtype(T, opt.f32_loss);
   const bool need_grad = autograd::grad_enabled() && logits.requires_grad();
   Tensor lc = logits.detach().contiguous();
   const bool in_place = need_grad && opt.grad_in_logits && lc.data_ptr() == logits.data_ptr();
   Tensor grad = need_grad ? (in_place ? lc : empty({n, v}, T, dev)) : Tensor();
-  Tensor scale;  // 1 / (number of counted rows) for a mean, 1 for a sum; on the device, no host sync
-  if (opt.reduction == Reduction::Mean)
-    scale = div(ones({}, A, dev), cast(sum(ne(tc, static_cast<double>(opt.ignore_index))), A));
-  else
-    scale = ones({}, A, dev);
+  const Tensor scale = loss_scale(tc, opt.reduction, opt.ignore_index, A);
   const int64_t all = std::max<int64_t>(n, 1), chunk = opt.chunk_rows > 0 ? std::min(opt.chunk_rows, all) : all;
   Tensor total = zeros({}, A, dev), loss_rows = empty({chunk}, A, dev);
   for (int64_t row0 = 0; row0 < n; row0 += chunk) {
@@ -254,6 +270,133 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
       return std::vector<Tensor>{grad};
     });
   }
+  return loss;
+}
+
+
+namespace {
+
+void check_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                const LinearCrossEntropyOptions& opt) {
+  const char* op = "linear_cross_entropy";
+  VOLT_CHECK(x.defined() && weight.defined() && target.defined(), op, ": x, weight and target must all be defined");
+  VOLT_CHECK(is_floating(x.dtype()) && is_floating(weight.dtype()), op, ": x and weight must be floating point, got ",
+             dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));
+  VOLT_CHECK(target.dtype() == DType::i64, op, ": target must hold class indices of dtype int64, got ",
+             dtype_name(target.dtype()));
+  for (const Tensor* t : {&weight, &target})
+    VOLT_CHECK(t->device() == x.device(), op, ": ", t == &weight ? "weight" : "target", " is on ",
+               t->device().str(), " but x is on ", x.device().str(), "; expected one device");
+  VOLT_CHECK(x.dim() == 2 && weight.dim() == 2, op, ": x must be (N, C) and weight (V, C), got ", x.shape_str(),
+             " and ", weight.shape_str(), " (flatten x's leading dims first)");
+  VOLT_CHECK(weight.size(1) == x.size(1), op, ": x has ", x.size(1), " features but weight ", weight.shape_str(),
+             " expects ", weight.size(1), " (weight is (V, C), as a linear layer's)");
+  VOLT_CHECK(weight.size(0) > 0, op, ": weight has no classes (shape ", weight.shape_str(), ")");
+  VOLT_CHECK(target.shape() == Shape{x.size(0)}, op, ": target has shape ", target.shape_str(), " but x of shape ",
+             x.shape_str(), " needs ", shape_to_string(Shape{x.size(0)}));
+  VOLT_CHECK(opt.reduction != Reduction::None, op, ": reduction None is not fused (the gradient is written in the "
+             "forward pass for one scalar loss); use linear and cross_entropy for per-row losses");
+  VOLT_CHECK(opt.chunk_rows >= 0, op, ": chunk_rows must be >= 0 (0: chunks of at most ",
+             kLinearCrossEntropyChunkBytes, " bytes of logits), got ", opt.chunk_rows);
+}
+
+// Rows per chunk: the option, or the fewest equal chunks (rounded up to 64 rows) within the byte budget.
+int64_t chunk_rows_for(int64_t n, int64_t v, DType t, int64_t option) {
+  const int64_t all = std::max<int64_t>(n, 1);
+  if (option > 0) return std::min(option, all);
+  const int64_t bytes = n * v * static_cast<int64_t>(itemsize(t));
+  const int64_t chunks = std::max<int64_t>(1, (bytes + kLinearCrossEntropyChunkBytes - 1) /
+                                                  kLinearCrossEntropyChunkBytes);
+  const int64_t rows = (all + chunks - 1) / chunks;
+  return std::min(all, (rows + 63) / 64 * 64);
+}
+
+// What linear_cross_entropy's forward leaves for its backward: the loss's row sum and the unscaled gradients.
+struct HeadPass {
+  Tensor total, dx, dw;
+};
+
+// The chunk loop: for rows [row0, row0 + r) the logits (r, V) = x rows @ w^T into one reused buffer, the classifier
+// over them (gradient written in place, unscaled), then dx rows = dlogits @ w and dw (+)= dlogits^T @ x rows.
+HeadPass head_pass(const Tensor& xc, const Tensor& w, const Tensor& tc, int64_t ignore_index, int64_t rows,
+                   bool gx, bool gw) {
+  using linalg_detail::gemm_into;
+  const int64_t n = xc.size(0), c = xc.size(1), v = w.size(0);
+  const Device dev = xc.device();
+  const DType T = xc.dtype(), A = acc_dtype(T);
+  HeadPass p;
+  p.total = zeros({}, A, dev);
+  if (gx) p.dx = empty({n, c}, T, dev);
+  if (gw) p.dw = n == 0 ? zeros({v, c}, A, dev) : empty({v, c}, A, dev);
+  const Tensor buf = empty({rows, v}, T, dev), loss_rows = empty({rows}, A, dev), unit = ones({}, A, dev);
+  for (int64_t row0 = 0; row0 < n; row0 += rows) {
+    const int64_t r = std::min(rows, n - row0);
+    const Tensor lg = r == rows ? buf : buf.narrow(0, 0, r), part = r == rows ? loss_rows : loss_rows.narrow(0, 0, r);
+    const Tensor xr = xc.narrow(0, row0, r);
+    gemm_into(lg, xr, w, false, false, true);  // (r, C) @ (V, C)^T
+    backend::call<&backend::LossKernels::classifier_fwd>(dev, T, part, gx || gw ? lg : Tensor(), lg,
+                                                          tc.narrow(0, row0, r), unit, 0, r, v, ignore_index);
+    p.total = add(p.total, sum(part));
+    if (gx) gemm_into(p.dx.narrow(0, row0, r), lg, w, false);  // (r, V) @ (V, C)
+    if (gw) gemm_into(p.dw, lg, xr, row0 > 0, true, false);     // (r, V)^T @ (r, C), accumulated in A
+  }
+  return p;
+}
+
+// The composition linear_cross_entropy replaces (VOLT_DISABLE_KERNELS=chunked_head): the whole logits, then the
+// classifier over them with the gradient in their storage; f16 logits in f32 (their gradient would underflow).
+Tensor linear_then_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                 const LinearCrossEntropyOptions& opt) {
+  Tensor logits = linear(x, weight);
+  if (logits.dtype() == DType::f16) logits = logits.to(DType::f32);
+  FusedCrossEntropyOptions o;
+  o.reduction = opt.reduction;
+  o.ignore_index = opt.ignore_index;
+  o.grad_in_logits = true;
+  o.f32_loss = opt.f32_loss;
+  return fused_cross_entropy(logits, target, o);
+}
+
+}  // namespace
+
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target,
+                            const LinearCrossEntropyOptions& opt) {
+  trace::Range op_range(trace::Layer::op, "linear_cross_entropy");
+  check_linear_cross_entropy(x, weight, target, opt);
+  if (kernel_paths::disabled(kernel_paths::kChunkedHead)) return linear_then_cross_entropy(x, weight, target, opt);
+  // The product's dtype: autocast's for f32/f16/bf16 inputs (as linear), else the inputs' own, which must agree.
+  const Tensor xl = autocast_detail::lower(x);
+  const DType T = xl.dtype(), A = acc_dtype(T), wdt = weight.dtype();
+  const DType wt = autocast_detail::wants_lower(weight) ? autocast_state().dtype : wdt;
+  VOLT_CHECK(wt == T, "linear_cross_entropy: weight has dtype ", dtype_name(wdt), " but x has ",
+             dtype_name(x.dtype()), "; expected one floating dtype (cast one, or run under autocast)");
+  const Tensor tc = target.contiguous();
+  const Device dev = x.device();
+  check_targets(tc, weight.size(0), opt.ignore_index, "linear_cross_entropy");
+  const bool grad = autograd::grad_enabled(), gx = grad && xl.requires_grad(), gw = grad && weight.requires_grad();
+  const Tensor w = (wdt == T ? weight.detach() : weight.detach().to(T)).contiguous();
+  const int64_t rows = chunk_rows_for(x.size(0), weight.size(0), T, opt.chunk_rows);
+  HeadPass p = head_pass(xl.detach().contiguous(), w, tc, opt.ignore_index, rows, gx, gw);
+  // The mean's 1 / count for the loss; for the gradients 1 / max(count, 1): with no counted row the loss is 0 / 0
+  // (NaN) and every gradient 0, which the unscaled ones already are.
+  const Tensor one = ones({}, A, dev), count = cast(sum(ne(tc, static_cast<double>(opt.ignore_index))), A);
+  const bool mean = opt.reduction == Reduction::Mean;
+  Tensor loss = cast(mean ? div(p.total, count) : p.total, loss_dtype(T, opt.f32_loss));
+  if (!gx && !gw) return loss;
+  const Tensor grad_scale = mean ? div(one, maximum(count, one)) : one;
+  auto used = std::make_shared<bool>(false);
+  // First-order only: the logits the gradient came from are gone (a second derivative through it names the op).
+  autograd::attach(std::vector<Tensor>{loss}, "LinearCrossEntropyBackward", {xl, weight},
+                   [=, dx = p.dx, dw = p.dw](const std::vector<Tensor>& grads) {
+    VOLT_CHECK(!*used, "linear_cross_entropy: a second backward through a loss whose gradients were formed in the "
+               "forward; backpropagate it once");
+    *used = true;
+    // The upstream gradient times the mean's 1 / count (the chunks' gradients were written unscaled), in A.
+    const Tensor coef = mul(cast(grads[0], A).reshape({}), grad_scale).contiguous();
+    if (dx.defined()) backend::call<&backend::OptimKernels::scale_by>(dev, T, std::vector<Tensor>{dx}, coef);
+    if (dw.defined()) backend::call<&backend::OptimKernels::scale_by>(dev, A, std::vector<Tensor>{dw}, coef);
+    return std::vector<Tensor>{dx, dw.defined() && dw.dtype() != wdt ? dw.to(wdt) : dw};
+  });
   return loss;
 }
 

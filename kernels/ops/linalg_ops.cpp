@@ -9,6 +9,7 @@
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/derivatives.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/gemm_util.h>
 
 namespace volt {
 
@@ -65,10 +66,6 @@ Operand operand(const Tensor& t) {
   return o;
 }
 
-// out (batch..., n, m), contiguous = op(a) (batch..., n, k) @ op(b) (batch..., k, m) [+ out when accumulate],
-// op(t) = t, or its last-two-dims transpose when ta/tb (saves building a transposed view per call).
-// a and b are only read (never recorded), have out's dtype and device, and already have out's batch dims
-// (possibly expanded).
 // One (unbatched, beta 0) product out (m, n) = op(A) (m, k) @ op(B) (k, n) of row-major operands.
 GemmDesc gemm_desc(const Operand& A, const Operand& B, int64_t m, int64_t k, int64_t n) {
   GemmDesc d;
@@ -85,9 +82,16 @@ GemmDesc gemm_desc(const Operand& A, const Operand& B, int64_t m, int64_t k, int
   return d;
 }
 
-void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta = false,
-               bool tb = false) {
+}  // namespace
+
+namespace linalg_detail {
+
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta, bool tb) {
   if (out.numel() == 0) return;
+  if (a.dtype() != out.dtype() && !out.is_cuda()) {  // half operands, f32 out: only CUDA's GEMM takes the mix
+    gemm_into(out, a.detach().to(out.dtype()), b.detach().to(out.dtype()), accumulate, ta, tb);
+    return;
+  }
   if (backend::half_through_f32<&backend::LinalgKernels::gemm>(out.device(), out.dtype())) {
     // The CPU computes half-precision products in f32 and rounds once.
     Tensor o32 = accumulate ? out.to(DType::f32) : empty(out.shape(), DType::f32);
@@ -110,6 +114,12 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch));
   backend::call<&backend::LinalgKernels::gemm>(out.device(), out.dtype(), d, A.t, B.t, out);
 }
+
+}  // namespace linalg_detail
+
+namespace {
+
+using linalg_detail::gemm_into;
 
 // 2-D out (n, m) = op(a) @ op(b), for the linear layer's three products.
 Tensor mm2(const Tensor& a, const Tensor& b, bool ta, bool tb) {

@@ -186,43 +186,43 @@ void GPT2::reset_parameters(Generator* gen) {
   transformer.ln_f.reset_parameters();
 }
 
+Tensor GPT2::hidden(const Tensor& idx) {
+  VOLT_CHECK(idx.defined() && idx.dim() == 2 && (idx.dtype() == DType::i64 || idx.dtype() == DType::i32),
+             "GPT2::forward: idx must be (B, T) i64 or i32 tokens, got ",
+             idx.defined() ? idx.shape_str() + " " + dtype_name(idx.dtype()) : std::string("undefined"));
+  const int64_t T = idx.size(1);
+  VOLT_CHECK(T > 0 && T <= config.block_size, "GPT2::forward: sequence length ", T,
+             " must be in [1, block_size = ", config.block_size, "]");
+  Tensor x = add(transformer.wte(idx), transformer.wpe(arange(T, DType::i64, idx.device())));  // (B, T, C)
+  // The residual stream is x + m: each block's MLP output m is added by the next norm (GPT2Block::
+  // forward_pending). A recomputed block takes and returns the sum (one tensor kept per block).
+  Tensor m;
+  const bool recompute = recompute_enabled(*this);
+  for (auto& b : transformer.blocks) {
+    if (recompute)
+      x = nn::recompute(*b, x);
+    else
+      std::tie(x, m) = b->call_scoped([&] { return b->forward_pending(x, m); });
+  }
+  return residual_norm_for_matmul(transformer.ln_f, x, m).second;
+}
+
 Tensor GPT2::forward(const Tensor& idx) {
-  return call_scoped([&] {
-    VOLT_CHECK(idx.defined() && idx.dim() == 2 && (idx.dtype() == DType::i64 || idx.dtype() == DType::i32),
-               "GPT2::forward: idx must be (B, T) i64 or i32 tokens, got ",
-               idx.defined() ? idx.shape_str() + " " + dtype_name(idx.dtype()) : std::string("undefined"));
-    const int64_t T = idx.size(1);
-    VOLT_CHECK(T > 0 && T <= config.block_size, "GPT2::forward: sequence length ", T,
-               " must be in [1, block_size = ", config.block_size, "]");
-    Tensor x = add(transformer.wte(idx), transformer.wpe(arange(T, DType::i64, idx.device())));  // (B, T, C)
-    // The residual stream is x + m: each block's MLP output m is added by the next norm (GPT2Block::
-    // forward_pending). A recomputed block takes and returns the sum (one tensor kept per block).
-    Tensor m;
-    const bool recompute = recompute_enabled(*this);
-    for (auto& b : transformer.blocks) {
-      if (recompute)
-        x = nn::recompute(*b, x);
-      else
-        std::tie(x, m) = b->call_scoped([&] { return b->forward_pending(x, m); });
-    }
-    const Tensor h = residual_norm_for_matmul(transformer.ln_f, x, m).second;
-    return linear(h, transformer.wte.weight);  // (B, T, V)
-  });
+  return call_scoped([&] { return linear(hidden(idx), transformer.wte.weight); });  // (B, T, V)
 }
 
 Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
   VOLT_CHECK(targets.defined() && targets.dim() == 2 && targets.shape() == idx.shape(),
              "GPT2::loss: targets must have the shape of idx ", idx.shape_str(), ", got ",
              targets.defined() ? targets.shape_str() : std::string("undefined"));
-  Tensor logits = forward(idx);
-  // The fused classifier: loss and gradient in one pass over the logits, the gradient written over them (the
-  // logits are not used again), no softmax tensor. bf16 logits are read as they are (no f32 copy): the classifier
-  // computes in f32, writes the gradient in bf16 and returns an f32 loss. f16 logits are still cast to f32: their
-  // gradient (about 1 / (B * T * V) per element) is written before the backward applies the upstream gradient,
-  // and in f16 it would underflow to zero before a GradScaler's loss scale could lift it.
-  if (logits.dtype() == DType::f16) logits = logits.to(DType::f32);
-  return fused_cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}).to(DType::i64),
-                             {.grad_in_logits = true, .f32_loss = true});
+  // The tied head and the loss in one op (kernels/fused_ops.h): chunks of rows, each chunk's logits, loss and
+  // gradients formed and its logits dropped, so the (B * T, V) logits are never held; the classifier reads half
+  // logits as they are and computes in f32. Inside the model's call scope, as forward's head is (FSDP gathers wte).
+  return call_scoped([&] {
+    const Tensor h = hidden(idx);
+    return linear_cross_entropy(h.reshape({-1, config.n_embd}), transformer.wte.weight,
+                                targets.reshape({-1}).to(DType::i64), {.f32_loss = true});
+  });
 }
 
 void GPT2::save(const std::string& path) const {

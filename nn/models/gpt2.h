@@ -126,10 +126,10 @@ class GPT2 : public Module {
   explicit GPT2(const GPT2Config& config, Generator* gen = nullptr);
   /// idx (B, T) i64 or i32 with 0 < T <= block_size and every token in [0, vocab_size) -> logits (B, T, V).
   Tensor forward(const Tensor& idx);
-  /// Mean cross-entropy of forward(idx) against targets (B, T) i64 over all B*T positions, computed in fp32
-  /// (fused_cross_entropy reads bf16 logits as they are, computes in f32 and writes their gradient in bf16 over
-  /// them; f16 logits are cast to f32 first, as their gradient would underflow in f16). A 0-d tensor, f32 for
-  /// f16/bf16 logits.
+  /// Mean cross-entropy of forward(idx)'s logits against targets (B, T) i64 over all B*T positions, computed in
+  /// fp32, without the (B, T, V) logits: linear_cross_entropy (kernels/fused_ops.h) takes the head and the loss
+  /// over chunks of rows of at most 1 GiB of logits and forms the head's and ln_f's output gradients in the
+  /// forward. A 0-d tensor, f32 for f16/bf16 compute. Backpropagate it once.
   Tensor loss(const Tensor& idx, const Tensor& targets);
   /// Re-draws every parameter with GPT-2's init (see the file comment).
   void reset_parameters(Generator* gen = nullptr);
@@ -156,6 +156,10 @@ class GPT2 : public Module {
 
   const GPT2Config config;
   GPT2Transformer transformer;
+
+ private:
+  /// ln_f's output (B, T, C) for idx, in the matmul dtype under autocast (forward's checks included).
+  Tensor hidden(const Tensor& idx);
 };
 
 }  // namespace volt::nn

@@ -121,7 +121,10 @@ TEST(GPT2, ForwardShapeAndLoss) {
 }
 
 // bf16 logits go to the classifier as they are (no f32 copy): the loss is f32, and every parameter's gradient is bit
-// for bit what the former path gave (logits cast to f32, the f32 gradient cast back to bf16 by the cast's backward).
+// for bit what the composition gives (logits cast to f32, fused_cross_entropy, the gradient cast back to bf16 by the
+// cast's backward). GPT2::loss's linear_cross_entropy writes each chunk's logit gradient before the mean's 1 / 8
+// and accumulates the head's weight gradient in f32; with 8 rows that factor is a power of two, exact in any
+// rounding, and one chunk's f32 sum is the product's own, so nothing differs.
 TEST(GPT2, Bf16LogitsNeedNoF32Copy) {
   manual_seed(5);
   nn::GPT2 m(small_config());

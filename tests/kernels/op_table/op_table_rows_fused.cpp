@@ -1,7 +1,8 @@
 // Op table rows (see op_table.h): the fused ops of kernels/ops/fused_ops.cpp. residual_layer_norm's two outputs are
 // concatenated, so the harness's random weighting of the output sends a gradient into s along both of its paths
 // (through y, and as the residual stream itself). The long and many-row cases reach the CUDA kernels' strided
-// block loops; the chunked classifier rows cover a last chunk shorter than the others.
+// block loops; the chunked classifier rows cover a last chunk shorter than the others, and linear_cross_entropy's
+// rows chunks of one row, a short last chunk and many classes (its weight gradient summed over 3 chunks).
 #include "kernels/op_table/op_table.h"
 #include <volt/kernels/fused_ops.h>
 
@@ -21,6 +22,17 @@ Tensor targets_with_ignored() { return from_vector<int64_t>({2, -1, 0, 4, -1, 1,
 
 FusedCrossEntropyOptions opts(Reduction red, int64_t ignore, int64_t chunk) {
   FusedCrossEntropyOptions o;
+  o.reduction = red;
+  o.ignore_index = ignore;
+  o.chunk_rows = chunk;
+  return o;
+}
+
+// linear_cross_entropy's gradients are formed in the forward from logits that are then dropped.
+const char* const kHeadFirstOrder = "the gradients are formed in the forward, from logits not kept";
+
+LinearCrossEntropyOptions head_opts(Reduction red, int64_t ignore, int64_t chunk) {
+  LinearCrossEntropyOptions o;
   o.reduction = red;
   o.ignore_index = ignore;
   o.chunk_rows = chunk;
@@ -81,6 +93,27 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
   r.push_back(row("fused_cross_entropy_many_rows", FWD(fused_cross_entropy(x[0], x[1], opts(Reduction::Sum, -100, 64))),
                   {U({300, 9}, -3, 3), Index({300}, 9)})
                   .tol(4)
+                  .no_gradcheck());
+
+  // ---- linear_cross_entropy ------------------------------------------------------------------------------------
+  r.push_back(row("linear_cross_entropy", FWD(linear_cross_entropy(x[0], x[1], x[2])),
+                  {U({6, 4}, -1, 1), U({5, 4}, -1, 1), Index({6}, 5)})
+                  .tol(4)
+                  .first_order_only(kHeadFirstOrder));
+  r.push_back(row("linear_cross_entropy_sum_ignored_chunked",
+                  FWD(linear_cross_entropy(x[0], x[1], x[2], head_opts(Reduction::Sum, -1, 3))),
+                  {U({7, 3}, -1, 1), U({5, 3}, -1, 1), Custom(targets_with_ignored)})
+                  .tol(4)
+                  .first_order_only(kHeadFirstOrder));
+  r.push_back(row("linear_cross_entropy_mean_ignored_rows",
+                  FWD(linear_cross_entropy(x[0], x[1], x[2], head_opts(Reduction::Mean, -1, 1))),
+                  {U({7, 3}, -1, 1), U({5, 3}, -1, 1), Custom(targets_with_ignored)})
+                  .tol(4)
+                  .first_order_only(kHeadFirstOrder));
+  r.push_back(row("linear_cross_entropy_many_classes",
+                  FWD(linear_cross_entropy(x[0], x[1], x[2], head_opts(Reduction::Mean, -100, 16))),
+                  {U({40, 24}, -1, 1), U({700, 24}, -1, 1), Index({40}, 700)})
+                  .tol(6)
                   .no_gradcheck());
 });
 
