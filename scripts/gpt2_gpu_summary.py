@@ -61,6 +61,8 @@ def main():
         "attention": bf16.get("attention") if bf16 else None,
         "kernel_paths_disabled": "all" if fallbacks else "",
         "new_paths_speedup": None if fallbacks else ratio(tps(bf16), tps(older)),
+        # The same step's peak memory with every switchable path off (the head's chunks among them).
+        "fallbacks_peak_mem_gib": older.get("peak_mem_gib") if older else None,
         "trainer_tokens_per_s": {k: ttps(v) for k, v in trainer.items()},
         "ddp1_vs_single": ratio(ttps(trainer["ddp"]), ttps(trainer["single_device"])),
         "zero1_vs_single": ratio(ttps(trainer["zero1"]), ttps(trainer["single_device"])),

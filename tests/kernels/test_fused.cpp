@@ -8,6 +8,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "common/fused_test_util.h"
 #include "common/gradcheck.h"
 #include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/fused_ops.h>
@@ -16,22 +17,12 @@
 #include <volt/runtime/cuda_api.h>
 
 using namespace volt;
+using volt::testing::expect_all_near;
+using volt::testing::leaf;
 using volt::testing::rand_f64;
+using volt::testing::targets;
 
 namespace {
-
-Tensor leaf(const Tensor& t) {
-  Tensor c = t.detach().clone();
-  c.set_requires_grad(true);
-  return c;
-}
-
-void expect_all_near(const Tensor& a, const Tensor& b, double atol, double rtol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
-  for (size_t i = 0; i < va.size(); ++i)
-    ASSERT_NEAR(va[i], vb[i], atol + rtol * std::abs(vb[i])) << what << ", element " << i;
-}
 
 void expect_equal(const Tensor& a, const Tensor& b, const std::string& what) { expect_all_near(a, b, 0, 0, what); }
 
@@ -434,12 +425,6 @@ TEST(ResidualLayerNorm, BadArgumentsNameTheProblem) {
   VOLT_EXPECT_ERROR(residual_layer_norm(x, Tensor()), "must both be defined");
   if (cuda_device_count() > 0)
     VOLT_EXPECT_ERROR(residual_layer_norm(x, r.to(cuda_device(0))), "residual is on cuda:0", "x is on cpu");
-}
-
-Tensor targets(int64_t n, int64_t v, uint64_t seed, bool with_ignored) {
-  std::vector<int64_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) t[i] = (with_ignored && i % 4 == 1) ? -1 : static_cast<int64_t>((i * 7 + seed) % v);
-  return from_vector<int64_t>(t, {n});
 }
 
 FusedCrossEntropyOptions ce_opts(Reduction red, int64_t ignore, int64_t chunk = 0, bool in_place = false) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/fused_test_util.h"
 #include "common/gradcheck.h"
 #include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/fused_ops.h>
@@ -16,38 +17,12 @@
 #include <volt/runtime/cuda_api.h>
 
 using namespace volt;
+using volt::testing::expect_all_near;
+using volt::testing::leaf;
 using volt::testing::rand_f64;
+using volt::testing::targets;
 
 namespace {
-
-Tensor leaf(const Tensor& t) {
-  Tensor c = t.detach().clone();
-  c.set_requires_grad(true);
-  return c;
-}
-
-// |a - b| <= atol + rtol * |b| elementwise.
-void expect_all_near(const Tensor& a, const Tensor& b, double atol, double rtol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
-  for (size_t i = 0; i < va.size(); ++i)
-    ASSERT_NEAR(va[i], vb[i], atol + rtol * std::abs(vb[i])) << what << ", element " << i;
-}
-
-// Targets in [0, v), every fourth row (from row 1) the ignored class -1 when with_ignored.
-Tensor targets(int64_t n, int64_t v, int64_t seed, bool with_ignored) {
-  std::vector<int64_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) t[i] = (with_ignored && i % 4 == 1) ? -1 : static_cast<int64_t>((i * 7 + seed) % v);
-  return from_vector<int64_t>(t, {n});
-}
-
-LinearCrossEntropyOptions lce_opts(Reduction red, int64_t ignore, int64_t chunk) {
-  LinearCrossEntropyOptions o;
-  o.reduction = red;
-  o.ignore_index = ignore;
-  o.chunk_rows = chunk;
-  return o;
-}
 
 // Loss, x's and weight's gradients equal linear() then cross_entropy()'s, for mean and sum, with ignored rows, in
 // one chunk, several (the last one short) and single rows, under an upstream gradient other than 1.
@@ -61,7 +36,7 @@ TEST(LinearCrossEntropy, EqualsLinearThenCrossEntropy) {
         const Tensor x0 = rand_f64({13, 8}, 40, -1, 1).to(dt), w0 = rand_f64({37, 8}, 41, -1, 1).to(dt);
         const Tensor t = targets(13, 37, 3, true);
         Tensor x = leaf(x0), w = leaf(w0), xr = leaf(x0), wr = leaf(w0);
-        Tensor loss = linear_cross_entropy(x, w, t, lce_opts(red, -1, chunk));
+        Tensor loss = linear_cross_entropy(x, w, t, {.reduction = red, .ignore_index = -1, .chunk_rows = chunk});
         Tensor ref = cross_entropy(linear(xr, wr), t, red, -1);
         EXPECT_EQ(loss.dtype(), dt);
         expect_all_near(loss, ref, tol, tol, "loss");
@@ -88,7 +63,7 @@ TEST(LinearCrossEntropy, AutocastKeepsTheMasterWeightsGradientInF32) {
     Tensor x = leaf(x0), w = leaf(w0);
     {
       AutocastGuard ac(true, dt);
-      Tensor loss = linear_cross_entropy(x, w, t, lce_opts(Reduction::Mean, -100, 40));
+      Tensor loss = linear_cross_entropy(x, w, t, {.chunk_rows = 40});
       EXPECT_EQ(loss.dtype(), DType::f32) << "a loss under autocast is f32";
       loss.backward();
     }
@@ -108,12 +83,12 @@ TEST(LinearCrossEntropy, ChunkingChangesNothingButRounding) {
   const Tensor x0 = rand_f64({21, 6}, 44), w0 = rand_f64({9, 6}, 45);
   const Tensor t = targets(21, 9, 2, true);
   Tensor x1 = leaf(x0), w1 = leaf(w0);
-  Tensor whole = linear_cross_entropy(x1, w1, t, lce_opts(Reduction::Mean, -1, 0));
+  Tensor whole = linear_cross_entropy(x1, w1, t, {.ignore_index = -1});
   whole.backward();
   for (int64_t chunk : {1, 4, 20, 21, 50}) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     Tensor x = leaf(x0), w = leaf(w0);
-    Tensor loss = linear_cross_entropy(x, w, t, lce_opts(Reduction::Mean, -1, chunk));
+    Tensor loss = linear_cross_entropy(x, w, t, {.ignore_index = -1, .chunk_rows = chunk});
     loss.backward();
     expect_all_near(loss, whole, 1e-14, 1e-14, "loss");
     expect_all_near(x.grad(), x1.grad(), 1e-14, 1e-13, "x's gradient");
@@ -130,7 +105,7 @@ TEST(LinearCrossEntropy, HoldsOneChunkOfLogits) {
   const Tensor t = targets(n, v, 4, false);
   const int64_t before = memory_stats(kCPU).allocated;
   reset_peak_memory_stats(kCPU);
-  Tensor loss = linear_cross_entropy(x, w, t, lce_opts(Reduction::Mean, -100, chunk));
+  Tensor loss = linear_cross_entropy(x, w, t, {.chunk_rows = chunk});
   const int64_t peak = memory_stats(kCPU).peak_allocated - before, held = memory_stats(kCPU).allocated - before;
   const int64_t grads = (n * c + v * c) * 4, logits = n * v * 4, one_chunk = chunk * v * 4;
   std::printf("linear_cross_entropy: peak %lld bytes over the inputs, %lld held for the backward (chunk of logits "
@@ -195,8 +170,8 @@ TEST(LinearCrossEntropy, BadArgumentsNameTheProblem) {
   VOLT_EXPECT_ERROR(linear_cross_entropy(x, rand_f64({6, 4}, 58), t), "x has 3 features", "(6, 4)");
   VOLT_EXPECT_ERROR(linear_cross_entropy(x, w.to(DType::f32), t), "weight has dtype float32", "float64");
   VOLT_EXPECT_ERROR(linear_cross_entropy(x.to(DType::i64), w, t), "floating point", "int64");
-  VOLT_EXPECT_ERROR(linear_cross_entropy(x, w, t, lce_opts(Reduction::None, -100, 0)), "reduction None");
-  VOLT_EXPECT_ERROR(linear_cross_entropy(x, w, t, lce_opts(Reduction::Mean, -100, -1)), "chunk_rows must be >= 0");
+  VOLT_EXPECT_ERROR(linear_cross_entropy(x, w, t, {.reduction = Reduction::None}), "reduction None");
+  VOLT_EXPECT_ERROR(linear_cross_entropy(x, w, t, {.chunk_rows = -1}), "chunk_rows must be >= 0");
   if (cuda_device_count() > 0)
     VOLT_EXPECT_ERROR(linear_cross_entropy(x, w.to(cuda_device(0)), t), "weight is on cuda:0", "x is on cpu");
 }
@@ -214,8 +189,8 @@ TEST(LinearCrossEntropyCuda, MatchesTheCpu) {
     Tensor lc, lg;
     {
       AutocastGuard ac(dt != DType::f32, dt == DType::f32 ? DType::bf16 : dt);
-      lc = linear_cross_entropy(xc, wc, t, lce_opts(Reduction::Mean, -1, 40));
-      lg = linear_cross_entropy(xg, wg, t.to(cuda_device(0)), lce_opts(Reduction::Mean, -1, 40));
+      lc = linear_cross_entropy(xc, wc, t, {.ignore_index = -1, .chunk_rows = 40});
+      lg = linear_cross_entropy(xg, wg, t.to(cuda_device(0)), {.ignore_index = -1, .chunk_rows = 40});
     }
     const double tol = dt == DType::f32 ? 1e-5 : 1e-3;
     expect_all_near(lg.cpu(), lc, 0, tol, "loss, CUDA vs CPU");

@@ -31,14 +31,6 @@ FusedCrossEntropyOptions opts(Reduction red, int64_t ignore, int64_t chunk) {
 // linear_cross_entropy's gradients are formed in the forward from logits that are then dropped.
 const char* const kHeadFirstOrder = "the gradients are formed in the forward, from logits not kept";
 
-LinearCrossEntropyOptions head_opts(Reduction red, int64_t ignore, int64_t chunk) {
-  LinearCrossEntropyOptions o;
-  o.reduction = red;
-  o.ignore_index = ignore;
-  o.chunk_rows = chunk;
-  return o;
-}
-
 const bool kRows = add_rows([](std::vector<OpRow>& r) {
   // ---- residual_layer_norm -------------------------------------------------------------------------------------
   r.push_back(row("residual_layer_norm", FWD(both(residual_layer_norm(x[0], x[1], x[2], x[3]))),
@@ -101,17 +93,17 @@ const bool kRows = add_rows([](std::vector<OpRow>& r) {
                   .tol(4)
                   .first_order_only(kHeadFirstOrder));
   r.push_back(row("linear_cross_entropy_sum_ignored_chunked",
-                  FWD(linear_cross_entropy(x[0], x[1], x[2], head_opts(Reduction::Sum, -1, 3))),
+                  FWD(linear_cross_entropy(x[0], x[1], x[2], {Reduction::Sum, -1, 3})),
                   {U({7, 3}, -1, 1), U({5, 3}, -1, 1), Custom(targets_with_ignored)})
                   .tol(4)
                   .first_order_only(kHeadFirstOrder));
   r.push_back(row("linear_cross_entropy_mean_ignored_rows",
-                  FWD(linear_cross_entropy(x[0], x[1], x[2], head_opts(Reduction::Mean, -1, 1))),
+                  FWD(linear_cross_entropy(x[0], x[1], x[2], {Reduction::Mean, -1, 1})),
                   {U({7, 3}, -1, 1), U({5, 3}, -1, 1), Custom(targets_with_ignored)})
                   .tol(4)
                   .first_order_only(kHeadFirstOrder));
   r.push_back(row("linear_cross_entropy_many_classes",
-                  FWD(linear_cross_entropy(x[0], x[1], x[2], head_opts(Reduction::Mean, -100, 16))),
+                  FWD(linear_cross_entropy(x[0], x[1], x[2], {Reduction::Mean, -100, 16})),
                   {U({40, 24}, -1, 1), U({700, 24}, -1, 1), Index({40}, 700)})
                   .tol(6)
                   .no_gradcheck());
