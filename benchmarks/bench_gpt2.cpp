@@ -2,7 +2,8 @@
 // 2-D weights) in a hand-written loop, at the model, batch, sequence length and precision of
 // ../shared/anchors/gpt2_torch.py, on uniform random tokens. After --warmup steps it times --repeats runs of
 // --steps steps (each between two device synchronisations) and prints one JSON line: ms_per_step min/median/max
-// over the runs, tokens_per_s and mfu at the median, and the peak tensor memory of the timed steps.
+// over the runs, tokens_per_s and mfu at the median, the peak tensor memory of the timed steps, and the memory the
+// allocator holds from the device after them (tensors and its cache of free blocks).
 //
 //   build/benchmarks/bench_gpt2 --model 124M --batch 16 --seq 1024 --precision bf16-mixed --accelerator gpu
 //   build-cpu/benchmarks/bench_gpt2 --model tiny --batch 4 --seq 64 --vocab 256 --accelerator cpu
@@ -159,14 +160,16 @@ int main(int argc, char** argv) {
     std::printf("{\"impl\":\"volt\",\"device\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                 "\"precision\":\"%s\",\"ms_per_step\":%.3f,\"ms_per_step_min\":%.3f,\"ms_per_step_max\":%.3f,"
                 "\"repeats\":%lld,\"steps\":%lld,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,\"mfu\":%s,"
-                "\"peak_tflops\":%g,\"peak_mem_gib\":%.3f,\"peak_mem_bytes\":%lld,\"recompute\":%s,"
+                "\"peak_tflops\":%g,\"peak_mem_gib\":%.3f,\"peak_mem_bytes\":%lld,\"reserved_mem_gib\":%.3f,"
+                "\"recompute\":%s,"
                 "\"first_loss\":%.4f,\"last_loss\":%.4f,\"attention\":\"%s\",\"attention_note\":\"%s\"%s}\n",
                 device.str().c_str(), model_name.c_str(), static_cast<long long>(model.num_parameters()),
                 static_cast<long long>(batch), static_cast<long long>(seq), precision.c_str(), median, sorted.front(),
                 sorted.back(), static_cast<long long>(repeats), static_cast<long long>(steps), tokens_per_s, flops,
                 mfu.c_str(), peak_tflops, static_cast<double>(memory_stats(device).peak_allocated) / (1 << 30),
-                static_cast<long long>(memory_stats(device).peak_allocated), recompute ? "true" : "false", first_loss,
-                last_loss.item(), sdpa_path_summary(attn).c_str(), attn_note.c_str(), loss_list.c_str());
+                static_cast<long long>(memory_stats(device).peak_allocated),
+                static_cast<double>(memory_stats(device).reserved) / (1 << 30), recompute ? "true" : "false",
+                first_loss, last_loss.item(), sdpa_path_summary(attn).c_str(), attn_note.c_str(), loss_list.c_str());
   } catch (const std::exception& e) {
     std::cerr << "bench_gpt2: " << e.what() << "\n";
     return 1;
