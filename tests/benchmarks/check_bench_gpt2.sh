@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# bench_gpt2's JSON line on the CPU (tiny model, a few seconds): --repeats 3 gives min <= median <= max with
+# ms_per_step the median, the memory fields are present (peak_mem_gib, peak_mem_bytes, reserved_mem_gib), and the
+# same step with VOLT_DISABLE_KERNELS=chunked_head (GPT-2's head as linear, then fused_cross_entropy) starts from
+# the same loss: the chunked head changes memory, not the model.
+# Usage: check_bench_gpt2.sh <bench_gpt2>
+set -euo pipefail
+bench="$1"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_check_lib.sh"
+args=(--accelerator cpu --model tiny --vocab 512 --batch 4 --seq 32 --precision bf16-mixed --steps 2 --warmup 1
+      --repeats 3)
+new="$(run "$bench" "${args[@]}" | grep '^{')"
+old="$(VOLT_DISABLE_KERNELS=chunked_head run "$bench" "${args[@]}" | grep '^{')"
+python3 - "$new" "$old" <<'PY'
+import json, sys
+new, old = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for k in ("ms_per_step", "ms_per_step_min", "ms_per_step_max", "tokens_per_s", "peak_mem_gib", "peak_mem_bytes",
+          "reserved_mem_gib", "first_loss", "last_loss"):
+    if k not in new or new[k] is None:
+        sys.exit(f"FAIL: no {k} in {new}")
+if not new["ms_per_step_min"] <= new["ms_per_step"] <= new["ms_per_step_max"] or new["repeats"] != 3:
+    sys.exit(f"FAIL: ms_per_step not the median of 3 runs: {new}")
+if not (new["peak_mem_bytes"] > 0 and new["reserved_mem_gib"] >= 0):
+    sys.exit(f"FAIL: memory fields: {new}")
+if abs(new["first_loss"] - old["first_loss"]) > 1e-4 * abs(old["first_loss"]):
+    sys.exit(f"FAIL: first loss {new['first_loss']} with the chunked head, {old['first_loss']} without")
+print(f"ok: {new['ms_per_step']:.1f} ms/step (min {new['ms_per_step_min']:.1f}, max {new['ms_per_step_max']:.1f}), "
+      f"first loss {new['first_loss']} both ways, peak {new['peak_mem_bytes']} bytes "
+      f"({old['peak_mem_bytes']} with chunked_head off)")
+PY
