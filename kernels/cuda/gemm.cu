@@ -63,8 +63,8 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) 
   if (d.m == 0 || d.n == 0) return;
   DeviceScope scope(c.device());
   const bool mixed = a.dtype() != c.dtype();  // f16/bf16 operands accumulated into an f32 c
-  VOLT_CHECK(!mixed || (c.dtype() == DType::f32 && b.dtype() == a.dtype() &&
-                        (a.dtype() == DType::f16 || a.dtype() == DType::bf16)),
+  VOLT_CHECK(b.dtype() == a.dtype() &&
+                 (!mixed || (c.dtype() == DType::f32 && (a.dtype() == DType::f16 || a.dtype() == DType::bf16))),
              "gemm (CUDA): operands of dtype ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
              " with a result of dtype ", dtype_name(c.dtype()), "; expected one dtype, or f16/bf16 operands and f32");
   if (!mixed && small_gemm_suits(d, c.dtype())) return gemm_small(d, a, b, c);

@@ -300,15 +300,16 @@ void check_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Ten
              kLinearCrossEntropyChunkBytes, " bytes of logits), got ", opt.chunk_rows);
 }
 
-// Rows per chunk: the option, or the fewest equal chunks (rounded up to 64 rows) within the byte budget.
+// Rows per chunk: the option, or the fewest equal chunks within the byte budget, rounded up to a multiple of 64
+// rows where the budget holds 64 rows or more (the budget's row count is rounded down to 64 first, so the
+// rounding up never leaves it).
 int64_t chunk_rows_for(int64_t n, int64_t v, DType t, int64_t option) {
   const int64_t all = std::max<int64_t>(n, 1);
   if (option > 0) return std::min(option, all);
-  const int64_t bytes = n * v * static_cast<int64_t>(itemsize(t));
-  const int64_t chunks = std::max<int64_t>(1, (bytes + kLinearCrossEntropyChunkBytes - 1) /
-                                                  kLinearCrossEntropyChunkBytes);
-  const int64_t rows = (all + chunks - 1) / chunks;
-  return std::min(all, (rows + 63) / 64 * 64);
+  const int64_t cap = std::max<int64_t>(1, kLinearCrossEntropyChunkBytes / (v * static_cast<int64_t>(itemsize(t))));
+  const int64_t cap64 = cap >= 64 ? cap / 64 * 64 : cap;
+  const int64_t chunks = (all + cap64 - 1) / cap64, rows = (all + chunks - 1) / chunks;
+  return std::min(all, cap >= 64 ? (rows + 63) / 64 * 64 : rows);
 }
 
 // What linear_cross_entropy's forward leaves for its backward: the loss's row sum and the unscaled gradients.

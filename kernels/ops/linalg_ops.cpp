@@ -88,7 +88,7 @@ namespace linalg_detail {
 
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta, bool tb) {
   if (out.numel() == 0) return;
-  if (a.dtype() != out.dtype() && !out.is_cuda()) {  // half operands, f32 out: only CUDA's GEMM takes the mix
+  if ((a.dtype() != out.dtype() || b.dtype() != out.dtype()) && !out.is_cuda()) {  // only CUDA's GEMM takes a mix
     gemm_into(out, a.detach().to(out.dtype()), b.detach().to(out.dtype()), accumulate, ta, tb);
     return;
   }
