@@ -273,7 +273,6 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
   return loss;
 }
 
-
 namespace {
 
 void check_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target,
