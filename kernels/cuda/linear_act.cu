@@ -243,8 +243,8 @@ bool lt_types(const GemmDesc& d, DType dt, cudaDataType_t& type, cublasComputeTy
 
 // One cuBLASLt matmul c = op(A) @ op(B) of row-major operands as d describes them (make_plan swaps them into
 // cuBLASLt's column-major order) with epilogue `epi`, its bias (or bias gradient) pointer `bias` and aux
-// (pre-activation) pointer `aux` set on the plan's descriptor for this call. False when the heuristics found no algorithm or the matmul turned it down
-// (nothing ran; the caller falls back).
+// (pre-activation) pointer `aux` set on the plan's descriptor for this call. False when the heuristics found no
+// algorithm or the matmul turned it down (nothing ran; the caller falls back).
 bool lt_run(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, cublasLtEpilogue_t epi,
             void* bias, void* aux) {
   cudaDataType_t type;

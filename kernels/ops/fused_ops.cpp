@@ -143,7 +143,6 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
   return {s, y};
 }
 
-
 // Class-index targets (contiguous i64) against v classes: checked on the host for CPU tensors, as cross_entropy
 // does; on CUDA a bad target gives NaN.
 void check_targets(const Tensor& tc, int64_t v, int64_t ignore_index, const char* op) {
@@ -155,11 +154,16 @@ void check_targets(const Tensor& tc, int64_t v, int64_t ignore_index, const char
                ignore_index, ")");
 }
 
-// 1 / (the number of counted rows) for a mean, 1 for a sum: a 0-d tensor of dtype `acc` on the targets' device,
-// computed there (no host sync).
+// The number of rows whose target is not ignore_index: a 0-d tensor of dtype `acc` on the targets' device, counted
+// there (no host sync).
+Tensor counted_rows(const Tensor& tc, int64_t ignore_index, DType acc) {
+  return cast(sum(ne(tc, static_cast<double>(ignore_index))), acc);
+}
+
+// 1 / (the number of counted rows) for a mean, 1 for a sum, as counted_rows.
 Tensor loss_scale(const Tensor& tc, Reduction reduction, int64_t ignore_index, DType acc) {
   if (reduction != Reduction::Mean) return ones({}, acc, tc.device());
-  return div(ones({}, acc, tc.device()), cast(sum(ne(tc, static_cast<double>(ignore_index))), acc));
+  return div(ones({}, acc, tc.device()), counted_rows(tc, ignore_index, acc));
 }
 
 // The classifiers' loss dtype for a compute dtype t: f32 for f16/bf16 under autocast or with f32_loss, else t.
@@ -379,7 +383,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   HeadPass p = head_pass(xl.detach().contiguous(), w, tc, opt.ignore_index, rows, gx, gw);
   // The mean's 1 / count for the loss; for the gradients 1 / max(count, 1): with no counted row the loss is 0 / 0
   // (NaN) and every gradient 0, which the unscaled ones already are.
-  const Tensor one = ones({}, A, dev), count = cast(sum(ne(tc, static_cast<double>(opt.ignore_index))), A);
+  const Tensor one = ones({}, A, dev), count = counted_rows(tc, opt.ignore_index, A);
   const bool mean = opt.reduction == Reduction::Mean;
   Tensor loss = cast(mean ? div(p.total, count) : p.total, loss_dtype(T, opt.f32_loss));
   if (!gx && !gw) return loss;
