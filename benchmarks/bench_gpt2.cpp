@@ -20,16 +20,25 @@
 //   bench_gpt2 --model 124M --batch 8 --steps 50 --warmup 0 --repeats 1 --init init.safetensors \
 //       --tokens tokens.bin --losses
 //
+// --replay-allocator (CPU only) records the run's allocations, from the model's construction on, and replays them
+// through the CUDA caching allocator's policy and the whole-block policy it replaced (benchmarks/alloc_replay.h):
+// "replay_*" fields give each one's peak over the timed steps and what it holds at the end, in GiB, beside the
+// peak of the bytes the tensors asked for.
+//   bench_gpt2 --accelerator cpu --model 124M --batch 4 --seq 256 --steps 1 --warmup 1 --repeats 1 --replay-allocator
+//
 // MFU = flops_per_token (6N + 6LCT, nn::GPT2::flops_per_token) x tokens/s over the device's dense bf16 peak:
 // --peak-tflops, else 989 for compute capability 9.0 (H100/H200 SXM) and 312 for 8.0 (A100); null otherwise.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "alloc_replay.h"
 
 #include <volt/data/token_shard.h>
 #include <volt/kernels/sdpa_path.h>
@@ -48,7 +57,7 @@ int main(int argc, char** argv) {
   int64_t batch = 16, seq = 1024, vocab = 50304, steps = 20, warmup = 5, repeats = 3;
   double peak_tflops = 0;
   uint64_t seed = 1337;
-  bool recompute = false, losses = false;
+  bool recompute = false, losses = false, replay_allocator = false;
   std::string init_path, tokens_path;
   CLI::App app{"Volt GPT-2 training-step benchmark"};
   app.add_option("--model", model_name, "tiny | 124M | 350M | 774M");
@@ -68,6 +77,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", tokens_path, "token stream to train on (GPT-2 token shard) instead of random tokens")
       ->check(CLI::ExistingFile);
   app.add_flag("--losses", losses, "add every step's loss to the JSON line (one device synchronisation per step)");
+  app.add_flag("--replay-allocator", replay_allocator,
+               "CPU only: replay the run's allocations through the CUDA caching allocator's policy and the one it "
+               "replaced (replay_* fields)");
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = accelerator == "gpu" ? cuda_device(0) : kCPU;
@@ -76,6 +88,10 @@ int main(int argc, char** argv) {
       const int cc = cuda_compute_capability(0);
       peak_tflops = cc == 90 ? 989.0 : cc == 80 ? 312.0 : 0.0;
     }
+    if (replay_allocator && device.is_cuda())
+      throw std::invalid_argument("--replay-allocator replays a CPU run's allocations; use --accelerator cpu");
+    std::unique_ptr<bench::AllocationReplay> replay;
+    if (replay_allocator) replay = std::make_unique<bench::AllocationReplay>();
     manual_seed(seed);
     nn::GPT2 model(nn::gpt2_config(model_name, vocab, std::max<int64_t>(1024, seq)));
     if (!init_path.empty()) model.load(init_path);
@@ -126,6 +142,7 @@ int main(int argc, char** argv) {
     synchronize(device);
     const double first_loss = warmup > 0 ? last_loss.item() : 0.0;
     reset_peak_memory_stats(device);
+    if (replay) replay->mark();
     reset_sdpa_stats();
     std::vector<double> ms;
     for (int64_t r = 0; r < repeats; ++r) {
@@ -144,15 +161,27 @@ int main(int argc, char** argv) {
     std::string mfu = "null";
     if (peak_tflops > 0) mfu = std::to_string(flops * tokens_per_s / (peak_tflops * 1e12));
     const SdpaStats attn = sdpa_stats();
-    std::string loss_list;  // ,"losses":[...] with --losses
+    std::string extra;  // ,"losses":[...] with --losses; the replay_* fields with --replay-allocator
     if (losses) {
-      loss_list = ",\"losses\":[";
+      extra = ",\"losses\":[";
       for (size_t i = 0; i < step_losses.size(); ++i) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%s%.6f", i ? "," : "", step_losses[i]);
-        loss_list += buf;
+        extra += buf;
       }
-      loss_list += "]";
+      extra += "]";
+    }
+    if (replay) {
+      const bench::AllocationReplay::Result rr = replay->replay();
+      const double gib = 1 << 30;
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    ",\"replay_requested_peak_gib\":%.4f,\"replay_split_peak_gib\":%.4f,"
+                    "\"replay_split_reserved_gib\":%.4f,\"replay_whole_peak_gib\":%.4f,"
+                    "\"replay_whole_reserved_gib\":%.4f",
+                    rr.requested_peak / gib, rr.split_peak / gib, rr.split_reserved / gib, rr.whole_peak / gib,
+                    rr.whole_reserved / gib);
+      extra += buf;
     }
     std::string attn_note;  // JSON-escaped: quotes and backslashes out
     for (char c : attn.last_fallback_reason)
@@ -169,7 +198,7 @@ int main(int argc, char** argv) {
                 mfu.c_str(), peak_tflops, static_cast<double>(memory_stats(device).peak_allocated) / (1 << 30),
                 static_cast<long long>(memory_stats(device).peak_allocated),
                 static_cast<double>(memory_stats(device).reserved) / (1 << 30), recompute ? "true" : "false",
-                first_loss, last_loss.item(), sdpa_path_summary(attn).c_str(), attn_note.c_str(), loss_list.c_str());
+                first_loss, last_loss.item(), sdpa_path_summary(attn).c_str(), attn_note.c_str(), extra.c_str());
   } catch (const std::exception& e) {
     std::cerr << "bench_gpt2: " << e.what() << "\n";
     return 1;

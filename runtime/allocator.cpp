@@ -73,6 +73,8 @@ void count_alloc(size_t nbytes) {
   c.num_allocs.fetch_add(1);
 }
 
+std::atomic<detail::AllocationObserver*> g_cpu_observer{nullptr};
+
 std::shared_ptr<void> cpu_allocate(size_t nbytes) {
   const bool cacheable = nbytes >= kCacheMin;
   const size_t size = cacheable ? CpuBlockCache::bucket(nbytes) : (nbytes + 63) / 64 * 64;
@@ -83,13 +85,19 @@ std::shared_ptr<void> cpu_allocate(size_t nbytes) {
     cpu_counters().num_system_allocs.fetch_add(1);
   }
   count_alloc(nbytes);
+  if (auto* o = g_cpu_observer.load(std::memory_order_acquire)) o->allocated(p, nbytes);
   return std::shared_ptr<void>(p, [nbytes, size, cacheable](void* q) {
+    if (auto* o = g_cpu_observer.load(std::memory_order_acquire)) o->freed(q);
     cpu_counters().allocated.fetch_sub(static_cast<int64_t>(nbytes));
     if (!cacheable || !cpu_cache().give(q, size)) std::free(q);
   });
 }
 
 }  // namespace
+
+void detail::set_cpu_allocation_observer(AllocationObserver* observer) {
+  g_cpu_observer.store(observer, std::memory_order_release);
+}
 
 std::shared_ptr<void> allocate(Device device, size_t nbytes) {
   if (device.is_cuda()) {
@@ -142,16 +150,30 @@ void empty_cache(Device device) {
 
 size_t CachingAllocator::round_size(size_t nbytes) { return (nbytes + 511) / 512 * 512; }
 
+size_t CachingAllocator::segment_size(size_t size) {
+  if (size <= kSmallRequest) return kSmallSegment;
+  if (size < kMidRequest) return kMidSegment;
+  return (size + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
 CachingAllocator::~CachingAllocator() {
-  // Live blocks belong to tensors that outlive the allocator only at process exit; leave them be.
-  for (auto& [size, p] : free_blocks_) raw_free_(p);
-  for (auto& [size, b] : free_side_) raw_free_(b.ptr);
-  for (auto& [id, blocks] : private_free_)
-    for (auto& [size, p] : blocks) raw_free_(p);
+  // Live blocks belong to tensors that outlive the allocator only at process exit: their segments stay.
+  for (Block* head : segments_) {
+    bool in_use = false;
+    for (Block* b = head; b != nullptr; b = b->next) in_use = in_use || b->live;
+    if (in_use) continue;
+    raw_free_(head->ptr);
+    for (Block* b = head; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+  }
 }
 
 namespace {
-// Best fit, but never a block more than twice the request (it would strand memory).
+// A side block is a whole segment: the best fit, but never one more than twice the request (it would strand
+// memory).
 template <class Map>
 typename Map::iterator best_fit(Map& blocks, size_t size) {
   auto it = blocks.lower_bound(size);
@@ -159,11 +181,12 @@ typename Map::iterator best_fit(Map& blocks, size_t size) {
 }
 }  // namespace
 
-void* CachingAllocator::system_alloc_locked(size_t size, size_t nbytes) {
+CachingAllocator::Block* CachingAllocator::new_segment_locked(size_t size, size_t nbytes, bool small,
+                                                             uint64_t pool) {
   void* p = raw_alloc_(size);
   // Out of memory: drop the cache and retry, except during a private pool (a CUDA graph capture, where the raw
   // free, cudaFree, must not run).
-  if (p == nullptr && active_pool_ == 0 && (!free_blocks_.empty() || !free_side_.empty())) {
+  if (p == nullptr && active_pool_ == 0) {
     drop_cache_locked();
     p = raw_alloc_(size);
   }
@@ -175,94 +198,164 @@ void* CachingAllocator::system_alloc_locked(size_t size, size_t nbytes) {
              stats_.allocated, " bytes in use, ", stats_.reserved, " reserved)");
   stats_.reserved += static_cast<int64_t>(size);
   stats_.num_system_allocs++;
-  return p;
+  Block* b = new Block;
+  b->ptr = static_cast<char*>(p);
+  b->size = size;
+  b->small = small;
+  b->pool = pool;
+  segments_.insert(b);
+  return b;
 }
 
-void CachingAllocator::mark_live_locked(void* p, size_t size, uint64_t pool) {
-  live_[p] = LiveBlock{size, pool};
-  stats_.allocated += static_cast<int64_t>(size);
+CachingAllocator::Block* CachingAllocator::take_locked(size_t size, size_t nbytes, uint64_t pool) {
+  const bool small = size <= kSmallRequest;
+  FreeSet& free_set = small ? pool_locked(pool).small : pool_locked(pool).large;
+  Block key;
+  key.size = size;
+  Block* b = nullptr;
+  if (auto it = free_set.lower_bound(&key); it != free_set.end()) {
+    b = *it;
+    free_set.erase(it);
+  } else {
+    b = new_segment_locked(segment_size(size), nbytes, small, pool);
+  }
+  // Split off what the request leaves, when that is worth a block of its own (a large block's spare MiB stays
+  // with it, as a small request never takes a large block).
+  const size_t rest = b->size - size;
+  if (small ? rest >= 512 : rest > kSmallRequest) {
+    Block* r = new Block;
+    r->ptr = b->ptr + size;
+    r->size = rest;
+    r->prev = b;
+    r->next = b->next;
+    r->small = b->small;
+    r->pool = b->pool;
+    if (b->next != nullptr) b->next->prev = r;
+    b->next = r;
+    b->size = size;
+    free_set.insert(r);
+  }
+  return b;
+}
+
+void CachingAllocator::mark_live_locked(Block* b, uint64_t pool) {
+  b->live = true;
+  b->pool = pool;
+  live_[b->ptr] = b;
+  stats_.allocated += static_cast<int64_t>(b->size);
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   stats_.num_allocs++;
 }
 
 void* CachingAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  size_t size = round_size(nbytes);
+  const size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> l(mu_);
   const uint64_t pool = active_pool_ != 0 && std::this_thread::get_id() == pool_thread_ ? active_pool_ : 0;
-  auto& free_list = pool != 0 ? private_free_.at(pool) : free_blocks_;
-  void* p = nullptr;
-  if (auto it = best_fit(free_list, size); it != free_list.end()) {
-    size = it->first;
-    p = it->second;
-    free_list.erase(it);
-  } else {
-    p = system_alloc_locked(size, nbytes);
-  }
-  mark_live_locked(p, size, pool);
-  return p;
+  Block* b = take_locked(size, nbytes, pool);
+  mark_live_locked(b, pool);
+  return b->ptr;
 }
 
 CachingAllocator::SideBlock CachingAllocator::allocate_side(size_t nbytes) {
-  SideBlock b;
-  if (nbytes == 0) return b;
-  size_t size = round_size(nbytes);
+  SideBlock sb;
+  if (nbytes == 0) return sb;
+  const size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> l(mu_);
-  if (active_pool_ != 0) {
-    b.ptr = system_alloc_locked(size, nbytes);
-  } else if (auto it = best_fit(free_side_, size); it != free_side_.end()) {
-    size = it->first;
-    b.ptr = it->second.ptr;
-    b.wait_for = std::move(it->second.last_reader);
+  Block* b = nullptr;
+  auto it = active_pool_ == 0 ? best_fit(free_side_, size) : free_side_.end();
+  if (it != free_side_.end()) {
+    b = it->second;
+    sb.wait_for = std::move(b->last_reader);
+    b->last_reader = nullptr;
     free_side_.erase(it);
   } else {
-    b.ptr = system_alloc_locked(size, nbytes);
+    b = new_segment_locked(size, nbytes, size <= kSmallRequest, 0);
+    b->side = true;
   }
   // Only the capturing thread's blocks belong to the graph's pool (as in allocate): another thread's upload
   // during a capture stays an ordinary side block.
-  mark_live_locked(b.ptr, size, std::this_thread::get_id() == pool_thread_ ? active_pool_ : 0);
+  mark_live_locked(b, std::this_thread::get_id() == pool_thread_ ? active_pool_ : 0);
+  sb.ptr = b->ptr;
+  return sb;
+}
+
+CachingAllocator::Block* CachingAllocator::release_live_locked(void* ptr, const char* what) {
+  auto it = live_.find(ptr);
+  VOLT_ASSERT(it != live_.end(), "CachingAllocator::", what, " of a pointer it did not allocate");
+  Block* b = it->second;
+  live_.erase(it);
+  b->live = false;
+  stats_.allocated -= static_cast<int64_t>(b->size);
+  // Its own pool while that is reserved, else the active pool (which adopts it), else the general pool.
+  if (b->pool == 0 || !private_free_.count(b->pool)) b->pool = active_pool_;
   return b;
 }
 
-std::pair<size_t, uint64_t> CachingAllocator::release_live_locked(void* ptr, const char* what) {
-  auto it = live_.find(ptr);
-  VOLT_ASSERT(it != live_.end(), "CachingAllocator::", what, " of a pointer it did not allocate");
-  const LiveBlock b = it->second;
-  live_.erase(it);
-  stats_.allocated -= static_cast<int64_t>(b.size);
-  // Its own pool while that is reserved, else the active pool (which adopts it), else the general pool.
-  if (b.pool != 0 && private_free_.count(b.pool)) return {b.size, b.pool};
-  return {b.size, active_pool_};
+void CachingAllocator::insert_free_locked(Block* b) {
+  // The side flag goes: a side block that reaches a compute pool (adopted by a private pool) is an ordinary one.
+  b->side = false;
+  b->last_reader = nullptr;
+  FreeSet& free_set = pool_locked(b->pool).of(b);
+  auto mergeable = [b](const Block* n) { return n != nullptr && !n->live && !n->side && n->pool == b->pool; };
+  if (Block* p = b->prev; mergeable(p)) {
+    free_set.erase(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next != nullptr) b->next->prev = p;
+    delete b;
+    b = p;
+  }
+  if (Block* n = b->next; mergeable(n)) {
+    free_set.erase(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next != nullptr) n->next->prev = b;
+    delete n;
+  }
+  free_set.insert(b);
 }
 
 void CachingAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> l(mu_);
-  auto [size, pool] = release_live_locked(ptr, "free");
-  (pool != 0 ? private_free_.at(pool) : free_blocks_).emplace(size, ptr);
+  insert_free_locked(release_live_locked(ptr, "free"));
 }
 
 void CachingAllocator::free_side(void* ptr, Fence last_reader) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> l(mu_);
-  auto [size, pool] = release_live_locked(ptr, "free_side");
+  Block* b = release_live_locked(ptr, "free_side");
   // A private pool's blocks are reused only in the captured stream's order: the fence is not needed there.
-  if (pool != 0) private_free_.at(pool).emplace(size, ptr);
-  else free_side_.emplace(size, FreeSide{ptr, std::move(last_reader)});
+  if (b->pool != 0 || !b->side) {
+    insert_free_locked(b);
+    return;
+  }
+  b->last_reader = std::move(last_reader);
+  free_side_.emplace(b->size, b);
 }
 
 void CachingAllocator::drop_cache_locked() {
   // The raw free (cudaFree) waits for the device, so a side block's pending reader is done before it goes.
-  // Private pools keep their free blocks: their graphs still write them.
-  for (auto& [size, p] : free_blocks_) {
-    raw_free_(p);
-    stats_.reserved -= static_cast<int64_t>(size);
+  // Only wholly free segments go; private pools keep their free blocks (their graphs still write them).
+  auto drop = [this](Block* b) {
+    raw_free_(b->ptr);
+    stats_.reserved -= static_cast<int64_t>(b->size);
+    segments_.erase(b);
+    delete b;
+  };
+  for (FreeSet* set : {&general_.small, &general_.large}) {
+    for (auto it = set->begin(); it != set->end();) {
+      Block* b = *it;
+      if (b->prev != nullptr || b->next != nullptr) {
+        ++it;
+        continue;
+      }
+      it = set->erase(it);
+      drop(b);
+    }
   }
-  free_blocks_.clear();
-  for (auto& [size, b] : free_side_) {
-    raw_free_(b.ptr);
-    stats_.reserved -= static_cast<int64_t>(size);
-  }
+  for (auto& [size, b] : free_side_) drop(b);
   free_side_.clear();
 }
 
@@ -291,8 +384,15 @@ void CachingAllocator::release_private_pool(uint64_t id) {
   if (id == active_pool_) active_pool_ = 0;
   auto it = private_free_.find(id);
   if (it == private_free_.end()) return;
-  free_blocks_.merge(it->second);
+  std::vector<Block*> moved(it->second.small.begin(), it->second.small.end());
+  moved.insert(moved.end(), it->second.large.begin(), it->second.large.end());
   private_free_.erase(it);
+  // Into the general pool, merged with its free neighbours there (a neighbour still in the pool merges when
+  // its own turn comes, as it then finds this one general).
+  for (Block* b : moved) {
+    b->pool = 0;
+    insert_free_locked(b);
+  }
 }
 
 uint64_t CachingAllocator::active_private_pool() const {

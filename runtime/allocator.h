@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -48,8 +49,30 @@ void reset_peak_memory_stats(Device device);
 /// Returns cached, unused blocks to the system (the driver for a GPU).
 void empty_cache(Device device);
 
-/// A size-bucketed block cache over a raw allocator. Device-agnostic so that its bookkeeping is tested on
-/// the CPU; the CUDA backend instantiates it over cudaMalloc/cudaFree.
+namespace detail {
+/// Sees every CPU storage allocation and release while it is set (bench_gpt2 --replay-allocator records a CPU
+/// step's allocations with it to replay them through the CUDA caching allocator's policy). Called on whichever
+/// thread allocates or frees, so an observer serialises itself.
+struct AllocationObserver {
+  virtual ~AllocationObserver() = default;
+  virtual void allocated(const void* ptr, size_t nbytes) = 0;
+  virtual void freed(const void* ptr) = 0;
+};
+/// nullptr stops observing. The observer must outlive every call made while it was set.
+void set_cpu_allocation_observer(AllocationObserver* observer);
+}  // namespace detail
+
+/// A block cache over a raw allocator that splits and coalesces. Device-agnostic so that its bookkeeping is tested
+/// on the CPU; the CUDA backend instantiates it over cudaMalloc/cudaFree.
+///  - Sizes round up to 512 bytes. A request of at most 1 MiB (kSmallRequest) is carved from 2 MiB segments
+///    (kSmallSegment) kept for small blocks; a larger one from a cached large block, else from a fresh segment:
+///    20 MiB (kMidSegment) shared by requests under 10 MiB, or the request rounded up to 2 MiB.
+///  - The smallest free block that holds the request serves it; what is left over is split off as a free block
+///    of its own when it is at least 512 bytes (small blocks) or more than 1 MiB (large ones). So a tensor holds
+///    its size, not a cached block up to twice it, and `allocated` counts what tensors hold.
+///  - A freed block merges with its free neighbours in the same segment (and pool); empty_cache() returns the
+///    segments that are wholly free.
+///  - Side blocks (allocate_side) are whole segments, never split: a recycled one carries its reader's fence.
 class CachingAllocator {
  public:
   using RawAlloc = std::function<void*(size_t)>;
@@ -80,6 +103,13 @@ class CachingAllocator {
   MemoryStats stats() const;
   void reset_peak();
   static size_t round_size(size_t nbytes);
+  static constexpr size_t kSmallRequest = size_t(1) << 20;  ///< requests up to this share small segments
+  static constexpr size_t kSmallSegment = size_t(2) << 20;  ///< a small-block segment's size
+  static constexpr size_t kMidRequest = size_t(10) << 20;   ///< larger requests below this share mid segments
+  static constexpr size_t kMidSegment = size_t(20) << 20;   ///< a mid segment's size
+  static constexpr size_t kLargeRound = size_t(2) << 20;    ///< a larger block's fresh segment rounds up to this
+  /// The segment a fresh compute allocation of `size` (already rounded) takes from the raw allocator.
+  static size_t segment_size(size_t size);
 
   /// Private pools (CUDA graph capture, runtime/cuda_graph.h). From begin_private_pool() to end_private_pool()
   /// every allocate() is served from a new pool: its own free blocks, else a fresh block from the raw allocator;
@@ -103,25 +133,46 @@ class CachingAllocator {
   RawAlloc raw_alloc_;
   RawFree raw_free_;
   mutable std::mutex mu_;
-  struct FreeSide {
-    void* ptr;
-    Fence last_reader;
+  // One block of a segment (a raw allocation): segments are chains of blocks in address order.
+  struct Block {
+    char* ptr = nullptr;
+    size_t size = 0;
+    Block* prev = nullptr;  ///< the block below in the same segment (nullptr: the segment's start)
+    Block* next = nullptr;  ///< the block above
+    bool live = false;
+    bool small = false;     ///< carved from a small segment (or a side segment of at most kSmallRequest)
+    bool side = false;      ///< a side segment, live or cached in the side pool: never split or merged
+    uint64_t pool = 0;      ///< private pool that owns it, 0 for none
+    Fence last_reader;      ///< a cached side block's last reader
   };
-  struct LiveBlock {
-    size_t size;
-    uint64_t pool;  ///< private pool that owns it, 0 for none
+  struct BySize {
+    bool operator()(const Block* a, const Block* b) const {
+      return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+    }
   };
-  // A fresh block; outside a private pool drops the general cache once when out of memory.
-  void* system_alloc_locked(size_t size, size_t nbytes);
-  void mark_live_locked(void* p, size_t size, uint64_t pool);
+  using FreeSet = std::set<Block*, BySize>;
+  struct Pool {
+    FreeSet small, large;
+    FreeSet& of(const Block* b) { return b->small ? small : large; }
+  };
+  Pool& pool_locked(uint64_t id) { return id != 0 ? private_free_.at(id) : general_; }
+  // A fresh segment of `size` bytes for a request of `nbytes`; outside a private pool drops the general cache
+  // once when out of memory.
+  Block* new_segment_locked(size_t size, size_t nbytes, bool small, uint64_t pool);
+  // Takes the best-fitting free block of `pool` for `size` (or a fresh segment) and splits off the rest.
+  Block* take_locked(size_t size, size_t nbytes, uint64_t pool);
+  void mark_live_locked(Block* b, uint64_t pool);
+  // Puts the free block `b` into its pool's free set, merged with its free neighbours of the same pool.
+  void insert_free_locked(Block* b);
   void drop_cache_locked();
-  // Takes `ptr` out of live_; returns its size and the pool whose free list it joins (0: the general one).
-  std::pair<size_t, uint64_t> release_live_locked(void* ptr, const char* what);
+  // Takes `ptr` out of live_; returns its block, its pool set to the one whose free set it joins (0: general).
+  Block* release_live_locked(void* ptr, const char* what);
 
-  std::multimap<size_t, void*> free_blocks_;  ///< size -> block (compute pool)
-  std::multimap<size_t, FreeSide> free_side_;  ///< size -> block and its last reader (side pool)
-  std::map<void*, LiveBlock> live_;           ///< block -> size and owner (every pool)
-  std::map<uint64_t, std::multimap<size_t, void*>> private_free_;  ///< pool id -> its free blocks
+  Pool general_;                                ///< the compute pool
+  std::multimap<size_t, Block*> free_side_;     ///< size -> cached side block (its fence on the block)
+  std::map<void*, Block*> live_;                ///< block start -> block (every pool)
+  std::map<uint64_t, Pool> private_free_;       ///< pool id -> its free blocks
+  std::set<Block*> segments_;                   ///< every segment's first block
   uint64_t active_pool_ = 0;
   std::thread::id pool_thread_;  ///< the thread that opened the active pool: only its allocations come from it
   uint64_t next_pool_id_ = 1;

@@ -2,7 +2,8 @@
 # bench_gpt2's JSON line on the CPU (tiny model, a few seconds): --repeats 3 gives min <= median <= max with
 # ms_per_step the median, the memory fields are present (peak_mem_gib, peak_mem_bytes, reserved_mem_gib), and the
 # same step with VOLT_DISABLE_KERNELS=chunked_head (GPT-2's head as linear, then fused_cross_entropy) starts from
-# the same loss: the chunked head changes memory, not the model.
+# the same loss: the chunked head changes memory, not the model. With --replay-allocator the replay_* fields are
+# there, the replayed requests peak where the CPU allocator's own peak is, and neither policy's peak is below it.
 # Usage: check_bench_gpt2.sh <bench_gpt2>
 set -euo pipefail
 bench="$1"
@@ -11,9 +12,16 @@ args=(--accelerator cpu --model tiny --vocab 512 --batch 4 --seq 32 --precision 
       --repeats 3)
 new="$(run "$bench" "${args[@]}" | grep '^{')"
 old="$(VOLT_DISABLE_KERNELS=chunked_head run "$bench" "${args[@]}" | grep '^{')"
-python3 - "$new" "$old" <<'PY'
+replay="$(run "$bench" "${args[@]}" --replay-allocator | grep '^{')"
+python3 - "$new" "$old" "$replay" <<'PY'
 import json, sys
-new, old = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+new, old, replay = (json.loads(a) for a in sys.argv[1:4])
+gib = replay["peak_mem_bytes"] / 2**30
+if abs(replay.get("replay_requested_peak_gib", -1) - gib) > 1e-4:
+    sys.exit(f"FAIL: replayed requests peak {replay.get('replay_requested_peak_gib')} GiB, the run's {gib}: {replay}")
+for k in ("replay_split_peak_gib", "replay_whole_peak_gib", "replay_split_reserved_gib", "replay_whole_reserved_gib"):
+    if not replay.get(k, -1) >= replay["replay_requested_peak_gib"] - 1e-4:
+        sys.exit(f"FAIL: {k} below the tensors' own peak: {replay}")
 for k in ("ms_per_step", "ms_per_step_min", "ms_per_step_max", "tokens_per_s", "peak_mem_gib", "peak_mem_bytes",
           "reserved_mem_gib", "first_loss", "last_loss"):
     if k not in new or new[k] is None:
@@ -26,5 +34,6 @@ if abs(new["first_loss"] - old["first_loss"]) > 1e-4 * abs(old["first_loss"]):
     sys.exit(f"FAIL: first loss {new['first_loss']} with the chunked head, {old['first_loss']} without")
 print(f"ok: {new['ms_per_step']:.1f} ms/step (min {new['ms_per_step_min']:.1f}, max {new['ms_per_step_max']:.1f}), "
       f"first loss {new['first_loss']} both ways, peak {new['peak_mem_bytes']} bytes "
-      f"({old['peak_mem_bytes']} with chunked_head off)")
+      f"({old['peak_mem_bytes']} with chunked_head off); replayed peaks: split {replay['replay_split_peak_gib']}, "
+      f"whole blocks {replay['replay_whole_peak_gib']} GiB")
 PY
