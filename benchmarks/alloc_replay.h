@@ -1,5 +1,5 @@
 #pragma once
-// Records a run's CPU storage allocations and replays them through two device allocator policies, with the bytes
+// Records a run's CPU storage allocations (single-threaded runs: see set_cpu_allocation_observer) and replays them through two device allocator policies, with the bytes
 // the tensors asked for beside them (bench_gpt2 --replay-allocator):
 //  - "split": volt::CachingAllocator, the CUDA caching allocator's policy (2 MiB segments for small requests,
 //    blocks split and merged), over a raw allocator that only hands out addresses;
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -35,23 +36,35 @@ class AllocationReplay : public detail::AllocationObserver {
     mark_ = events_.size();
   }
 
+  // Zero-byte storage (an empty tensor) holds nothing: not recorded. Out of memory for the record, the replay is
+  // refused (an observer must not throw into the allocator).
   void allocated(const void* ptr, size_t nbytes) override {
+    if (nbytes == 0) return;
     std::lock_guard<std::mutex> l(mu_);
-    const int64_t id = next_id_++;
-    ids_[ptr] = id;
-    events_.push_back({id, nbytes});
+    try {
+      const int64_t id = next_id_++;
+      ids_[ptr] = id;
+      events_.push_back({id, nbytes});
+    } catch (...) {
+      incomplete_ = true;
+    }
   }
   void freed(const void* ptr) override {
     std::lock_guard<std::mutex> l(mu_);
     auto it = ids_.find(ptr);
-    if (it == ids_.end()) return;  // allocated before the recording began
-    events_.push_back({it->second, 0});
+    if (it == ids_.end()) return;  // allocated before the recording began, or empty
+    try {
+      events_.push_back({it->second, 0});
+    } catch (...) {
+      incomplete_ = true;
+    }
     ids_.erase(it);
   }
 
   Result replay() {
     stop();
     std::lock_guard<std::mutex> l(mu_);
+    if (incomplete_) throw std::runtime_error("--replay-allocator: out of memory recording the allocations");
     Result r;
     int64_t next_address = 0x10000;
     CachingAllocator split([&](size_t n) -> void* {
@@ -82,6 +95,11 @@ class AllocationReplay : public detail::AllocationObserver {
         live.erase(it);
         whole.free(e.id);
       }
+    }
+    if (mark_ == events_.size()) {  // nothing after the mark: the peaks are what was live there
+      split.reset_peak();
+      whole.peak = whole.allocated;
+      r.requested_peak = requested;
     }
     r.split_peak = split.stats().peak_allocated;
     r.split_reserved = split.stats().reserved;
@@ -126,6 +144,7 @@ class AllocationReplay : public detail::AllocationObserver {
   std::vector<Event> events_;
   int64_t next_id_ = 0;
   size_t mark_ = 0;
+  bool incomplete_ = false;
 };
 
 }  // namespace volt::bench

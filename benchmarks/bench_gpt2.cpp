@@ -9,6 +9,11 @@
 //   build-cpu/benchmarks/bench_gpt2 --model tiny --batch 4 --seq 64 --vocab 256 --accelerator cpu
 //   build/benchmarks/bench_gpt2 --model 350M --recompute ...     # blocks recomputed in backward (gpt2_recompute.h)
 //
+// The token stream is uploaded once, before the steps: each step's inputs are views of it (no step waits for a
+// copy). --cuda-graphs captures the step (forward, backward, clipping, AdamW) as a graph after the warm-up, runs
+// the captured step once untimed, and times replays, each after copying its tokens into the captured inputs;
+// "cuda_graphs" says "on", "off", or "failed: <why>" (the steps then ran eagerly).
+//
 // "attention" says which implementation scaled_dot_product_attention ran in the timed steps (kernels/sdpa_path.h):
 // "cudnn" (cuDNN's fused SDPA), "fused" (Volt's fused softmax between two matmuls), or "mixed"; "attention_note" is
 // why the last call did not go to cuDNN (empty when none fell back). VOLT_DISABLE_CUDNN_SDPA=1 forces "fused".
@@ -41,6 +46,7 @@
 #include "alloc_replay.h"
 
 #include <volt/data/token_shard.h>
+#include <volt/kernels/graph.h>
 #include <volt/kernels/sdpa_path.h>
 #include <volt/nn/clip_grad.h>
 #include <volt/nn/models/gpt2.h>
@@ -57,7 +63,7 @@ int main(int argc, char** argv) {
   int64_t batch = 16, seq = 1024, vocab = 50304, steps = 20, warmup = 5, repeats = 3;
   double peak_tflops = 0;
   uint64_t seed = 1337;
-  bool recompute = false, losses = false, replay_allocator = false;
+  bool recompute = false, losses = false, replay_allocator = false, cuda_graphs = false;
   std::string init_path, tokens_path;
   CLI::App app{"Volt GPT-2 training-step benchmark"};
   app.add_option("--model", model_name, "tiny | 124M | 350M | 774M");
@@ -77,6 +83,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", tokens_path, "token stream to train on (GPT-2 token shard) instead of random tokens")
       ->check(CLI::ExistingFile);
   app.add_flag("--losses", losses, "add every step's loss to the JSON line (one device synchronisation per step)");
+  app.add_flag("--cuda-graphs", cuda_graphs,
+               "capture the step as a graph after the warm-up and replay it (the \"cuda_graphs\" field says how it "
+               "went; a capture that fails leaves the steps eager)");
   app.add_flag("--replay-allocator", replay_allocator,
                "CPU only: replay the run's allocations through the CUDA caching allocator's policy and the one it "
                "replaced (replay_* fields)");
@@ -88,6 +97,9 @@ int main(int argc, char** argv) {
       const int cc = cuda_compute_capability(0);
       peak_tflops = cc == 90 ? 989.0 : cc == 80 ? 312.0 : 0.0;
     }
+    if (cuda_graphs && warmup < 1)
+      throw std::invalid_argument("--cuda-graphs needs --warmup of at least 1 (the optimizer's state and the "
+                                  "library's plans are made by an eager step before the capture)");
     if (replay_allocator && device.is_cuda())
       throw std::invalid_argument("--replay-allocator replays a CPU run's allocations; use --accelerator cpu");
     std::unique_ptr<bench::AllocationReplay> replay;
@@ -103,7 +115,7 @@ int main(int argc, char** argv) {
     const std::vector<Tensor> params = model.parameters();
     Generator gen(seed);
     // One stream of B*T*(warmup + repeats*steps) + 1 tokens, consumed step by step as the reference does.
-    const int64_t total_steps = warmup + repeats * steps, n = batch * seq;
+    const int64_t total_steps = warmup + (cuda_graphs ? 1 : 0) + repeats * steps, n = batch * seq;
     // Uniform tokens below min(vocab, 50257) - 1 (the cast to i64 may round up by one).
     const double top = static_cast<double>(std::min<int64_t>(vocab, 50257) - 1);
     Tensor stream;
@@ -119,13 +131,12 @@ int main(int argc, char** argv) {
       std::vector<int64_t> ids(shard.data(), shard.data() + total_steps * n + 1);
       stream = from_vector(ids, {total_steps * n + 1});
     }
+    // On the device once: a step's inputs are views of it, so no step waits for an upload.
+    stream = stream.to(device);
     std::vector<double> step_losses;
     int64_t pos = 0;
     Tensor last_loss;
-    auto step = [&] {
-      Tensor x = stream.narrow(0, pos, n).reshape({batch, seq}).to(device);
-      Tensor y = stream.narrow(0, pos + 1, n).reshape({batch, seq}).to(device);
-      pos += n;
+    auto body = [&](const Tensor& x, const Tensor& y) {
       Tensor loss;
       {
         AutocastGuard ac(precision == "bf16-mixed", DType::bf16);
@@ -135,10 +146,53 @@ int main(int argc, char** argv) {
       nn::clip_grad_norm_no_sync_(params, 1.0);
       opt.step();
       opt.zero_grad();
-      last_loss = loss.detach();
+      return loss.detach();
+    };
+    // --cuda-graphs: the step captured once after the warm-up (kernels/graph.h), its inputs copied into gx/gy and
+    // the graph replayed for every later step.
+    std::unique_ptr<Graph> graph;
+    Tensor gx, gy, graph_loss;
+    std::string graphs_state = cuda_graphs ? "" : "off";
+    auto step = [&] {
+      Tensor x = stream.narrow(0, pos, n).reshape({batch, seq});
+      Tensor y = stream.narrow(0, pos + 1, n).reshape({batch, seq});
+      pos += n;
+      if (graph) {
+        gx.copy_(x);
+        gy.copy_(y);
+        if (!graph->replay()) throw std::runtime_error("the captured step refused a replay");
+        last_loss = graph_loss;
+      } else {
+        last_loss = body(x, y);
+      }
       if (losses) step_losses.push_back(last_loss.item());
     };
+    auto capture = [&] {
+      // The captured inputs hold the next step's tokens while capturing (the CPU's graph checks targets then).
+      gx = stream.narrow(0, pos, n).reshape({batch, seq}).clone();
+      gy = stream.narrow(0, pos + 1, n).reshape({batch, seq}).clone();
+      // The capture cannot reuse the warm-up's cached blocks: give them back first (as the Trainer does).
+      synchronize(device);
+      empty_cache(device);
+      graph = std::make_unique<Graph>(device);
+      try {
+        graph->capture_begin();
+        graph_loss = body(gx, gy);
+        graph->capture_end();
+        graph->keep(graph_loss);
+        graphs_state = "on";
+      } catch (const std::exception& e) {
+        graph->capture_abort();
+        graph.reset();
+        opt.zero_grad(true);  // gradients the captured backward assigned were never computed
+        graphs_state = std::string("failed: ") + e.what();
+      }
+    };
     for (int64_t i = 0; i < warmup; ++i) step();
+    if (cuda_graphs) {
+      capture();
+      step();  // the captured step's first replay (or, if the capture failed, an eager step), untimed
+    }
     synchronize(device);
     const double first_loss = warmup > 0 ? last_loss.item() : 0.0;
     reset_peak_memory_stats(device);
@@ -183,9 +237,14 @@ int main(int argc, char** argv) {
                     rr.whole_reserved / gib);
       extra += buf;
     }
-    std::string attn_note;  // JSON-escaped: quotes and backslashes out
-    for (char c : attn.last_fallback_reason)
-      if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) attn_note += c;
+    auto json_text = [](const std::string& text) {  // quotes, backslashes and control characters out
+      std::string out;
+      for (char c : text)
+        if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) out += c;
+      return out;
+    };
+    const std::string attn_note = json_text(attn.last_fallback_reason);
+    extra += ",\"cuda_graphs\":\"" + json_text(graphs_state) + "\"";
     std::printf("{\"impl\":\"volt\",\"device\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                 "\"precision\":\"%s\",\"ms_per_step\":%.3f,\"ms_per_step_min\":%.3f,\"ms_per_step_max\":%.3f,"
                 "\"repeats\":%lld,\"steps\":%lld,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,\"mfu\":%s,"

@@ -39,6 +39,9 @@ class GPT2Module : public TrainModule {
                           {"warmup_steps", options.warmup_steps}, {"decay_steps", options.decay_steps}});
   }
   std::string type_name() const override { return "GPT2Module"; }
+  // The step is the same device work for every batch of one shape and reads nothing from the device (the
+  // embedding's index check is the kernel's: runtime/index_check.h), so the Trainer may capture it as a graph.
+  bool static_training_step() const override { return true; }
 
   Tensor training_step(const data::Batch& b, int64_t) override {
     Tensor loss = gpt.loss(b.input, b.target);

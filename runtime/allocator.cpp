@@ -297,7 +297,8 @@ void CachingAllocator::insert_free_locked(Block* b) {
   b->side = false;
   b->last_reader = nullptr;
   FreeSet& free_set = pool_locked(b->pool).of(b);
-  auto mergeable = [b](const Block* n) { return n != nullptr && !n->live && !n->side && n->pool == b->pool; };
+  const uint64_t pool = b->pool;  // by value: b may be merged into its lower neighbour, and deleted, below
+  auto mergeable = [pool](const Block* n) { return n != nullptr && !n->live && !n->side && n->pool == pool; };
   if (Block* p = b->prev; mergeable(p)) {
     free_set.erase(p);
     p->size += b->size;

@@ -58,7 +58,8 @@ struct AllocationObserver {
   virtual void allocated(const void* ptr, size_t nbytes) = 0;
   virtual void freed(const void* ptr) = 0;
 };
-/// nullptr stops observing. The observer must outlive every call made while it was set.
+/// nullptr stops observing; it does not wait for calls already under way on other threads, so stop (and destroy
+/// the observer) only when no other thread allocates or frees. The observer's calls must not throw.
 void set_cpu_allocation_observer(AllocationObserver* observer);
 }  // namespace detail
 
@@ -85,7 +86,7 @@ class CachingAllocator {
 
   void* allocate(size_t nbytes);  ///< sizes round up to 512 bytes; nullptr for 0 bytes
   void free(void* ptr);           ///< keeps the block for reuse
-  void empty_cache();             ///< returns every cached block
+  void empty_cache();             ///< returns every wholly free segment (and every cached side block)
 
   /// Marks the compute stream's work queued up to some point (an Event in the CUDA backend); opaque here.
   using Fence = std::shared_ptr<void>;

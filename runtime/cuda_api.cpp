@@ -1,5 +1,6 @@
 #include <volt/runtime/cuda_api.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <deque>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include <volt/runtime/cuda_internal.h>
+#include <volt/runtime/index_check.h>
 #include <volt/runtime/storage.h>
 #include <volt/runtime/error.h>
 #include <volt/config.h>
@@ -128,8 +130,13 @@ int cuda_compute_capability(int index) {
 
 int cuda_multiprocessor_count(int index) {
   check_device_usable(cuda_device(index), "cuda_multiprocessor_count");
+  // Kernel launchers size their grids by it on every call: asked of the driver once per device.
+  static std::array<std::atomic<int>, 64> cached{};
+  if (index < 64)
+    if (const int c = cached[static_cast<size_t>(index)].load(std::memory_order_relaxed); c > 0) return c;
   int count = 0;
   VOLT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, index));
+  if (index < 64) cached[static_cast<size_t>(index)].store(count, std::memory_order_relaxed);
   return count;
 }
 
@@ -157,6 +164,7 @@ void synchronize(Device device) {
              "captured); move the synchronisation out of the captured step");
   DeviceScope g(device);
   VOLT_CUDA_CHECK(cudaDeviceSynchronize());
+  detail::raise_index_checks(device.index);  // a kernel's failed index check (runtime/index_check.h)
 }
 
 void synchronize(const Stream& stream) {
@@ -258,6 +266,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
                "compute stream of ", dev.str(), " is capturing a CUDA graph; move it out of the captured step");
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, s));
     VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
+    // What the host reads may come from a kernel that dropped a bad index: say so now (runtime/index_check.h).
+    if (dst_device.is_cpu()) detail::raise_index_checks(dev.index);
   }
 }
 

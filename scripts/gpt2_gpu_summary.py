@@ -4,8 +4,9 @@
 Usage: gpt2_gpu_summary.py LOGS_DIR
 Reads the JSON lines of the part's logs (bench_gpt2_*, anchor_gpt2_*, trainer_gpt2_*) and prints one JSON line:
 Volt's bf16-mixed tokens/s against PyTorch eager and torch.compile at the same model, batch and sequence length,
-MFU, peak memory against PyTorch's, bf16-mixed against Volt's own 32-true, the Trainer's one-rank DDP and ZeRO-1
-over NCCL against its single device, and each goal of the issue as met, missed or unmeasured (null). A missed goal
+MFU, peak memory against PyTorch's, bf16-mixed against Volt's own 32-true, the same step captured as a CUDA graph,
+the Trainer's one-rank DDP and ZeRO-1 over NCCL against its single device (all three eager) and its single device
+with the step captured, and each goal of the issue as met, missed or unmeasured (null). A missed goal
 is a finding for the note, not a failed step: the exit status is 0 unless the logs cannot be read."""
 import json
 import os
@@ -42,9 +43,11 @@ def main():
     if fallbacks:
         bf16 = older
     fp32 = first(read("bench_gpt2_124M_fp32"), impl="volt")
+    # The same step captured as a CUDA graph and replayed (bench_gpt2 --cuda-graphs).
+    graphs = first(read("bench_gpt2_124M_bf16_graphs"), impl="volt")
     anchor = read("anchor_gpt2_124M")
     eager, compiled = first(anchor, mode="eager"), first(anchor, mode="compile")
-    trainer = {s: first(read("trainer_gpt2_" + s)) for s in ("single_device", "ddp", "zero1")}
+    trainer = {s: first(read("trainer_gpt2_" + s)) for s in ("single_device", "ddp", "zero1", "single_device_graphs")}
     tps = lambda r: r.get("tokens_per_s") if r else None
     ttps = lambda r: r.get("train_tokens_per_second") if r else None
     s = {
@@ -64,7 +67,14 @@ def main():
         "new_paths_speedup": None if fallbacks else ratio(tps(bf16), tps(older)),
         # The same step's peak memory with every switchable path off (the head's chunks among them).
         "fallbacks_peak_mem_gib": older.get("peak_mem_gib") if older else None,
+        "volt_graphs": graphs.get("cuda_graphs") if graphs else None,
+        "volt_graphs_tokens_per_s": tps(graphs),
+        "graphs_speedup": ratio(tps(graphs), tps(bf16)),
+        "graphs_vs_torch_compile": ratio(tps(graphs), tps(compiled)),
+        "graphs_vs_torch_eager": ratio(tps(graphs), tps(eager)),
+        "volt_graphs_mfu": graphs.get("mfu") if graphs else None,
         "trainer_tokens_per_s": {k: ttps(v) for k, v in trainer.items()},
+        "trainer_graphs_vs_single": ratio(ttps(trainer["single_device_graphs"]), ttps(trainer["single_device"])),
         "ddp1_vs_single": ratio(ttps(trainer["ddp"]), ttps(trainer["single_device"])),
         "zero1_vs_single": ratio(ttps(trainer["zero1"]), ttps(trainer["single_device"])),
     }
@@ -74,6 +84,10 @@ def main():
     s["goals"] = {
         "vs_compile_ge_1.15": goal(s["vs_torch_compile"], lambda v: v >= 1.15),
         "vs_eager_ge_1.5": goal(s["vs_torch_eager"], lambda v: v >= 1.5),
+        # The same goals for the captured step (a graph is Volt's own way to run the step, not the reference's).
+        "graphs_vs_compile_ge_1.15": goal(s["graphs_vs_torch_compile"], lambda v: v >= 1.15),
+        "graphs_vs_eager_ge_1.5": goal(s["graphs_vs_torch_eager"], lambda v: v >= 1.5),
+        "graphs_mfu_ge_0.45": goal(s["volt_graphs_mfu"], lambda v: v >= 0.45),
         "mfu_ge_0.45": goal(s["volt_mfu"], lambda v: v >= 0.45),
         "peak_mem_le_torch": mem_ok,
         "bf16_vs_fp32_ge_3": goal(s["bf16_vs_fp32"], lambda v: v >= 3.0),

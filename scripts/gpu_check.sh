@@ -5,9 +5,10 @@
 # It works in order of what matters most and stops starting new work when its time budget
 # (GPU_CHECK_SECONDS, default 480) runs out, so that whatever it reached comes back:
 #   0. GPT-2 (issue 27): Volt's bf16-mixed step beside PyTorch's (../shared/anchors/gpt2_torch.py, eager and
-#      torch.compile) in the same call, the same step with the newest kernel paths off (VOLT_DISABLE_KERNELS),
-#      32-true, 350M with recomputation, bf16 loss parity from the reference's init, the Trainer at one rank
-#      (single device, DDP, ZeRO-1 over NCCL), and the ratios (scripts/gpt2_gpu_summary.py);
+#      torch.compile) in the same call, the step captured as a CUDA graph, the same step with the newest kernel
+#      paths off (VOLT_DISABLE_KERNELS), 32-true, 350M with recomputation, bf16 loss parity from the reference's
+#      init, the Trainer at one rank (single device, DDP, ZeRO-1 over NCCL; single device with the step
+#      captured), and the ratios (scripts/gpt2_gpu_summary.py);
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, NCCL's watchdog, the tests that once
 #      assumed no GPU);
 #   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
@@ -99,6 +100,11 @@ if want 0; then
 gb=${GPU_CHECK_GPT2_BATCH:-32}
 have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
   --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
+# The same step captured as a CUDA graph after the warm-up and replayed ("cuda_graphs" says whether the capture
+# worked; when it failed the steps ran eagerly and the line says why).
+have bench_gpt2 bench_gpt2_124M_bf16_graphs bench && step bench_gpt2_124M_bf16_graphs 120 bench_gpt2 \
+  --accelerator gpu --model 124M --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3 \
+  --cuda-graphs
 # The same step with every switchable kernel path on its older fallback (VOLT_DISABLE_KERNELS=all,
 # kernels/common/kernel_paths.h): what the new paths gain, measured in this call. Paths never run on a GPU before
 # may fail there: when the step above printed no figures, the rest of part 0 keeps the fallbacks (part 1's tests
@@ -139,12 +145,15 @@ if [ -f "$par/tokens.bin" ]; then
     "$logs/bench_gpt2_parity.log" --rtol 0.01
   # The Trainer on the same stream (400 windows of 1024): single device, then DDP and ZeRO-1 at one rank over NCCL,
   # 40 steps over several epochs (results.json's tokens/s is the whole run's: at stop 29's 11 steps the first step's
-  # set-up made it 24 % lower than the step's own rate), no validation.
+  # set-up made it 24 % lower than the step's own rate), no validation. The three run eagerly (ZeRO-1's step cannot
+  # be captured, so graphs would not compare like with like); then the single device with its step captured.
   trainer_args=(--accelerator gpu --model 124M --vocab 50304 --seq-len 1024 --batch-size "$gb" --precision bf16-mixed
                 --data "$par/tokens.bin" --no-shuffle --warmup-steps 0 --lr 6e-4 --weight-decay 0.1 --no-progress-bar)
-  for s in single_device ddp zero1; do
+  for s in single_device ddp zero1 single_device_graphs; do
+    graphs=off; [ "$s" = single_device_graphs ] && graphs=on
     have gpt2 "trainer_gpt2_$s" bench && step --kind bench "trainer_gpt2_$s" 90 orterun -np 1 gpt2 \
-      "${trainer_args[@]}" --strategy $s --max-steps 40 --limit-val-batches 0 --out "/tmp/volt-gpu-runs/gpt2_$s"
+      "${trainer_args[@]}" --strategy "${s%_graphs}" --cuda-graphs $graphs --max-steps 40 --limit-val-batches 0 \
+      --out "/tmp/volt-gpu-runs/gpt2_$s"
     python3 -c 'import json, sys; print(json.dumps({"trainer": sys.argv[2], **json.load(open(sys.argv[1]))}))' \
       "/tmp/volt-gpu-runs/gpt2_$s/results.json" "$s" >> "$logs/trainer_gpt2_$s.log" 2>/dev/null
   done

@@ -1,7 +1,9 @@
 #pragma once
 // Indexing and joining kernels (kernels/ops/index_ops.cpp; kernels/cpu/index.cpp, kernels/cuda/index.cu).
 // Contracts (checked by the ops, assumed here):
-//  - index tensors are contiguous i64 on the same device and every value is already range-checked;
+//  - index tensors are contiguous i64 on the same device and every value is already range-checked, except by
+//    index_select and index_add given a `check` site: those check each index themselves (runtime/index_check.h:
+//    the CPU throws; CUDA leaves a bad index's output row zero, or adds nothing for it, and records the first);
 //  - "(outer, D, inner)" means a contiguous tensor viewed as three dims around the indexed dim;
 //  - the *_add kernels accumulate into `out` (which the caller zero-fills) and only take f32/f64 (the ops
 //    upcast 16-bit gradients so that sums are not rounded at every step); CUDA uses atomicAdd for them.
@@ -11,6 +13,7 @@
 #include <volt/kernels/backend/kernel.h>
 #include <volt/kernels/common/macros.h>
 #include <volt/kernels/tensor.h>
+#include <volt/runtime/index_check.h>
 
 namespace volt {
 
@@ -50,11 +53,14 @@ namespace volt::backend {
 
 struct IndexKernels {
   // out (outer, n, inner) = in (outer, D, inner)[:, index, :], n = index.numel(). Dispatch dtype: out's (= in's,
-  // any).
-  Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner)>
+  // any). `check`: IndexCheckSite::none when the op checked the indices, else the op the kernel checks them for.
+  Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
+              IndexCheckSite check)>
       index_select;
-  // out (outer, D, inner)[:, index, :] += src (outer, n, inner). Dispatch dtype: out's (f32/f64).
-  Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner)>
+  // out (outer, D, inner)[:, index, :] += src (outer, n, inner). Dispatch dtype: out's (f32/f64). `check`: as
+  // index_select's.
+  Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
+              IndexCheckSite check)>
       index_add;
   // out (index shape, contiguous) = in[..., index, ...] with in's strides in g. Dispatch dtype: in's (any).
   Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g)> gather;

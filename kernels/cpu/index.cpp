@@ -12,10 +12,18 @@ namespace volt::cpu {
 
 namespace {
 
-void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D,
-                  int64_t inner) {
+// The kernels' own check (IndexCheckSite): every index, before any is used.
+void check_indices(const int64_t* idx, int64_t n, int64_t D, IndexCheckSite check) {
+  if (check == IndexCheckSite::none) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (idx[i] < 0 || idx[i] >= D) VOLT_FAIL(detail::index_check_message(check, i, idx[i], D));
+}
+
+void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
+                  IndexCheckSite check) {
   const int64_t n = index.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  check_indices(idx, n, D, check);
   const size_t row_bytes = static_cast<size_t>(inner) * itemsize(in.dtype());
   // A whole inner row moves at once: for embedding (outer 1, inner D) that is one memcpy per token.
   const char* src = static_cast<const char*>(in.data_ptr());
@@ -26,10 +34,12 @@ void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int6
                   row_bytes);
 }
 
-void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner) {
+void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
+               IndexCheckSite check) {
   const int64_t n = index.numel();
   const int64_t total = outer * n * inner;
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  check_indices(idx, n, D, check);
   dispatch_floating(out.dtype(), "index_add", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {

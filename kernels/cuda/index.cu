@@ -1,8 +1,9 @@
 // CUDA kernels for index_select / gather / one_hot and their scatter-add backwards: one thread per element,
-// grid-stride. Offsets come from the same VOLT_HD helpers as the CPU loops (kernels/backend/index.h).
+// grid-stride, except a table's rows (index_select and index_add with outer 1: embedding), a warp per row. Offsets come from the same VOLT_HD helpers as the CPU loops (kernels/backend/index.h).
 // The accumulating kernels use atomicAdd because several output positions may name the same row.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include <volt/kernels/backend/index.h>
@@ -17,16 +18,94 @@ namespace {
 #define VOLT_GRID_STRIDE(t, total) \
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < (total); t += int64_t(gridDim.x) * blockDim.x)
 
+// A bad index found by a kernel's own check (runtime/index_check.h): the first one claims the record.
+__device__ void record_bad_index(IndexCheckRecord* rec, IndexCheckSite site, int64_t position, int64_t value,
+                                 int64_t limit) {
+  if (rec == nullptr || atomicCAS(reinterpret_cast<int*>(&rec->site), 0, static_cast<int>(site)) != 0) return;
+  rec->position = position;
+  rec->value = value;
+  rec->limit = limit;
+  __threadfence_system();
+}
+
+// Element kernels, any (outer, D, inner) geometry. With a check site, an index outside [0, D) is recorded and its
+// elements are zero (select) or not added (add).
 template <class T>
 __global__ void index_select_kernel(T* out, const T* in, const int64_t* idx, int64_t total, int64_t n, int64_t inner,
-                                    int64_t D) {
-  VOLT_GRID_STRIDE(t, total) { out[t] = in[select_source_offset(t, n, inner, D, idx)]; }
+                                    int64_t D, IndexCheckRecord* rec, IndexCheckSite site) {
+  VOLT_GRID_STRIDE(t, total) {
+    if (site != IndexCheckSite::none) {
+      const int64_t i = (t / inner) % n, r = idx[i];
+      if (r < 0 || r >= D) {
+        record_bad_index(rec, site, i, r, D);
+        out[t] = T{};
+        continue;
+      }
+    }
+    out[t] = in[select_source_offset(t, n, inner, D, idx)];
+  }
 }
 
 template <class T>
 __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64_t total, int64_t n, int64_t inner,
-                                 int64_t D) {
-  VOLT_GRID_STRIDE(t, total) { atomicAdd(out + select_source_offset(t, n, inner, D, idx), src[t]); }
+                                 int64_t D, IndexCheckRecord* rec, IndexCheckSite site) {
+  VOLT_GRID_STRIDE(t, total) {
+    if (site != IndexCheckSite::none) {
+      const int64_t i = (t / inner) % n, r = idx[i];
+      if (r < 0 || r >= D) {
+        record_bad_index(rec, site, i, r, D);
+        continue;
+      }
+    }
+    atomicAdd(out + select_source_offset(t, n, inner, D, idx), src[t]);
+  }
+}
+
+// Rows of a table (outer 1: embedding, index_select along dim 0): a warp per index, its row moved in V-sized
+// pieces (16 bytes when rows and pointers allow, else one element), no division per element. Every index is
+// bounds-checked (one compare per row); a bad one's row is zero and, with a check site, recorded.
+constexpr int kRowWarps = 8;  // warps per block
+template <class T, class V>
+__global__ void select_rows_kernel(T* out, const T* in, const int64_t* idx, int64_t n, int64_t row_vecs, int64_t D,
+                                   IndexCheckRecord* rec, IndexCheckSite site) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t i = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32; i < n; i += int64_t(gridDim.x) * kRowWarps) {
+    const int64_t r = idx[i];
+    V* dst = reinterpret_cast<V*>(out) + i * row_vecs;
+    if (r < 0 || r >= D) {
+      if (lane == 0 && site != IndexCheckSite::none) record_bad_index(rec, site, i, r, D);
+      for (int64_t c = lane; c < row_vecs; c += 32) dst[c] = V{};
+      continue;
+    }
+    const V* src = reinterpret_cast<const V*>(in) + r * row_vecs;
+    for (int64_t c = lane; c < row_vecs; c += 32) dst[c] = src[c];
+  }
+}
+
+// out (D, inner) rows += src (n, inner) rows: a warp per index, atomics per element (indices may repeat).
+template <class T>
+__global__ void add_rows_kernel(T* out, const T* src, const int64_t* idx, int64_t n, int64_t inner, int64_t D,
+                                IndexCheckRecord* rec, IndexCheckSite site) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t i = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32; i < n; i += int64_t(gridDim.x) * kRowWarps) {
+    const int64_t r = idx[i];
+    if (r < 0 || r >= D) {
+      if (lane == 0 && site != IndexCheckSite::none) record_bad_index(rec, site, i, r, D);
+      continue;
+    }
+    T* dst = out + r * inner;
+    const T* row = src + i * inner;
+    for (int64_t c = lane; c < inner; c += 32) atomicAdd(dst + c, row[c]);
+  }
+}
+
+unsigned row_blocks(int64_t n) {
+  const int64_t b = (n + kRowWarps - 1) / kRowWarps;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+IndexCheckRecord* record_for(const Tensor& t, IndexCheckSite site) {
+  return site == IndexCheckSite::none ? nullptr : detail::index_check_record(t.device().index);
 }
 
 template <class T>
@@ -55,26 +134,48 @@ void dispatch_accum(DType dt, const char* op, F&& f) {
 }
 
 
-void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner) {
+void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
+                  IndexCheckSite check) {
   const int64_t n = index.numel(), total = outer * n * inner;
   if (total == 0) return;
+  IndexCheckRecord* rec = record_for(out, check);
+  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
   dispatch_all(in.dtype(), "index_select", [&](auto tag) {
     using T = decltype(tag);
-    index_select_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
-        static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
-        static_cast<const int64_t*>(index.data_ptr()), total, n, inner, D);
+    T* o = static_cast<T*>(out.data_ptr());
+    const T* src = static_cast<const T*>(in.data_ptr());
+    if (outer == 1) {
+      const size_t row_bytes = static_cast<size_t>(inner) * sizeof(T);
+      const bool packed = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(o) % 16 == 0 &&
+                          reinterpret_cast<uintptr_t>(src) % 16 == 0;
+      if (packed)
+        select_rows_kernel<T, uint4><<<row_blocks(n), kRowWarps * 32, 0, launch_stream()>>>(
+            o, src, idx, n, static_cast<int64_t>(row_bytes / 16), D, rec, check);
+      else
+        select_rows_kernel<T, T><<<row_blocks(n), kRowWarps * 32, 0, launch_stream()>>>(o, src, idx, n, inner, D,
+                                                                                      rec, check);
+    } else {
+      index_select_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(o, src, idx, total, n, inner, D, rec,
+                                                                             check);
+    }
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner) {
+void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
+               IndexCheckSite check) {
   const int64_t n = index.numel(), total = outer * n * inner;
   if (total == 0) return;
+  IndexCheckRecord* rec = record_for(out, check);
+  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
   dispatch_accum(out.dtype(), "index_add", [&](auto tag) {
     using T = decltype(tag);
-    index_add_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
-        static_cast<T*>(out.data_ptr()), static_cast<const T*>(src.data_ptr()),
-        static_cast<const int64_t*>(index.data_ptr()), total, n, inner, D);
+    T* o = static_cast<T*>(out.data_ptr());
+    const T* s = static_cast<const T*>(src.data_ptr());
+    if (outer == 1)
+      add_rows_kernel<T><<<row_blocks(n), kRowWarps * 32, 0, launch_stream()>>>(o, s, idx, n, inner, D, rec, check);
+    else
+      index_add_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(o, s, idx, total, n, inner, D, rec, check);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }

@@ -244,9 +244,11 @@ bool lt_types(const GemmDesc& d, DType dt, cudaDataType_t& type, cublasComputeTy
 // One cuBLASLt matmul c = op(A) @ op(B) of row-major operands as d describes them (make_plan swaps them into
 // cuBLASLt's column-major order) with epilogue `epi`, its bias (or bias gradient) pointer `bias` and aux
 // (pre-activation) pointer `aux` set on the plan's descriptor for this call. False when the heuristics found no
-// algorithm or the matmul turned it down (nothing ran; the caller falls back).
+// algorithm or the matmul turned it down (nothing ran; the caller falls back), and for a scaled product or an
+// accumulating one (alpha != 1 or beta != 0), which the epilogues here do not take.
 bool lt_run(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, cublasLtEpilogue_t epi,
             void* bias, void* aux) {
+  if (d.alpha != 1.0 || d.beta != 0.0) return false;
   cudaDataType_t type;
   cublasComputeType_t compute;
   if (!lt_types(d, c.dtype(), type, compute)) return false;

@@ -65,13 +65,14 @@ GatherGeometry make_geometry(const Shape& index_shape, const Shape& src_strides,
   return g;
 }
 
-// grad (outer, n, inner) scattered into a zero (outer, D, inner) tensor of `shape`, returned as `dtype`.
+// grad (outer, n, inner) scattered into a zero (outer, D, inner) tensor of `shape`, returned as `dtype`. `check`:
+// the site whose kernels check the indices (IndexCheckSite::none when the op checked them).
 Tensor index_add_backward(const Tensor& grad, const Tensor& idx, const Shape& shape, DType dtype, int64_t outer,
-                          int64_t D, int64_t inner) {
+                          int64_t D, int64_t inner, IndexCheckSite check = IndexCheckSite::none) {
   DType acc = accum_dtype(dtype);
   Tensor out = zeros(shape, acc, grad.device());
   Tensor g = grad.to(acc).contiguous();
-  backend::call<&backend::IndexKernels::index_add>(out.device(), out.dtype(), out, g, idx, outer, D, inner);
+  backend::call<&backend::IndexKernels::index_add>(out.device(), out.dtype(), out, g, idx, outer, D, inner, check);
   return out.to(dtype);
 }
 
@@ -172,7 +173,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   Tensor out = empty(out_shape, a.dtype(), a.device());
   if (out.numel() > 0)
     backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, a.detach().contiguous(), idx,
-                                                        outer, D, inner);
+                                                        outer, D, inner, IndexCheckSite::none);
   Shape in_shape = s;
   DType dt = a.dtype();
   autograd::attach_differentiable(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
@@ -196,17 +197,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     VOLT_CHECK(*padding_idx >= -V && *padding_idx < V, "embedding: padding_idx ", *padding_idx,
                " is out of range for an embedding table of size ", V, " (expected ", -V, " <= padding_idx < ", V, ")");
   const int64_t pad = padding_idx ? (*padding_idx < 0 ? *padding_idx + V : *padding_idx) : -1;
-  check_index_range(idx, V, "embedding", "indices", "an embedding table (num_embeddings)");
+  // The kernels check the indices themselves (runtime/index_check.h): the CPU's throw before using any; a GPU's
+  // are reported at its next synchronisation, so the forward neither waits for the device nor reads it (and can
+  // be captured in a graph).
+  constexpr IndexCheckSite kCheck = IndexCheckSite::embedding;
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
   if (out.numel() > 0)
     backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, weight.detach().contiguous(),
-                                                        idx, 1, V, D);
+                                                        idx, 1, V, D, kCheck);
   Shape w_shape = weight.shape();
   DType dt = weight.dtype();
   autograd::attach_differentiable(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
-    Tensor gw = index_add_backward(g[0].detach(), idx, w_shape, dt, 1, V, D);
+    Tensor gw = index_add_backward(g[0].detach(), idx, w_shape, dt, 1, V, D, kCheck);
     if (pad >= 0) gw.narrow(0, pad, 1).zero_();  // the padding row is not trained
     return std::vector<Tensor>{autograd::linear_in_grad(gw, g[0], "EmbeddingBackwardBackward", [idx, pad](const Tensor& gg) {
       Tensor rows = embedding(gg, idx);

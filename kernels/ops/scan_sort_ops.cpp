@@ -319,7 +319,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   Tensor out = fresh_copy(x, acc);
   if (src.numel() > 0)
     backend::call<&backend::IndexKernels::index_add>(out.device(), acc, out, src.detach().to(acc).contiguous(), idx,
-                                                     L.outer, L.D, L.inner);
+                                                     L.outer, L.D, L.inner, IndexCheckSite::none);
   if (acc != dt) out = out.to(dt);
   autograd::attach_differentiable(out, "IndexAddBackward", {x, src}, [d, idx](const std::vector<Tensor>& gr) {
     return std::vector<Tensor>{gr[0], index_select(gr[0], d, idx)};

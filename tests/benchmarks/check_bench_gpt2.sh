@@ -4,6 +4,8 @@
 # same step with VOLT_DISABLE_KERNELS=chunked_head (GPT-2's head as linear, then fused_cross_entropy) starts from
 # the same loss: the chunked head changes memory, not the model. With --replay-allocator the replay_* fields are
 # there, the replayed requests peak where the CPU allocator's own peak is, and neither policy's peak is below it.
+# With --cuda-graphs the step is captured ("cuda_graphs":"on") and every step's loss is the eager run's, bit for bit
+# (the CPU's graph replays the same kernels).
 # Usage: check_bench_gpt2.sh <bench_gpt2>
 set -euo pipefail
 bench="$1"
@@ -13,9 +15,16 @@ args=(--accelerator cpu --model tiny --vocab 512 --batch 4 --seq 32 --precision 
 new="$(run "$bench" "${args[@]}" | grep '^{')"
 old="$(VOLT_DISABLE_KERNELS=chunked_head run "$bench" "${args[@]}" | grep '^{')"
 replay="$(run "$bench" "${args[@]}" --replay-allocator | grep '^{')"
-python3 - "$new" "$old" "$replay" <<'PY'
+eager="$(run "$bench" "${args[@]}" --losses | grep '^{')"
+graphed="$(run "$bench" "${args[@]}" --losses --cuda-graphs | grep '^{')"
+python3 - "$new" "$old" "$replay" "$eager" "$graphed" <<'PY'
 import json, sys
-new, old, replay = (json.loads(a) for a in sys.argv[1:4])
+new, old, replay, eager, graphed = (json.loads(a) for a in sys.argv[1:6])
+if new.get("cuda_graphs") != "off" or graphed.get("cuda_graphs") != "on":
+    sys.exit(f"FAIL: cuda_graphs {new.get('cuda_graphs')!r} without the flag, {graphed.get('cuda_graphs')!r} with it")
+# The graphed run takes one more step (the captured step's first replay, untimed) from the same token stream.
+if len(graphed["losses"]) != len(eager["losses"]) + 1 or graphed["losses"][:len(eager["losses"])] != eager["losses"]:
+    sys.exit(f"FAIL: captured steps' losses {graphed['losses']} differ from the eager ones {eager['losses']}")
 gib = replay["peak_mem_bytes"] / 2**30
 if abs(replay.get("replay_requested_peak_gib", -1) - gib) > 1e-4:
     sys.exit(f"FAIL: replayed requests peak {replay.get('replay_requested_peak_gib')} GiB, the run's {gib}: {replay}")
@@ -35,5 +44,5 @@ if abs(new["first_loss"] - old["first_loss"]) > 1e-4 * abs(old["first_loss"]):
 print(f"ok: {new['ms_per_step']:.1f} ms/step (min {new['ms_per_step_min']:.1f}, max {new['ms_per_step_max']:.1f}), "
       f"first loss {new['first_loss']} both ways, peak {new['peak_mem_bytes']} bytes "
       f"({old['peak_mem_bytes']} with chunked_head off); replayed peaks: split {replay['replay_split_peak_gib']}, "
-      f"whole blocks {replay['replay_whole_peak_gib']} GiB")
+      f"whole blocks {replay['replay_whole_peak_gib']} GiB; captured step: {len(graphed['losses'])} losses equal")
 PY

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
+#include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
+#include <volt/runtime/cuda_api.h>
 
 using namespace volt;
 using volt::testing::expect_gradients_match;
@@ -191,9 +193,78 @@ TEST(Embedding, HalfPrecisionGradientAccumulatesInFloat) {
 
 TEST(Embedding, Errors) {
   Tensor w = zeros({4, 2});
-  VOLT_EXPECT_ERROR(embedding(w, from_vector<int64_t>({1, 4})), "embedding", "4", "size 4");
+  VOLT_EXPECT_ERROR(embedding(w, from_vector<int64_t>({1, 4})), "embedding", "value 4 at position 1", "size 4");
+  VOLT_EXPECT_ERROR(embedding(w, from_vector<int64_t>({0, 1, -1}, {1, 3})), "embedding", "value -1 at position 2",
+                    "0 <= index < 4");
   VOLT_EXPECT_ERROR(embedding(zeros({4}), from_vector<int64_t>({1})), "embedding", "weight", "2-D", "(4,)");
   VOLT_EXPECT_ERROR(embedding(w, from_vector<double>({1})), "embedding", "indices", "int64");
+}
+
+// The kernels check the indices (runtime/index_check.h), so a captured embedding reads none on the host: the
+// capture succeeds whatever the index tensor holds then, each replay checks the indices it is given, and a bad
+// one is an error naming the op and the index; the backward drops nothing and adds no bad row.
+TEST(Embedding, CapturedLookupChecksTheIndicesOfEachReplay) {
+  Tensor w = iota_f64({5, 2}).set_requires_grad();
+  Tensor idx = full({3}, 99.0, DType::i64);  // out of range while capturing: not read then
+  Graph g(kCPU);
+  g.capture_begin();
+  Tensor out = embedding(w.detach(), idx);
+  g.capture_end();
+  idx.copy_(from_vector<int64_t>({4, 0, 4}));
+  ASSERT_TRUE(g.replay());
+  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{8, 9, 0, 1, 8, 9}));
+  idx.copy_(from_vector<int64_t>({1, 5, 0}));
+  VOLT_EXPECT_ERROR(g.replay(), "embedding", "value 5 at position 1", "size 5");
+  // The backward's scatter checks too (the same indices, e.g. replaced between forward and backward).
+  Tensor good = from_vector<int64_t>({1, 1});
+  Tensor e = embedding(w, good);
+  good.copy_(from_vector<int64_t>({1, 7}));
+  VOLT_EXPECT_ERROR(e.backward(ones_like(e)), "embedding", "value 7 at position 1");
+}
+
+// On a GPU a bad index is found by the kernel and reported at the next synchronisation: its row is zero, the
+// good rows are right, the error names the op, the position and the value, and it is reported once.
+TEST(EmbeddingCuda, BadIndexIsReportedAtTheNextSynchronisation) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA embedding kernels run on a GPU only";
+  const Device dev = cuda_device(0);
+  Tensor w = iota_f64({5, 2}).to(DType::f32).to(dev).set_requires_grad();
+  Tensor out = embedding(w, from_vector<int64_t>({2, 9, 0}).to(dev));  // no host read: no error yet
+  VOLT_EXPECT_ERROR(synchronize(dev), "embedding", "value 9 at position 1", "size 5", "next synchronisation");
+  EXPECT_NO_THROW(synchronize(dev));  // reported once
+  EXPECT_EQ(out.to(kCPU).to_vector<float>(), (std::vector<float>{4, 5, 0, 0, 0, 1}));
+  // The backward drops the bad row (no write outside the table) and reports it at item()/to(cpu).
+  out.backward(ones_like(out));
+  VOLT_EXPECT_ERROR(w.grad().to(kCPU), "embedding", "value 9 at position 1");
+  EXPECT_EQ(w.grad().to(kCPU).to_vector<float>(), (std::vector<float>{1, 1, 0, 0, 1, 1, 0, 0, 0, 0}));
+  Tensor neg = embedding(w.detach(), from_vector<int64_t>({-3}).to(dev));
+  VOLT_EXPECT_ERROR(neg.sum().item(), "embedding", "value -3 at position 0");
+}
+
+// The CUDA row kernels (a warp per index, 16-byte pieces when rows allow) against the CPU: widths with and
+// without whole 16-byte rows, half and f32 tables, repeated indices in the backward's atomics.
+TEST(EmbeddingCuda, RowKernelsMatchTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA embedding kernels run on a GPU only";
+  const Device dev = cuda_device(0);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (int64_t width : {768, 5, 12, 1}) {
+      Tensor w = rand_f64({37, width}, 3).to(dt);
+      Tensor idx = from_vector<int64_t>({0, 36, 5, 5, 17, 36, 2, 0, 9}, {3, 3});
+      Tensor wc = w.to(dev).set_requires_grad(), wh = w.clone().set_requires_grad();
+      Tensor oc = embedding(wc, idx.to(dev)), oh = embedding(wh, idx);
+      EXPECT_EQ(oc.to(kCPU).to(DType::f64).to_vector<double>(), oh.to(DType::f64).to_vector<double>())
+          << dtype_name(dt) << " width " << width;
+      Tensor g = rand_f64({3, 3, width}, 4).to(dt);
+      oc.backward(g.to(dev));
+      oh.backward(g);
+      // Sums of up to two values per row in f32/f64: the atomics' order cannot change them.
+      EXPECT_EQ(wc.grad().to(kCPU).to(DType::f64).to_vector<double>(), wh.grad().to(DType::f64).to_vector<double>())
+          << dtype_name(dt) << " width " << width;
+    }
+  }
+  // index_select along dim 0 takes the same row kernel (its indices checked on the host first).
+  Tensor a = rand_f64({6, 8}, 5).to(DType::f32);
+  Tensor i = from_vector<int64_t>({5, 0, 5});
+  EXPECT_EQ(index_select(a.to(dev), 0, i.to(dev)).to(kCPU).to_vector<float>(), index_select(a, 0, i).to_vector<float>());
 }
 
 // ---- one_hot -----------------------------------------------------------------------------------------------

@@ -172,7 +172,8 @@ TEST(CachingAllocator, LargeRequestsSplitCachedBlocks) {
 }
 
 // A step's worth of tensors of mixed sizes, freed and allocated again in another order, reuses what it has: no
-// new raw allocation after the first round, and `allocated` is the sum of the rounded requests throughout.
+// new raw allocation after the first round, and `allocated` stays within 1 MiB per large request of the sum of
+// the rounded requests.
 TEST(CachingAllocator, ASteadyStepNeedsNoNewSegments) {
   FakeRaw raw;
   CachingAllocator a = raw.make();
@@ -204,7 +205,7 @@ TEST(CachingAllocator, ASteadyStepNeedsNoNewSegments) {
 // Random allocations, frees, side blocks, captures and empty_cache() calls: live blocks never overlap, every one
 // lies in a segment the raw allocator handed out, `allocated` is at least the rounded requests, and once all is
 // freed, released and emptied every segment has gone back.
-TEST(CachingAllocator, RandomWorkKeepsBlocksApartAndReturnsEverySegment) {
+static void random_work(uint64_t seed) {
   FakeRaw raw;
   std::map<uintptr_t, size_t> segments;  // the raw allocator's blocks: start -> size
   CachingAllocator a(
@@ -217,7 +218,7 @@ TEST(CachingAllocator, RandomWorkKeepsBlocksApartAndReturnsEverySegment) {
         segments.erase(reinterpret_cast<uintptr_t>(p));
         raw.raw_free(p);
       });
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(seed);
   std::map<uintptr_t, size_t> live;  // start -> rounded request
   std::set<uintptr_t> side;
   std::vector<uint64_t> pools;
@@ -233,8 +234,11 @@ TEST(CachingAllocator, RandomWorkKeepsBlocksApartAndReturnsEverySegment) {
       --seg;
       ASSERT_LE(p + n, seg->first + seg->second) << "a block outside its segment";
     }
+    // At most 1 MiB over per large block; a recycled side block may be up to twice its request.
+    int64_t bound = requested;
+    for (auto [p, n] : live) bound += side.count(p) ? static_cast<int64_t>(n) : kMiB;
     EXPECT_GE(a.stats().allocated, requested);
-    EXPECT_LE(a.stats().allocated, requested + static_cast<int64_t>(live.size()) * kMiB);
+    EXPECT_LE(a.stats().allocated, bound);
   };
   for (int i = 0; i < 4000; ++i) {
     const int op = static_cast<int>(rng() % 100);
@@ -261,7 +265,7 @@ TEST(CachingAllocator, RandomWorkKeepsBlocksApartAndReturnsEverySegment) {
       a.empty_cache();
     }
     check();
-    if (HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure()) return;
   }
   for (auto [p, n] : live) {
     if (side.count(p)) a.free_side(reinterpret_cast<void*>(p), nullptr);
@@ -273,6 +277,14 @@ TEST(CachingAllocator, RandomWorkKeepsBlocksApartAndReturnsEverySegment) {
   EXPECT_EQ(a.stats().allocated, 0);
   EXPECT_EQ(a.stats().reserved, 0);
   EXPECT_TRUE(segments.empty());
+}
+
+TEST(CachingAllocator, RandomWorkKeepsBlocksApartAndReturnsEverySegment) {
+  for (uint64_t seed : {7, 11, 23, 42, 99}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    random_work(seed);
+    if (HasFatalFailure()) return;
+  }
 }
 
 // The side pool (allocate_for_writer: batch uploads on the copy stream): its blocks and the compute pool's never
