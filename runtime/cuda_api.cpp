@@ -163,8 +163,10 @@ void synchronize(Device device) {
              device.str(), " while its compute stream is capturing a CUDA graph (a host synchronisation cannot be "
              "captured); move the synchronisation out of the captured step");
   DeviceScope g(device);
+  // A kernel's failed index check (runtime/index_check.h): its record comes back with the compute stream's work.
+  detail::fetch_index_checks(device.index, get_stream(device, StreamKind::Compute).handle);
   VOLT_CUDA_CHECK(cudaDeviceSynchronize());
-  detail::raise_index_checks(device.index);  // a kernel's failed index check (runtime/index_check.h)
+  detail::raise_index_checks(device.index);
 }
 
 void synchronize(const Stream& stream) {
@@ -265,8 +267,9 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     VOLT_CHECK(!capturing(s), "copy_bytes: a synchronous copy (e.g. Tensor::to(cpu) or item()) cannot run while the "
                "compute stream of ", dev.str(), " is capturing a CUDA graph; move it out of the captured step");
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, s));
-    VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
     // What the host reads may come from a kernel that dropped a bad index: say so now (runtime/index_check.h).
+    if (dst_device.is_cpu()) detail::fetch_index_checks(dev.index, s);
+    VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
     if (dst_device.is_cpu()) detail::raise_index_checks(dev.index);
   }
 }

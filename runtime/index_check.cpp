@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include <volt/config.h>
+#include <volt/runtime/cuda_internal.h>
 #include <volt/runtime/error.h>
 
 #if VOLT_WITH_CUDA
@@ -32,8 +33,9 @@ namespace {
 constexpr int kMaxDevices = 64;
 struct Records {
   std::mutex mu;
-  std::array<IndexCheckRecord*, kMaxDevices> host{};    // as the host reads it
-  std::array<IndexCheckRecord*, kMaxDevices> device{};  // as kernels write it
+  std::array<IndexCheckRecord*, kMaxDevices> device{};  // what kernels write
+  std::array<IndexCheckRecord*, kMaxDevices> host{};    // page-locked mirror that fetch_index_checks fills
+  std::array<bool, kMaxDevices> fetched{};
   std::array<bool, kMaxDevices> tried{};
 };
 Records& records() {
@@ -46,25 +48,40 @@ IndexCheckRecord* index_check_record(int device_index) {
   if (device_index < 0 || device_index >= kMaxDevices) return nullptr;
   Records& r = records();
   std::lock_guard<std::mutex> l(r.mu);
-  if (!r.tried[device_index]) {
-    r.tried[device_index] = true;
-    int prev = 0;
-    cudaGetDevice(&prev);
-    cudaSetDevice(device_index);
-    void* h = nullptr;
-    void* d = nullptr;
-    if (cudaHostAlloc(&h, sizeof(IndexCheckRecord), cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess &&
-        cudaHostGetDevicePointer(&d, h, 0) == cudaSuccess) {
-      *static_cast<IndexCheckRecord*>(h) = IndexCheckRecord{};
-      r.host[device_index] = static_cast<IndexCheckRecord*>(h);
-      r.device[device_index] = static_cast<IndexCheckRecord*>(d);
-    } else {
-      cudaGetLastError();
-      if (h) cudaFreeHost(h);
-    }
-    cudaSetDevice(prev);
+  if (r.device[device_index] != nullptr || r.tried[device_index]) return r.device[device_index];
+  // Made outside a capture only: its zeroing is a synchronous copy. Asked first during one, the kernels go
+  // without a record (and it is made at the next call outside).
+  if (compute_stream_capturing(device_index)) return nullptr;
+  r.tried[device_index] = true;
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaSetDevice(device_index);
+  void* d = nullptr;
+  void* h = nullptr;
+  const IndexCheckRecord zero{};
+  if (cudaMalloc(&d, sizeof(IndexCheckRecord)) == cudaSuccess &&
+      cudaMallocHost(&h, sizeof(IndexCheckRecord)) == cudaSuccess &&
+      cudaMemcpy(d, &zero, sizeof zero, cudaMemcpyHostToDevice) == cudaSuccess) {
+    *static_cast<IndexCheckRecord*>(h) = zero;
+    r.device[device_index] = static_cast<IndexCheckRecord*>(d);
+    r.host[device_index] = static_cast<IndexCheckRecord*>(h);
+  } else {
+    cudaGetLastError();
+    if (d) cudaFree(d);
+    if (h) cudaFreeHost(h);
   }
+  cudaSetDevice(prev);
   return r.device[device_index];
+}
+
+void fetch_index_checks(int device_index, void* stream) {
+  if (device_index < 0 || device_index >= kMaxDevices) return;
+  Records& r = records();
+  std::lock_guard<std::mutex> l(r.mu);
+  if (r.device[device_index] == nullptr) return;
+  r.fetched[device_index] = cudaMemcpyAsync(r.host[device_index], r.device[device_index], sizeof(IndexCheckRecord),
+                                            cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)) == cudaSuccess;
+  if (!r.fetched[device_index]) cudaGetLastError();
 }
 
 void raise_index_checks(int device_index) {
@@ -73,13 +90,19 @@ void raise_index_checks(int device_index) {
   IndexCheckRecord rec{};
   {
     std::lock_guard<std::mutex> l(r.mu);
-    volatile IndexCheckRecord* h = r.host[device_index];
-    if (h == nullptr || h->site == 0) return;
-    rec.site = h->site;
-    rec.position = h->position;
-    rec.value = h->value;
-    rec.limit = h->limit;
-    h->site = 0;  // reported once; the next failure is recorded afresh
+    if (!r.fetched[device_index]) return;
+    r.fetched[device_index] = false;
+    rec = *r.host[device_index];
+    if (rec.site == 0) return;
+    // Reported once: the record starts afresh (the device has finished everything queued before the fetch).
+    const IndexCheckRecord zero{};
+    *r.host[device_index] = zero;
+    int prev = 0;
+    cudaGetDevice(&prev);
+    cudaSetDevice(device_index);
+    if (cudaMemcpy(r.device[device_index], &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess)
+      cudaGetLastError();
+    cudaSetDevice(prev);
   }
   VOLT_FAIL(index_check_message(static_cast<IndexCheckSite>(rec.site), rec.position, rec.value, rec.limit),
             " (found by a kernel on cuda:", device_index, ", reported at the device's next synchronisation)");
@@ -88,6 +111,7 @@ void raise_index_checks(int device_index) {
 #else
 
 IndexCheckRecord* index_check_record(int) { return nullptr; }
+void fetch_index_checks(int, void*) {}
 void raise_index_checks(int) {}
 
 #endif

@@ -6,9 +6,9 @@
 /// An op whose indices live on a GPU cannot read them on the host without stalling the device's queue for every
 /// call, and cannot at all while a CUDA graph is being captured. So the kernel checks each index as it reads it:
 /// a bad one is not used (its output row is zero, its gradient row dropped) and the first one is recorded in a
-/// small block of page-locked host memory mapped into the device. synchronize(device) and every synchronous copy
-/// to the host (item(), to(cpu)) then throw volt::Error naming the op, the position and the value, once.
-/// CPU kernels throw the same message at once.
+/// small record in device memory (claimed with a device atomic). synchronize(device) and every synchronous copy to
+/// the host (item(), to(cpu)) copy the record back in the same queue, just before they wait, and then throw
+/// volt::Error naming the op, the position and the value, once. CPU kernels throw the same message at once.
 #include <cstdint>
 #include <string>
 
@@ -29,11 +29,14 @@ struct IndexCheckRecord {
 namespace detail {
 /// The message of a failed check: "embedding: indices value 7 at position 3 is out of range for ...".
 std::string index_check_message(IndexCheckSite site, int64_t position, int64_t value, int64_t limit);
-/// GPU `device_index`'s record as the device addresses it (mapped page-locked host memory, made on first use);
-/// nullptr when it cannot be made (the kernels then skip bad indices without recording them).
+/// GPU `device_index`'s record (device memory, made on first use, zeroed); nullptr when it cannot be made, e.g.
+/// first asked for during a graph capture (the kernels then drop bad indices without recording them).
 IndexCheckRecord* index_check_record(int device_index);
-/// Throws the check GPU `device_index` recorded since the last report (its kernels have finished: call after a
-/// synchronisation), and clears it. Does nothing when none failed or no record was made.
+/// Enqueues the record's copy to its host mirror on `stream` (a cudaStream_t), when the record exists: called
+/// right before the host waits for that stream.
+void fetch_index_checks(int device_index, void* stream);
+/// After the wait: throws the check the fetched record holds, and clears the record (the device is idle up to
+/// here). Does nothing when none failed or nothing was fetched.
 void raise_index_checks(int device_index);
 }  // namespace detail
 

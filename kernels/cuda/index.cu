@@ -25,7 +25,7 @@ __device__ void record_bad_index(IndexCheckRecord* rec, IndexCheckSite site, int
   rec->position = position;
   rec->value = value;
   rec->limit = limit;
-  __threadfence_system();
+  __threadfence();
 }
 
 // Element kernels, any (outer, D, inner) geometry. With a check site, an index outside [0, D) is recorded and its
