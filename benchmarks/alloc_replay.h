@@ -1,6 +1,7 @@
 #pragma once
-// Records a run's CPU storage allocations (single-threaded runs: see set_cpu_allocation_observer) and replays them through two device allocator policies, with the bytes
-// the tensors asked for beside them (bench_gpt2 --replay-allocator):
+// Records a run's CPU storage allocations and replays them through two device allocator policies, with the bytes
+// the tensors asked for beside them (bench_gpt2 --replay-allocator; a single-threaded run: see
+// set_cpu_allocation_observer):
 //  - "split": volt::CachingAllocator, the CUDA caching allocator's policy (2 MiB segments for small requests,
 //    blocks split and merged), over a raw allocator that only hands out addresses;
 //  - "whole": the policy it replaced, the reference: every block a whole raw allocation of the rounded request,

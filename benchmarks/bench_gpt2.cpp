@@ -12,7 +12,8 @@
 // The token stream is uploaded once, before the steps: each step's inputs are views of it (no step waits for a
 // copy). --cuda-graphs captures the step (forward, backward, clipping, AdamW) as a graph after the warm-up, runs
 // the captured step once untimed, and times replays, each after copying its tokens into the captured inputs;
-// "cuda_graphs" says "on", "off", or "failed: <why>" (the steps then ran eagerly).
+// "cuda_graphs" says "on", "off", or "failed: <why>" (the steps then ran eagerly). With a graph, the peak memory
+// and "attention" cover the capture, where the step's host code (its allocations, its attention calls) ran.
 //
 // "attention" says which implementation scaled_dot_product_attention ran in the timed steps (kernels/sdpa_path.h):
 // "cudnn" (cuDNN's fused SDPA), "fused" (Volt's fused softmax between two matmuls), or "mixed"; "attention_note" is
@@ -189,15 +190,17 @@ int main(int argc, char** argv) {
       }
     };
     for (int64_t i = 0; i < warmup; ++i) step();
+    synchronize(device);
+    const double first_loss = warmup > 0 ? last_loss.item() : 0.0;  // the last warm-up step's, eager either way
+    // Peak memory and the attention used are taken over the timed steps; with a graph, over its capture too
+    // (the host code, and so every allocation and attention call, ran there; replays allocate nothing).
+    reset_peak_memory_stats(device);
+    if (replay) replay->mark();
+    reset_sdpa_stats();
     if (cuda_graphs) {
       capture();
       step();  // the captured step's first replay (or, if the capture failed, an eager step), untimed
     }
-    synchronize(device);
-    const double first_loss = warmup > 0 ? last_loss.item() : 0.0;
-    reset_peak_memory_stats(device);
-    if (replay) replay->mark();
-    reset_sdpa_stats();
     std::vector<double> ms;
     for (int64_t r = 0; r < repeats; ++r) {
       synchronize(device);

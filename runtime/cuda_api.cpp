@@ -256,8 +256,12 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
                                               : cudaMemcpyDeviceToDevice;
   if (src_device.is_cuda() && dst_device.is_cuda() && src_device.index != dst_device.index) {
     // Peer copy: the work producing `src` runs on the source GPU's compute stream, which the destination's
-    // streams do not wait for; finish it first.
-    VOLT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(get_stream(src_device, StreamKind::Compute).handle)));
+    // streams do not wait for; finish it first (and report the source's failed index checks, as a copy to the
+    // host would: a replica's results may only ever leave it this way).
+    const auto src_stream = static_cast<cudaStream_t>(get_stream(src_device, StreamKind::Compute).handle);
+    detail::fetch_index_checks(src_device.index, src_stream);
+    VOLT_CUDA_CHECK(cudaStreamSynchronize(src_stream));
+    detail::raise_index_checks(src_device.index);
   }
   if (stream) {
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, static_cast<cudaStream_t>(stream->handle)));

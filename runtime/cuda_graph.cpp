@@ -12,6 +12,7 @@
 #include <volt/runtime/allocator.h>
 #include <volt/runtime/cuda_api.h>
 #include <volt/runtime/cuda_internal.h>
+#include <volt/runtime/index_check.h>
 #include <volt/runtime/error.h>
 #include <volt/config.h>
 
@@ -189,6 +190,9 @@ uint64_t begin_capture(Device device) {
   const cudaStream_t s = compute_stream(device);
   VOLT_CHECK(!detail::compute_stream_capturing(device.index), "cuda_graph::begin_capture: the compute stream of ",
              device.str(), " is already capturing a CUDA graph; end that capture first (one capture per device)");
+  // Kernels that check their indices record a failure in a per-device record made outside captures
+  // (runtime/index_check.h): make it now, or the captured kernels would go without one.
+  detail::index_check_record(device.index);
   CachingAllocator& alloc = detail::cuda_device_allocator(device.index);
   const uint64_t pool = alloc.begin_private_pool();
   // Counted open before the capture begins (and closed only after it ended): no pinned free runs meanwhile.

@@ -42,6 +42,9 @@ Records& records() {
   static auto* r = new Records;  // never destroyed: kernels may still be queued at exit
   return *r;
 }
+cudaStream_t compute_stream(int device_index) {
+  return static_cast<cudaStream_t>(get_stream(cuda_device(device_index), StreamKind::Compute).handle);
+}
 }  // namespace
 
 IndexCheckRecord* index_check_record(int device_index) {
@@ -58,11 +61,11 @@ IndexCheckRecord* index_check_record(int device_index) {
   cudaSetDevice(device_index);
   void* d = nullptr;
   void* h = nullptr;
-  const IndexCheckRecord zero{};
+  // Zeroed in the compute stream's order, so the kernels queued after it find it zero.
   if (cudaMalloc(&d, sizeof(IndexCheckRecord)) == cudaSuccess &&
       cudaMallocHost(&h, sizeof(IndexCheckRecord)) == cudaSuccess &&
-      cudaMemcpy(d, &zero, sizeof zero, cudaMemcpyHostToDevice) == cudaSuccess) {
-    *static_cast<IndexCheckRecord*>(h) = zero;
+      cudaMemsetAsync(d, 0, sizeof(IndexCheckRecord), compute_stream(device_index)) == cudaSuccess) {
+    *static_cast<IndexCheckRecord*>(h) = IndexCheckRecord{};
     r.device[device_index] = static_cast<IndexCheckRecord*>(d);
     r.host[device_index] = static_cast<IndexCheckRecord*>(h);
   } else {
@@ -94,13 +97,14 @@ void raise_index_checks(int device_index) {
     r.fetched[device_index] = false;
     rec = *r.host[device_index];
     if (rec.site == 0) return;
-    // Reported once: the record starts afresh (the device has finished everything queued before the fetch).
-    const IndexCheckRecord zero{};
-    *r.host[device_index] = zero;
+    // Reported once: the record starts afresh, in the compute stream's order (the kernels queued after this see
+    // it zero; everything before the fetch has finished).
+    *r.host[device_index] = IndexCheckRecord{};
     int prev = 0;
     cudaGetDevice(&prev);
     cudaSetDevice(device_index);
-    if (cudaMemcpy(r.device[device_index], &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess)
+    if (cudaMemsetAsync(r.device[device_index], 0, sizeof(IndexCheckRecord), compute_stream(device_index)) !=
+        cudaSuccess)
       cudaGetLastError();
     cudaSetDevice(prev);
   }

@@ -45,6 +45,9 @@ def main():
     fp32 = first(read("bench_gpt2_124M_fp32"), impl="volt")
     # The same step captured as a CUDA graph and replayed (bench_gpt2 --cuda-graphs).
     graphs = first(read("bench_gpt2_124M_bf16_graphs"), impl="volt")
+    graphs_state = graphs.get("cuda_graphs") if graphs else None
+    if graphs_state != "on":  # a failed capture ran eagerly: no graph figures
+        graphs = None
     anchor = read("anchor_gpt2_124M")
     eager, compiled = first(anchor, mode="eager"), first(anchor, mode="compile")
     trainer = {s: first(read("trainer_gpt2_" + s)) for s in ("single_device", "ddp", "zero1", "single_device_graphs")}
@@ -67,7 +70,7 @@ def main():
         "new_paths_speedup": None if fallbacks else ratio(tps(bf16), tps(older)),
         # The same step's peak memory with every switchable path off (the head's chunks among them).
         "fallbacks_peak_mem_gib": older.get("peak_mem_gib") if older else None,
-        "volt_graphs": graphs.get("cuda_graphs") if graphs else None,
+        "volt_graphs": graphs_state,
         "volt_graphs_tokens_per_s": tps(graphs),
         "graphs_speedup": ratio(tps(graphs), tps(bf16)),
         "graphs_vs_torch_compile": ratio(tps(graphs), tps(compiled)),

@@ -1,5 +1,6 @@
 // CUDA kernels for index_select / gather / one_hot and their scatter-add backwards: one thread per element,
-// grid-stride, except a table's rows (index_select and index_add with outer 1: embedding), a warp per row. Offsets come from the same VOLT_HD helpers as the CPU loops (kernels/backend/index.h).
+// grid-stride, except a table's rows of 32 values or more (index_select and index_add with outer 1: embedding),
+// a warp per row. Offsets come from the same VOLT_HD helpers as the CPU loops (kernels/backend/index.h).
 // The accumulating kernels use atomicAdd because several output positions may name the same row.
 #include <cuda_runtime.h>
 
@@ -19,13 +20,15 @@ namespace {
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < (total); t += int64_t(gridDim.x) * blockDim.x)
 
 // A bad index found by a kernel's own check (runtime/index_check.h): the first one claims the record.
+// The claim comes first and `site` last, so a record read while the kernel runs is either empty or whole.
 __device__ void record_bad_index(IndexCheckRecord* rec, IndexCheckSite site, int64_t position, int64_t value,
                                  int64_t limit) {
-  if (rec == nullptr || atomicCAS(reinterpret_cast<int*>(&rec->site), 0, static_cast<int>(site)) != 0) return;
+  if (rec == nullptr || atomicCAS(reinterpret_cast<int*>(&rec->claim), 0, 1) != 0) return;
   rec->position = position;
   rec->value = value;
   rec->limit = limit;
   __threadfence();
+  *reinterpret_cast<volatile int32_t*>(&rec->site) = static_cast<int32_t>(site);
 }
 
 // Element kernels, any (outer, D, inner) geometry. With a check site, an index outside [0, D) is recorded and its
@@ -61,9 +64,10 @@ __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64
   }
 }
 
-// Rows of a table (outer 1: embedding, index_select along dim 0): a warp per index, its row moved in V-sized
-// pieces (16 bytes when rows and pointers allow, else one element), no division per element. Every index is
-// bounds-checked (one compare per row); a bad one's row is zero and, with a check site, recorded.
+// Rows of a table (outer 1 and rows of 32 values or more: embedding, index_select along dim 0): a warp per index,
+// its row moved in V-sized pieces (16 bytes when rows and pointers allow, else one element), no division per
+// element. Every index is bounds-checked (one compare per row); a bad one's row is zero and, with a check site,
+// recorded.
 constexpr int kRowWarps = 8;  // warps per block
 template <class T, class V>
 __global__ void select_rows_kernel(T* out, const T* in, const int64_t* idx, int64_t n, int64_t row_vecs, int64_t D,
@@ -144,7 +148,7 @@ void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int6
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data_ptr());
     const T* src = static_cast<const T*>(in.data_ptr());
-    if (outer == 1) {
+    if (outer == 1 && inner >= 32) {
       const size_t row_bytes = static_cast<size_t>(inner) * sizeof(T);
       const bool packed = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(o) % 16 == 0 &&
                           reinterpret_cast<uintptr_t>(src) % 16 == 0;
@@ -172,7 +176,7 @@ void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data_ptr());
     const T* s = static_cast<const T*>(src.data_ptr());
-    if (outer == 1)
+    if (outer == 1 && inner >= 32)
       add_rows_kernel<T><<<row_blocks(n), kRowWarps * 32, 0, launch_stream()>>>(o, s, idx, n, inner, D, rec, check);
     else
       index_add_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(o, s, idx, total, n, inner, D, rec, check);

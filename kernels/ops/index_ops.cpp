@@ -207,6 +207,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   if (out.numel() > 0)
     backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, weight.detach().contiguous(),
                                                         idx, 1, V, D, kCheck);
+  else  // rows of width 0: no kernel runs to check the indices
+    check_index_range(idx, V, "embedding", "indices", "an embedding table (num_embeddings)");
   Shape w_shape = weight.shape();
   DType dt = weight.dtype();
   autograd::attach_differentiable(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {

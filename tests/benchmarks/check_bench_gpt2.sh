@@ -4,8 +4,8 @@
 # same step with VOLT_DISABLE_KERNELS=chunked_head (GPT-2's head as linear, then fused_cross_entropy) starts from
 # the same loss: the chunked head changes memory, not the model. With --replay-allocator the replay_* fields are
 # there, the replayed requests peak where the CPU allocator's own peak is, and neither policy's peak is below it.
-# With --cuda-graphs the step is captured ("cuda_graphs":"on") and every step's loss is the eager run's, bit for bit
-# (the CPU's graph replays the same kernels).
+# With --cuda-graphs the step is captured ("cuda_graphs":"on") and every step's loss is the eager run's as printed
+# (six decimals; the CPU's graph replays the same kernels).
 # Usage: check_bench_gpt2.sh <bench_gpt2>
 set -euo pipefail
 bench="$1"

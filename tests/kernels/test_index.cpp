@@ -12,7 +12,9 @@ using volt::testing::expect_gradients_match;
 using volt::testing::rand_f64;
 
 namespace {
-Tensor iota_f64(const Shape& shape) { return arange(0.0, static_cast<double>(shape_numel(shape)), 1.0, DType::f64).view(shape); }
+Tensor iota_f64(const Shape& shape) {
+  return arange(0.0, static_cast<double>(shape_numel(shape)), 1.0, DType::f64).view(shape);
+}
 }  // namespace
 
 // ---- cat / stack ------------------------------------------------------------------------------------------
@@ -223,30 +225,40 @@ TEST(Embedding, CapturedLookupChecksTheIndicesOfEachReplay) {
 }
 
 // On a GPU a bad index is found by the kernel and reported at the next synchronisation: its row is zero, the
-// good rows are right, the error names the op, the position and the value, and it is reported once.
+// good rows are right, the error names the op, the position and the value, and it is reported once. Widths 2 and
+// 40: the element kernels and the row kernels.
 TEST(EmbeddingCuda, BadIndexIsReportedAtTheNextSynchronisation) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA embedding kernels run on a GPU only";
   const Device dev = cuda_device(0);
-  Tensor w = iota_f64({5, 2}).to(DType::f32).to(dev).set_requires_grad();
-  Tensor out = embedding(w, from_vector<int64_t>({2, 9, 0}).to(dev));  // no host read: no error yet
-  VOLT_EXPECT_ERROR(synchronize(dev), "embedding", "value 9 at position 1", "size 5", "next synchronisation");
-  EXPECT_NO_THROW(synchronize(dev));  // reported once
-  EXPECT_EQ(out.to(kCPU).to_vector<float>(), (std::vector<float>{4, 5, 0, 0, 0, 1}));
-  // The backward drops the bad row (no write outside the table) and reports it at item()/to(cpu).
-  out.backward(ones_like(out));
-  VOLT_EXPECT_ERROR(w.grad().to(kCPU), "embedding", "value 9 at position 1");
-  EXPECT_EQ(w.grad().to(kCPU).to_vector<float>(), (std::vector<float>{1, 1, 0, 0, 1, 1, 0, 0, 0, 0}));
-  Tensor neg = embedding(w.detach(), from_vector<int64_t>({-3}).to(dev));
-  VOLT_EXPECT_ERROR(neg.sum().item(), "embedding", "value -3 at position 0");
+  for (int64_t width : {2, 40}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    Tensor table = iota_f64({5, width}).to(DType::f32);
+    Tensor w = table.to(dev).set_requires_grad();
+    Tensor out = embedding(w, from_vector<int64_t>({2, 9, 0}).to(dev));  // no host read: no error yet
+    VOLT_EXPECT_ERROR(synchronize(dev), "embedding", "value 9 at position 1", "size 5", "next synchronisation");
+    EXPECT_NO_THROW(synchronize(dev));  // reported once
+    std::vector<float> want = table.narrow(0, 2, 1).to_vector<float>();
+    want.resize(2 * static_cast<size_t>(width), 0.0f);
+    for (float v : table.narrow(0, 0, 1).to_vector<float>()) want.push_back(v);
+    EXPECT_EQ(out.to(kCPU).to_vector<float>(), want);
+    // The backward drops the bad row (no write outside the table) and reports it at item()/to(cpu).
+    out.backward(ones_like(out));
+    VOLT_EXPECT_ERROR(w.grad().to(kCPU), "embedding", "value 9 at position 1");
+    std::vector<float> grad(5 * static_cast<size_t>(width), 0.0f);
+    for (int64_t c = 0; c < width; ++c) grad[static_cast<size_t>(c)] = grad[static_cast<size_t>(2 * width + c)] = 1;
+    EXPECT_EQ(w.grad().to(kCPU).to_vector<float>(), grad);
+    Tensor neg = embedding(w.detach(), from_vector<int64_t>({-3}).to(dev));
+    VOLT_EXPECT_ERROR(neg.sum().item(), "embedding", "value -3 at position 0");
+  }
 }
 
-// The CUDA row kernels (a warp per index, 16-byte pieces when rows allow) against the CPU: widths with and
-// without whole 16-byte rows, half and f32 tables, repeated indices in the backward's atomics.
+// The CUDA kernels against the CPU: the row kernels (a warp per index, 16-byte pieces when rows allow) at widths
+// 768 and 40, the element kernels below 32; half, f32 and f64 tables; repeated indices in the backward's atomics.
 TEST(EmbeddingCuda, RowKernelsMatchTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA embedding kernels run on a GPU only";
   const Device dev = cuda_device(0);
   for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
-    for (int64_t width : {768, 5, 12, 1}) {
+    for (int64_t width : {768, 40, 5, 12, 1}) {
       Tensor w = rand_f64({37, width}, 3).to(dt);
       Tensor idx = from_vector<int64_t>({0, 36, 5, 5, 17, 36, 2, 0, 9}, {3, 3});
       Tensor wc = w.to(dev).set_requires_grad(), wh = w.clone().set_requires_grad();
@@ -264,7 +276,8 @@ TEST(EmbeddingCuda, RowKernelsMatchTheCpu) {
   // index_select along dim 0 takes the same row kernel (its indices checked on the host first).
   Tensor a = rand_f64({6, 8}, 5).to(DType::f32);
   Tensor i = from_vector<int64_t>({5, 0, 5});
-  EXPECT_EQ(index_select(a.to(dev), 0, i.to(dev)).to(kCPU).to_vector<float>(), index_select(a, 0, i).to_vector<float>());
+  EXPECT_EQ(index_select(a.to(dev), 0, i.to(dev)).to(kCPU).to_vector<float>(),
+            index_select(a, 0, i).to_vector<float>());
 }
 
 // ---- one_hot -----------------------------------------------------------------------------------------------
