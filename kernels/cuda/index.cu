@@ -33,19 +33,20 @@ __device__ void record_bad_index(IndexCheckRecord* rec, IndexCheckSite site, int
 
 // Element kernels, any (outer, D, inner) geometry. With a check site, an index outside [0, D) is recorded and its
 // elements are zero (select) or not added (add).
+__device__ bool bad_element_index(int64_t t, int64_t n, int64_t inner, int64_t D, const int64_t* idx,
+                                  IndexCheckRecord* rec, IndexCheckSite site) {
+  if (site == IndexCheckSite::none) return false;
+  const int64_t i = (t / inner) % n, r = idx[i];
+  if (r >= 0 && r < D) return false;
+  record_bad_index(rec, site, i, r, D);
+  return true;
+}
+
 template <class T>
 __global__ void index_select_kernel(T* out, const T* in, const int64_t* idx, int64_t total, int64_t n, int64_t inner,
                                     int64_t D, IndexCheckRecord* rec, IndexCheckSite site) {
   VOLT_GRID_STRIDE(t, total) {
-    if (site != IndexCheckSite::none) {
-      const int64_t i = (t / inner) % n, r = idx[i];
-      if (r < 0 || r >= D) {
-        record_bad_index(rec, site, i, r, D);
-        out[t] = T{};
-        continue;
-      }
-    }
-    out[t] = in[select_source_offset(t, n, inner, D, idx)];
+    out[t] = bad_element_index(t, n, inner, D, idx, rec, site) ? T{} : in[select_source_offset(t, n, inner, D, idx)];
   }
 }
 
@@ -53,14 +54,8 @@ template <class T>
 __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64_t total, int64_t n, int64_t inner,
                                  int64_t D, IndexCheckRecord* rec, IndexCheckSite site) {
   VOLT_GRID_STRIDE(t, total) {
-    if (site != IndexCheckSite::none) {
-      const int64_t i = (t / inner) % n, r = idx[i];
-      if (r < 0 || r >= D) {
-        record_bad_index(rec, site, i, r, D);
-        continue;
-      }
-    }
-    atomicAdd(out + select_source_offset(t, n, inner, D, idx), src[t]);
+    if (!bad_element_index(t, n, inner, D, idx, rec, site))
+      atomicAdd(out + select_source_offset(t, n, inner, D, idx), src[t]);
   }
 }
 
