@@ -95,7 +95,33 @@ __global__ void adam_kernel(AdamArgs<T, M> a, om::AdamScalars<S> s_arg, const om
   M* __restrict__ m = a.m[t];
   M* __restrict__ v = a.v[t];
   M* __restrict__ vmax = a.vmax[t];
-  for (int64_t i = begin; i < end; i += step) {
+  // Four elements per thread at a time, every load of the four issued before the first update (as
+  // for_each_strided does for one array): one element's four or five dependent loads at a time left the
+  // update latency-bound (1.13 ms for GPT-2 124M's 124M parameters on an H200, about 65 % of the bandwidth).
+  constexpr int kUnroll = 4;
+  int64_t i = begin;
+  for (; i + (kUnroll - 1) * step < end; i += kUnroll * step) {
+    S pp[kUnroll], gg[kUnroll], mm[kUnroll], vv[kUnroll], vm[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = i + u * step;
+      pp[u] = static_cast<S>(p[j]);
+      gg[u] = static_cast<S>(g[j]);
+      mm[u] = static_cast<S>(m[j]);
+      vv[u] = static_cast<S>(v[j]);
+      vm[u] = kAms ? static_cast<S>(vmax[j]) : S(0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = i + u * step;
+      om::adam_update<S, kDecay, kDecoupled, kAms>(pp[u], gg[u], mm[u], vv[u], vm[u], s);
+      p[j] = om::store_param<T>(pp[u], s, a.key[t], j);
+      m[j] = M(mm[u]);
+      v[j] = M(vv[u]);
+      if (kAms) vmax[j] = M(vm[u]);
+    }
+  }
+  for (; i < end; i += step) {
     S pp = static_cast<S>(p[i]), mm = static_cast<S>(m[i]), vv = static_cast<S>(v[i]);
     S vm = kAms ? static_cast<S>(vmax[i]) : S(0);
     om::adam_update<S, kDecay, kDecoupled, kAms>(pp, static_cast<S>(g[i]), mm, vv, vm, s);
