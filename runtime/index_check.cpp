@@ -14,17 +14,25 @@
 namespace volt::detail {
 
 std::string index_check_message(IndexCheckSite site, int64_t position, int64_t value, int64_t limit) {
-  std::string what;
+  const char* op = "an index check";
+  const char* arg = "index";
+  const char* what = "a dimension";
   switch (site) {
     case IndexCheckSite::embedding:
-      what = "embedding: indices value ";
+      op = "embedding";
+      arg = "indices";
+      what = "an embedding table (num_embeddings)";
       break;
-    default:
-      what = "an index check failed: value ";
+    case IndexCheckSite::index_select:
+      op = "index_select";
+      what = "the selected dimension";
+      break;
+    case IndexCheckSite::none:
+      break;
   }
-  return what + std::to_string(value) + " at position " + std::to_string(position) + " is out of range for " +
-         (site == IndexCheckSite::embedding ? "an embedding table (num_embeddings)" : "a dimension") + " of size " +
-         std::to_string(limit) + " (expected 0 <= index < " + std::to_string(limit) + ")";
+  return std::string(op) + ": " + arg + " value " + std::to_string(value) + " at position " +
+         std::to_string(position) + " is out of range for " + what + " of size " + std::to_string(limit) +
+         " (expected 0 <= index < " + std::to_string(limit) + ")";
 }
 
 #if VOLT_WITH_CUDA

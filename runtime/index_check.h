@@ -1,7 +1,8 @@
 #pragma once
 /// @file
 /// Index range checks that GPU kernels make themselves, reported by the host at the device's next
-/// synchronisation (internal; kernels/cuda/index.cu writes them, kernels/ops/index_ops.cpp passes the site).
+/// synchronisation (internal; kernels/cuda/index.cu writes them, kernels/ops/index_ops.cpp passes the site:
+/// embedding and index_select).
 ///
 /// An op whose indices live on a GPU cannot read them on the host without stalling the device's queue for every
 /// call, and cannot at all while a CUDA graph is being captured. So the kernel checks each index as it reads it:
@@ -16,7 +17,7 @@
 namespace volt {
 
 /// Which op a kernel's index check serves (it names the op in the message).
-enum class IndexCheckSite : int32_t { none = 0, embedding = 1 };
+enum class IndexCheckSite : int32_t { none = 0, embedding = 1, index_select = 2 };
 
 /// One GPU's record of the first failed check since the host last reported one.
 struct IndexCheckRecord {

@@ -165,7 +165,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   VOLT_CHECK(index.dim() <= 1, "index_select: argument 'index' must be 1-D, got shape ", index.shape_str());
   const int64_t d = wrap_dim(dim, a.dim(), "index_select");
   Tensor idx = as_index(index, "index_select", "index", /*allow_i32=*/true);
-  check_index_range(idx, a.size(d), "index_select", "index", "dim " + std::to_string(d));
+  // The kernels check the indices, as embedding's do (runtime/index_check.h); a selection of empty rows runs none.
+  constexpr IndexCheckSite kCheck = IndexCheckSite::index_select;
   const Shape& s = a.shape();
   const int64_t outer = prod(s, 0, d), D = s[d], inner = prod(s, d + 1, s.size());
   Shape out_shape = s;
@@ -173,11 +174,13 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   Tensor out = empty(out_shape, a.dtype(), a.device());
   if (out.numel() > 0)
     backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, a.detach().contiguous(), idx,
-                                                        outer, D, inner, IndexCheckSite::none);
+                                                        outer, D, inner, kCheck);
+  else
+    check_index_range(idx, D, "index_select", "index", "dim " + std::to_string(d));
   Shape in_shape = s;
   DType dt = a.dtype();
   autograd::attach_differentiable(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
-    Tensor gi = index_add_backward(g[0].detach(), idx, in_shape, dt, outer, D, inner);
+    Tensor gi = index_add_backward(g[0].detach(), idx, in_shape, dt, outer, D, inner, kCheck);
     return std::vector<Tensor>{autograd::linear_in_grad(gi, g[0], "IndexSelectBackwardBackward",
                                                         [d, idx](const Tensor& gg) { return index_select(gg, d, idx); })};
   });

@@ -118,6 +118,36 @@ TEST(IndexSelect, GradientScatterAddsRepeatedIndices) {
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 0, 3, 3, 0, 0, 1, 1}));
 }
 
+// The kernels check the indices (runtime/index_check.h), in the backward too: an index tensor changed in place
+// between the two is an error, not a write outside the gradient.
+TEST(IndexSelect, TheBackwardChecksItsIndicesToo) {
+  Tensor a = rand_f64({3, 5}, 2).set_requires_grad();
+  Tensor idx = from_vector<int64_t>({4, 0});
+  Tensor out = index_select(a, 1, idx);
+  idx.copy_(from_vector<int64_t>({4, 5}));
+  VOLT_EXPECT_ERROR(out.backward(ones_like(out)), "index_select", "value 5 at position 1", "size 5");
+}
+
+// On a GPU, as embedding's: the bad index is reported at the next synchronisation; along dim 0 (the row kernels)
+// and dim 1 (the element kernels).
+TEST(IndexSelectCuda, BadIndexIsReportedAtTheNextSynchronisation) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA index kernels run on a GPU only";
+  const Device dev = cuda_device(0);
+  Tensor a = iota_f64({40, 40}).to(DType::f32);
+  for (int64_t dim : {0, 1}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    Tensor ac = a.to(dev).set_requires_grad();
+    Tensor out = index_select(ac, dim, from_vector<int64_t>({3, 40, 1}).to(dev));
+    VOLT_EXPECT_ERROR(synchronize(dev), "index_select", "value 40 at position 1", "size 40");
+    Tensor want = index_select(a, dim, from_vector<int64_t>({3, 0, 1}));
+    want.narrow(dim, 1, 1).zero_();
+    EXPECT_EQ(out.to(kCPU).to_vector<float>(), want.to_vector<float>());
+    out.backward(ones_like(out));
+    VOLT_EXPECT_ERROR(ac.grad().sum().item(), "index_select", "value 40 at position 1");
+    EXPECT_EQ(ac.grad().sum().item(), 2.0 * 40);  // the two good rows or columns only
+  }
+}
+
 TEST(IndexSelect, Errors) {
   Tensor a = zeros({3, 5});
   VOLT_EXPECT_ERROR(index_select(a, 1, from_vector<int64_t>({0, 7})), "index_select", "7", "position 1", "size 5");
