@@ -14,6 +14,8 @@
 // the captured step once untimed, and times replays, each after copying its tokens into the captured inputs;
 // "cuda_graphs" says "on", "off", or "failed: <why>" (the steps then ran eagerly). With a graph, the peak memory
 // and "attention" cover the capture, where the step's host code (its allocations, its attention calls) ran.
+// "timed_system_allocs": the allocator's raw allocations during the timed steps (on a GPU its cudaMalloc calls, 0
+// in a steady state; on the CPU also every block under 64 KiB, which malloc serves).
 //
 // "attention" says which implementation scaled_dot_product_attention ran in the timed steps (kernels/sdpa_path.h):
 // "cudnn" (cuDNN's fused SDPA), "fused" (Volt's fused softmax between two matmuls), or "mixed"; "attention_note" is
@@ -201,6 +203,8 @@ int main(int argc, char** argv) {
       capture();
       step();  // the captured step's first replay (or, if the capture failed, an eager step), untimed
     }
+    // Raw allocations during the timed steps (on a GPU: cudaMalloc, none once the allocator's cache holds a step).
+    const int64_t system_allocs_before = memory_stats(device).num_system_allocs;
     std::vector<double> ms;
     for (int64_t r = 0; r < repeats; ++r) {
       synchronize(device);
@@ -248,6 +252,8 @@ int main(int argc, char** argv) {
     };
     const std::string attn_note = json_text(attn.last_fallback_reason);
     extra += ",\"cuda_graphs\":\"" + json_text(graphs_state) + "\"";
+    extra += ",\"timed_system_allocs\":" +
+             std::to_string(memory_stats(device).num_system_allocs - system_allocs_before);
     std::printf("{\"impl\":\"volt\",\"device\":\"%s\",\"model\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                 "\"precision\":\"%s\",\"ms_per_step\":%.3f,\"ms_per_step_min\":%.3f,\"ms_per_step_max\":%.3f,"
                 "\"repeats\":%lld,\"steps\":%lld,\"tokens_per_s\":%.1f,\"flops_per_token\":%.0f,\"mfu\":%s,"

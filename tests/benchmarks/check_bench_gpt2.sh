@@ -37,7 +37,7 @@ for k in ("ms_per_step", "ms_per_step_min", "ms_per_step_max", "tokens_per_s", "
         sys.exit(f"FAIL: no {k} in {new}")
 if not new["ms_per_step_min"] <= new["ms_per_step"] <= new["ms_per_step_max"] or new["repeats"] != 3:
     sys.exit(f"FAIL: ms_per_step not the median of 3 runs: {new}")
-if not (new["peak_mem_bytes"] > 0 and new["reserved_mem_gib"] >= 0):
+if not (new["peak_mem_bytes"] > 0 and new["reserved_mem_gib"] >= 0 and new.get("timed_system_allocs", -1) >= 0):
     sys.exit(f"FAIL: memory fields: {new}")
 if abs(new["first_loss"] - old["first_loss"]) > 1e-4 * abs(old["first_loss"]):
     sys.exit(f"FAIL: first loss {new['first_loss']} with the chunked head, {old['first_loss']} without")
