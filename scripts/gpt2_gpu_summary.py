@@ -62,6 +62,8 @@ def main():
         "torch_compile_mfu": compiled.get("mfu") if compiled else None,
         "volt_peak_mem_gib": bf16.get("peak_mem_gib") if bf16 else None,
         "volt_reserved_mem_gib": bf16.get("reserved_mem_gib") if bf16 else None,
+        # cudaMalloc calls during the timed steps (0 once the caching allocator holds a step).
+        "volt_timed_system_allocs": bf16.get("timed_system_allocs") if bf16 else None,
         "torch_compile_peak_mem_gib": compiled.get("peak_mem_gib") if compiled else None,
         "torch_eager_peak_mem_gib": eager.get("peak_mem_gib") if eager else None,
         "bf16_vs_fp32": ratio(tps(bf16), tps(fp32)),
