@@ -157,12 +157,12 @@ size_t CachingAllocator::segment_size(size_t size) {
 }
 
 CachingAllocator::~CachingAllocator() {
-  // Live blocks belong to tensors that outlive the allocator only at process exit: their segments stay.
+  // Live blocks belong to tensors that outlive the allocator only at process exit: their segments' memory stays
+  // (the bookkeeping goes either way).
   for (Block* head : segments_) {
     bool in_use = false;
     for (Block* b = head; b != nullptr; b = b->next) in_use = in_use || b->live;
-    if (in_use) continue;
-    raw_free_(head->ptr);
+    if (!in_use) raw_free_(head->ptr);
     for (Block* b = head; b != nullptr;) {
       Block* next = b->next;
       delete b;
