@@ -14,7 +14,8 @@ constexpr std::pair<const char*, Path> kNames[] = {{"warp_norm", kWarpNorm},
                                                     {"lt_dgelu", kLtDgelu},
                                                     {"half_residual", kHalfResidual},
                                                     {"classifier_rows", kClassifierRows},
-                                                    {"chunked_head", kChunkedHead}};
+                                                    {"chunked_head", kChunkedHead},
+                                                    {"lt_bgrad", kLtBgrad}};
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");

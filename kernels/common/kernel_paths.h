@@ -11,6 +11,8 @@
 //   classifier_rows fused_cross_entropy's CUDA rows held in registers (GPT-2's vocabulary) -> the block kernel
 //   chunked_head    linear_cross_entropy's row chunks, gradients formed in the forward -> the whole logits, then
 //                   fused_cross_entropy (GPT-2's head and loss, with their memory)
+//   lt_bgrad        a linear layer's bias gradient in its weight-gradient product (cuBLASLt BGRADB epilogue) ->
+//                   the product, then a column reduction
 #include <string>
 
 namespace volt::kernel_paths {
@@ -22,9 +24,10 @@ enum Path : unsigned {
   kHalfResidual = 1u << 3,
   kClassifierRows = 1u << 4,
   kChunkedHead = 1u << 5,
+  kLtBgrad = 1u << 6,
 };
 inline constexpr unsigned kAll =
-    kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual | kClassifierRows | kChunkedHead;
+    kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual | kClassifierRows | kChunkedHead | kLtBgrad;
 
 // The paths a list names ("" or unset: none; "all": every one); whitespace around names is ignored. An unknown name
 // is a volt::Error naming it and the known ones.

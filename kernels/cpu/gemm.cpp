@@ -242,6 +242,7 @@ constexpr backend::LinalgKernels linalg_kernels{
     .linear_act_fwd = {linear_act_fwd, backend::kF32F64},
     .bias_act_bwd = {bias_act_bwd, backend::kFloating},
     .matmul_act_bwd = {matmul_act_bwd, backend::kF32F64},
+    .gemm_bgrad = {gemm_bgrad, backend::kF32F64},
 };
 
 }  // namespace volt::cpu

@@ -94,4 +94,18 @@ void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
   bias_act_bwd(grad_pre, grad_bias, grad_pre, saved, d.m, d.n, act);
 }
 
+// The product, then the column sums of A (the (k, m) output gradient) as bias_act_bwd forms a bias gradient: the
+// same arithmetic as the product and the bias gradient run as two ops.
+void gemm_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias) {
+  VOLT_ASSERT(d.trans_a && d.lda == d.m, "gemm_bgrad: A must be the (k, m) output gradient, contiguous");
+  if (d.m == 0) return;
+  if (d.n > 0) {
+    if (d.k > 0)
+      gemm_ptr(d, c.dtype(), a.data_ptr(), b.data_ptr(), c.data_ptr());
+    else
+      std::memset(c.data_ptr(), 0, c.nbytes());
+  }
+  bias_act_bwd(Tensor(), grad_bias, a, Tensor(), d.k, d.m, Activation::None);
+}
+
 }  // namespace volt::cpu

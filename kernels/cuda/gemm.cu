@@ -115,6 +115,7 @@ constexpr backend::LinalgKernels linalg_kernels{
     .linear_act_fwd = {linear_act_fwd, backend::kFloating},
     .bias_act_bwd = {bias_act_bwd, backend::kFloating},
     .matmul_act_bwd = {matmul_act_bwd, backend::kFloating},
+    .gemm_bgrad = {gemm_bgrad, backend::kFloating},
 };
 
 }  // namespace volt::cuda

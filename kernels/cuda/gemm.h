@@ -22,5 +22,6 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
                   int64_t rows, int64_t cols, Activation act);
 void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
                     const Tensor& saved, Activation act);
+void gemm_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias);
 
 }  // namespace volt::cuda

@@ -305,6 +305,15 @@ bool lt_backward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tens
   return lt_run(d, a, b, grad_pre, epi, grad_bias.defined() ? grad_bias.data_ptr() : nullptr, saved.data_ptr());
 }
 
+// The weight gradient's product with the bias gradient in its BGRADB epilogue: cuBLASLt's B is our A (the output
+// gradient, (k, m) read transposed), and BGRADB sums it over k into m values, in D's dtype. False when it does not
+// apply or no algorithm fits (nothing was launched). VOLT_DISABLE_KERNELS=lt_bgrad turns it off.
+bool lt_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias) {
+  if (kernel_paths::disabled(kernel_paths::kLtBgrad)) return false;
+  if (alignment(grad_bias.data_ptr()) < 16) return false;
+  return lt_run(d, a, b, c, CUBLASLT_EPILOGUE_BGRADB, grad_bias.data_ptr(), nullptr);
+}
+
 }  // namespace
 
 void linear_act_fwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
@@ -370,6 +379,22 @@ void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
       VOLT_CUDA_CHECK(cudaMemsetAsync(grad_pre.data_ptr(), 0, grad_pre.nbytes(), launch_stream()));
   }
   bias_act_bwd(grad_pre, grad_bias, grad_pre, saved, d.m, d.n, act);
+}
+
+void gemm_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias) {
+  VOLT_ASSERT(d.trans_a && d.lda == d.m, "gemm_bgrad: A must be the (k, m) output gradient, contiguous");
+  if (d.m == 0) return;
+  DeviceScope scope(c.device());
+  check_cublas_dims(d, "gemm_bgrad");
+  if (d.n > 0 && d.k > 0 && lt_bgrad(d, a, b, c, grad_bias)) return;
+  // The product, then the column sums of the (k, m) output gradient (bias_act_bwd without an activation).
+  if (d.n > 0) {
+    if (d.k > 0)
+      gemm(d, a, b, c);
+    else
+      VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), launch_stream()));
+  }
+  bias_act_bwd(Tensor(), grad_bias, a, Tensor(), d.k, d.m, Activation::None);
 }
 
 }  // namespace volt::cuda

@@ -1,6 +1,8 @@
 // matmul and linear: argument checks, operand layout (transposed views become GEMM transpose flags rather
 // than copies), and their autograd formulas.
 #include <atomic>
+#include <tuple>
+#include <utility>
 
 #include <volt/kernels/backend/linalg.h>
 #include <volt/kernels/backend/registry.h>
@@ -120,6 +122,29 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
 namespace {
 
 using linalg_detail::gemm_into;
+
+// A linear layer's weight and bias gradients through one kernel (gemm_bgrad): dW = dY^T @ X and db = the column
+// sums of dY, both in dY's dtype. Undefined tensors when it does not take them (an empty product, operands of two
+// dtypes, CPU half types, or f32 on a GPU, whose small products keep Volt's own GEMM): the caller then runs the
+// product and the sum as before.
+std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& gy, const Tensor& x) {
+  constexpr auto kBgrad = &backend::LinalgKernels::gemm_bgrad;
+  const DType dt = gy.dtype();
+  const bool half = dt == DType::f16 || dt == DType::bf16;
+  if (gy.dim() != 2 || x.dim() != 2 || x.dtype() != dt || (gy.is_cuda() && !half) ||
+      !backend::supported<kBgrad>(gy.device(), dt))
+    return {};
+  const int64_t rows = gy.size(0), outf = gy.size(1), in = x.size(1);
+  if (rows == 0 || outf == 0 || in == 0) return {};
+  const Tensor go = gy.detach().contiguous();
+  const Operand A{go, /*trans=*/true, /*ld=*/outf, 0};  // dY (rows, outf) read as dY^T (outf, rows)
+  const Operand B = operand(x.detach());
+  const GemmDesc d = gemm_desc(A, B, outf, rows, in);
+  Tensor dw = empty({outf, in}, dt, go.device()), db = empty({outf}, dt, go.device());
+  trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k));
+  backend::call<kBgrad>(go.device(), dt, d, A.t, B.t, dw, db);
+  return {dw, db};
+}
 
 // 2-D out (n, m) = op(a) @ op(b), for the linear layer's three products.
 Tensor mm2(const Tensor& a, const Tensor& b, bool ta, bool tb) {
@@ -312,7 +337,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
       return std::vector<Tensor>{dx, dw, db};
     }
     if (act == Activation::None) {
-      if (gb) db = sum(g[0], {0});
+      if (gb && gw) std::tie(dw, db) = weight_and_bias_grads(g[0], sx);
+      if (gb && !db.defined()) db = sum(g[0], {0});
     } else {
       // One pass: grad_pre = g * act'(saved) and the bias gradient (its column sums).
       Tensor go = g[0].contiguous();
@@ -322,7 +348,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
                                                            act);
     }
     if (gx) dx = mm2(gp, sw.detach(), false, false);  // (rows, out) @ (out, in)
-    if (gw) dw = mm2(gp, sx.detach(), true, false);   // (rows, out)^T @ (rows, in)
+    if (gw && !dw.defined()) dw = mm2(gp, sx.detach(), true, false);  // (rows, out)^T @ (rows, in)
     return std::vector<Tensor>{dx, dw, db};
   });
   return out;
@@ -370,8 +396,12 @@ Tensor fused_mlp(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tens
       });
     const Tensor go = g[0].contiguous();
     Tensor dx, dw1, db1, dw2, db2;
-    if (gb2) db2 = sum(go, {0});
-    if (gw2) dw2 = mm2(go, gelu(pre, approx), true, false);  // the hidden activation, recomputed from pre
+    if (gw2 || gb2) {
+      const Tensor h = gw2 ? gelu(pre, approx) : Tensor();  // the hidden activation, recomputed from pre
+      if (gw2 && gb2) std::tie(dw2, db2) = weight_and_bias_grads(go, h);
+      if (gb2 && !db2.defined()) db2 = sum(go, {0});
+      if (gw2 && !dw2.defined()) dw2 = mm2(go, h, true, false);
+    }
     if (gx || gw1 || gb1) {
       // dpre = (go @ w2) * act'(pre), (rows, out) @ (out, hidden), and b1's gradient, its column sums.
       const Tensor dpre = empty({rows, hidden}, go.dtype(), go.device());

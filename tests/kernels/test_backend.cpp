@@ -96,9 +96,9 @@ TEST(KernelSupport, AnOpFallsBackWhereTheKernelIsMissing) {
 
 TEST(KernelSupport, NamesEveryKernelOnce) {
   const std::vector<std::string> names = kernel_names();
-  EXPECT_EQ(names.size(), 58u);  // 45 + rmsprop/adagrad/lion steps + linspace, randint + 5 scan/sort/flip kernels
+  EXPECT_EQ(names.size(), 59u);  // 45 + rmsprop/adagrad/lion steps + linspace, randint + 5 scan/sort/flip kernels
                                  // + cumsum, cumprod, cumprod_backward, sort, flip (kernels/tensor_ops.h)
-                                 // + flash_attn_fwd, flash_attn_bwd (CUDA only) + matmul_act_bwd
+                                 // + flash_attn_fwd, flash_attn_bwd (CUDA only) + matmul_act_bwd + gemm_bgrad
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
   for (const char* n : {"unary", "cast", "uniform", "sum_rows", "arg_reduce", "softmax_fwd", "class_loss_fwd",
                         "dropout_bwd", "gather", "attn_softmax_bwd", "norm_fwd", "batch_norm_backward", "adam_step", "rmsprop_step", "adagrad_step", "lion_step", "norm_partial",

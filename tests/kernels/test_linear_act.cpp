@@ -10,6 +10,7 @@
 
 #include "common/gradcheck.h"
 #include <volt/kernels/kernel_support.h>
+#include <volt/kernels/fused_ops.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
 
@@ -154,6 +155,29 @@ TEST(LinearActivation, KernelsAreDeclaredAndSupported) {
   EXPECT_TRUE(kernel_supported("matmul_act_bwd", kCPU, DType::f32));
   EXPECT_TRUE(kernel_supported("matmul_act_bwd", kCPU, DType::f64));
   EXPECT_FALSE(kernel_supported("matmul_act_bwd", kCPU, DType::bf16));
+  // The weight and bias gradients of a layer without activation in one kernel: the CPU's f32/f64 (its half types
+  // run the product and the sum; on a GPU the op takes it for half types only).
+  EXPECT_TRUE(kernel_supported("gemm_bgrad", kCPU, DType::f32));
+  EXPECT_TRUE(kernel_supported("gemm_bgrad", kCPU, DType::f64));
+  EXPECT_FALSE(kernel_supported("gemm_bgrad", kCPU, DType::bf16));
+}
+
+// A layer without activation takes its weight and bias gradients from gemm_bgrad (the product and the column sums
+// of the output gradient): equal to the product and the sum as separate ops, in f64 to the last bits.
+TEST(LinearActivation, WeightAndBiasGradientsInOneKernelEqualTheTwoOps) {
+  Tensor x = randf({37, 11}, 61).to(DType::f64), w = randf({5, 11}, 62).to(DType::f64);
+  Tensor b = randf({5}, 63).to(DType::f64), gy = randf({37, 5}, 64).to(DType::f64);
+  Tensor wl = w.clone().set_requires_grad(), bl = b.clone().set_requires_grad();
+  linear(x, wl, bl).backward(gy);
+  expect_close(wl.grad(), matmul(gy.t(), x).to_vector<double>(), 1e-13, 1e-13);
+  expect_close(bl.grad(), sum(gy, {0}).to_vector<double>(), 1e-13, 1e-13);
+  // fused_mlp's second layer likewise (its hidden activation recomputed from the pre-activation).
+  Tensor w1 = randf({7, 11}, 65).to(DType::f64), b1 = randf({7}, 66).to(DType::f64);
+  Tensor w2 = randf({5, 7}, 67).to(DType::f64).set_requires_grad(), b2 = b.clone().set_requires_grad();
+  fused_mlp(x, w1, b1, w2, b2, Activation::GELUTanh).backward(gy);
+  const Tensor h = linear(x, w1, b1, Activation::GELUTanh);
+  expect_close(w2.grad(), matmul(gy.t(), h).to_vector<double>(), 1e-13, 1e-13);
+  expect_close(b2.grad(), sum(gy, {0}).to_vector<double>(), 1e-13, 1e-13);
 }
 
 TEST(LinearActivation, BadArgumentsNameTheProblem) {
@@ -235,6 +259,31 @@ void expect_cuda_matches_cpu() {
   }
   VOLT_EXPECT_ERROR(linear(randf({2, 3}, 1).to(gpu), randf({4, 3}, 2), Tensor(), Activation::ReLU), "linear", "cuda",
                     "cpu");
+}
+
+// bf16/f16 layers without activation take their weight and bias gradients from one cuBLASLt matmul with the
+// BGRADB epilogue (or, where its heuristics decline, the product and a column reduction): GPT-2's attention
+// shapes (768 -> 2304 and 768 -> 768) over 2048 rows, against the CPU's f32 arithmetic on the same half values.
+TEST(LinearActivationCuda, WeightAndBiasGradientsInOneProduct) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  const Device gpu = cuda_device(0);
+  EXPECT_TRUE(kernel_supported("gemm_bgrad", gpu, DType::bf16));
+  const int64_t rows = 2048, in = 768;
+  for (int64_t out : {2304, 768}) {
+    for (DType dt : {DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " out=" + std::to_string(out));
+      Tensor x = randf({rows, in}, 71).to(dt), w = randf({out, in}, 72).to(dt), b = randf({out}, 73).to(dt);
+      Tensor gy = randf({rows, out}, 74).to(dt);
+      Tensor wc = w.to(gpu).set_requires_grad(), bc = b.to(gpu).set_requires_grad();
+      linear(x.to(gpu), wc, bc).backward(gy.to(gpu));
+      // References from the same half values in f32, rounded once.
+      const Tensor dw = matmul(gy.to(DType::f32).t(), x.to(DType::f32)).to(dt).to(DType::f64);
+      const Tensor db = sum(gy.to(DType::f32), {0}).to(dt).to(DType::f64);
+      const double tol = dt == DType::bf16 ? 1.6e-2 : 2e-3;  // a few units of the half type's last place
+      expect_close(wc.grad().cpu(), dw.to_vector<double>(), tol * std::sqrt(double(rows)), tol);
+      expect_close(bc.grad().cpu(), db.to_vector<double>(), tol * std::sqrt(double(rows)), tol);
+    }
+  }
 }
 
 // Small f32 layers take Volt's own GEMM by default (kernels/common/small_gemm.h); with it off the same shapes
