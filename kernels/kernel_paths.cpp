@@ -1,5 +1,7 @@
 #include <volt/kernels/common/kernel_paths.h>
 
+#include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <utility>
 
@@ -65,5 +67,16 @@ bool disabled(Path p) {
   }();
   return (set & p) != 0;
 }
+
+namespace {
+constexpr int kPaths = 32;
+std::atomic<long long>& taken_count(Path p) {
+  static std::atomic<long long> counts[kPaths];
+  return counts[std::countr_zero(static_cast<unsigned>(p)) % kPaths];
+}
+}  // namespace
+
+void note_taken(Path p) { taken_count(p).fetch_add(1, std::memory_order_relaxed); }
+long long times_taken(Path p) { return taken_count(p).load(std::memory_order_relaxed); }
 
 }  // namespace volt::kernel_paths

@@ -64,7 +64,8 @@ struct LinalgKernels {
       matmul_act_bwd;
   // A linear layer's weight and bias gradients from one read of its output gradient: c (m, n) = op(A) @ op(B) and
   // grad_bias (m) = the column sums of A, where A is the output gradient stored (k, m) contiguous (trans_a, lda =
-  // m: c = dY^T @ X, grad_bias = sum over rows of dY). d as for linear_act_fwd. On CUDA one cuBLASLt matmul with
+  // m: c = dY^T @ X, grad_bias = sum over rows of dY; grad_bias defined, contiguous, of c's dtype). d as for
+  // linear_act_fwd. On CUDA one cuBLASLt matmul with
   // the BGRADB epilogue when its heuristics take the shape, else the product and a column reduction; the CPU runs
   // the two. Dispatch dtype: c's (CPU: f32/f64, the op runs the two ops for half types; CUDA: floating).
   Kernel<void(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias)>

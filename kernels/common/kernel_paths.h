@@ -36,5 +36,9 @@ unsigned parse(const std::string& list);
 std::string names(unsigned set);
 // Whether VOLT_DISABLE_KERNELS turns `p` off (the variable is read and parsed at the first call).
 bool disabled(Path p);
+// Counts a call that took path `p` (the backends note the paths whose fallback is chosen at run time, e.g. by a
+// library's heuristics, so that a GPU test can tell the path from its fallback), and the count so far.
+void note_taken(Path p);
+long long times_taken(Path p);
 
 }  // namespace volt::kernel_paths

@@ -97,7 +97,8 @@ void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
 // The product, then the column sums of A (the (k, m) output gradient) as bias_act_bwd forms a bias gradient: the
 // same arithmetic as the product and the bias gradient run as two ops.
 void gemm_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias) {
-  VOLT_ASSERT(d.trans_a && d.lda == d.m, "gemm_bgrad: A must be the (k, m) output gradient, contiguous");
+  VOLT_ASSERT(d.trans_a && d.lda == d.m && grad_bias.defined(),
+              "gemm_bgrad: A must be the (k, m) output gradient, contiguous, and grad_bias defined");
   if (d.m == 0) return;
   if (d.n > 0) {
     if (d.k > 0)

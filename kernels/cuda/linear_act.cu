@@ -302,7 +302,10 @@ bool lt_backward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tens
   if (d.n % 8 != 0 || alignment(saved.data_ptr()) < 16) return false;  // the aux's leading dimension and alignment
   if (grad_bias.defined() && alignment(grad_bias.data_ptr()) < 16) return false;
   const cublasLtEpilogue_t epi = grad_bias.defined() ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
-  return lt_run(d, a, b, grad_pre, epi, grad_bias.defined() ? grad_bias.data_ptr() : nullptr, saved.data_ptr());
+  if (!lt_run(d, a, b, grad_pre, epi, grad_bias.defined() ? grad_bias.data_ptr() : nullptr, saved.data_ptr()))
+    return false;
+  kernel_paths::note_taken(kernel_paths::kLtDgelu);
+  return true;
 }
 
 // The weight gradient's product with the bias gradient in its BGRADB epilogue: cuBLASLt's B is our A (the output
@@ -311,7 +314,9 @@ bool lt_backward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tens
 bool lt_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias) {
   if (kernel_paths::disabled(kernel_paths::kLtBgrad)) return false;
   if (alignment(grad_bias.data_ptr()) < 16) return false;
-  return lt_run(d, a, b, c, CUBLASLT_EPILOGUE_BGRADB, grad_bias.data_ptr(), nullptr);
+  if (!lt_run(d, a, b, c, CUBLASLT_EPILOGUE_BGRADB, grad_bias.data_ptr(), nullptr)) return false;
+  kernel_paths::note_taken(kernel_paths::kLtBgrad);
+  return true;
 }
 
 }  // namespace
@@ -382,7 +387,8 @@ void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
 }
 
 void gemm_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& grad_bias) {
-  VOLT_ASSERT(d.trans_a && d.lda == d.m, "gemm_bgrad: A must be the (k, m) output gradient, contiguous");
+  VOLT_ASSERT(d.trans_a && d.lda == d.m && grad_bias.defined(),
+              "gemm_bgrad: A must be the (k, m) output gradient, contiguous, and grad_bias defined");
   if (d.m == 0) return;
   DeviceScope scope(c.device());
   check_cublas_dims(d, "gemm_bgrad");

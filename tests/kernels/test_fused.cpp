@@ -372,7 +372,11 @@ TEST(FusedMlpCuda, GeluBackwardInTheProductMatchesTheCpu) {
         for (Tensor& t : r) t = t.cpu().to(DType::f64);
         return r;
       };
+      const long long dgelu_before = kernel_paths::times_taken(kernel_paths::kLtDgelu);
       const std::vector<Tensor> want = run(kCPU), got = run(cuda_device(0));
+      // The epilogue ran where it applies (not the fallback that computes the same), unless switched off.
+      if (c.hidden % 8 == 0 && dt != DType::f32 && !kernel_paths::disabled(kernel_paths::kLtDgelu))
+        EXPECT_GT(kernel_paths::times_taken(kernel_paths::kLtDgelu), dgelu_before) << "the DGELU epilogue did not run";
       // f32 as LinearActivationCuda bounds cuBLASLt's GELU epilogue (its tanh form may differ from the CPU's in
       // the last bits); the half types a few units in the last place.
       const double tol = dt == DType::f32 ? 1e-4 : dt == DType::f16 ? 4e-3 : 3e-2;

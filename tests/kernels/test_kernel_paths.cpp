@@ -25,6 +25,15 @@ TEST(KernelPaths, ParsesNamesAllAndEmpty) {
   for (unsigned set = 0; set <= kp::kAll; ++set) EXPECT_EQ(kp::parse(kp::names(set)), set) << set;
 }
 
+// The backends count the calls that took a path whose fallback a library may choose (the GPU tests assert on it).
+TEST(KernelPaths, CountsThePathsTaken) {
+  const long long bgrad = kp::times_taken(kp::kLtBgrad), dgelu = kp::times_taken(kp::kLtDgelu);
+  kp::note_taken(kp::kLtBgrad);
+  kp::note_taken(kp::kLtBgrad);
+  EXPECT_EQ(kp::times_taken(kp::kLtBgrad), bgrad + 2);
+  EXPECT_EQ(kp::times_taken(kp::kLtDgelu), dgelu);
+}
+
 TEST(KernelPaths, AnUnknownNameIsAnErrorNamingTheKnownOnes) {
   VOLT_EXPECT_ERROR(kp::parse("warp_norm,warpnorm"), "VOLT_DISABLE_KERNELS", "unknown kernel path 'warpnorm'",
                     "warp_norm,packed_columns,lt_dgelu,half_residual,classifier_rows", "or all");

@@ -10,6 +10,7 @@
 
 #include "common/gradcheck.h"
 #include <volt/kernels/kernel_support.h>
+#include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/fused_ops.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/cuda_api.h>
@@ -263,25 +264,38 @@ void expect_cuda_matches_cpu() {
 
 // bf16/f16 layers without activation take their weight and bias gradients from one cuBLASLt matmul with the
 // BGRADB epilogue (or, where its heuristics decline, the product and a column reduction): GPT-2's attention
-// shapes (768 -> 2304 and 768 -> 768) over 2048 rows, against the CPU's f32 arithmetic on the same half values.
+// shapes (768 -> 2304 and 768 -> 768) over 2048 rows, and edge shapes (one output, one row, a transposed input,
+// 12 input features), against the CPU's f32 arithmetic on the same half values. At GPT-2's shapes the epilogue
+// itself must have run (kernel_paths::times_taken), unless VOLT_DISABLE_KERNELS switches it off.
 TEST(LinearActivationCuda, WeightAndBiasGradientsInOneProduct) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
   const Device gpu = cuda_device(0);
   EXPECT_TRUE(kernel_supported("gemm_bgrad", gpu, DType::bf16));
-  const int64_t rows = 2048, in = 768;
-  for (int64_t out : {2304, 768}) {
+  struct Case {
+    int64_t rows, in, out;
+    bool transposed_x, gpt2;
+  };
+  for (const Case c : {Case{2048, 768, 2304, false, true}, Case{2048, 768, 768, false, true},
+                       Case{300, 64, 1, false, false}, Case{1, 64, 40, false, false}, Case{256, 64, 40, true, false},
+                       Case{256, 12, 40, false, false}}) {
     for (DType dt : {DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " out=" + std::to_string(out));
-      Tensor x = randf({rows, in}, 71).to(dt), w = randf({out, in}, 72).to(dt), b = randf({out}, 73).to(dt);
-      Tensor gy = randf({rows, out}, 74).to(dt);
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " rows=" + std::to_string(c.rows) + " in=" + std::to_string(c.in) +
+                   " out=" + std::to_string(c.out) + (c.transposed_x ? " x transposed" : ""));
+      Tensor x = c.transposed_x ? randf({c.in, c.rows}, 71).to(dt).t() : randf({c.rows, c.in}, 71).to(dt);
+      Tensor w = randf({c.out, c.in}, 72).to(dt), b = randf({c.out}, 73).to(dt);
+      Tensor gy = randf({c.rows, c.out}, 74).to(dt);
       Tensor wc = w.to(gpu).set_requires_grad(), bc = b.to(gpu).set_requires_grad();
+      const long long taken = kernel_paths::times_taken(kernel_paths::kLtBgrad);
       linear(x.to(gpu), wc, bc).backward(gy.to(gpu));
+      if (c.gpt2 && !kernel_paths::disabled(kernel_paths::kLtBgrad))
+        EXPECT_GT(kernel_paths::times_taken(kernel_paths::kLtBgrad), taken) << "the BGRADB epilogue did not run";
       // References from the same half values in f32, rounded once.
       const Tensor dw = matmul(gy.to(DType::f32).t(), x.to(DType::f32)).to(dt).to(DType::f64);
       const Tensor db = sum(gy.to(DType::f32), {0}).to(dt).to(DType::f64);
       const double tol = dt == DType::bf16 ? 1.6e-2 : 2e-3;  // a few units of the half type's last place
-      expect_close(wc.grad().cpu(), dw.to_vector<double>(), tol * std::sqrt(double(rows)), tol);
-      expect_close(bc.grad().cpu(), db.to_vector<double>(), tol * std::sqrt(double(rows)), tol);
+      const double atol = tol * std::sqrt(double(c.rows));
+      expect_close(wc.grad().cpu(), dw.to_vector<double>(), atol, tol);
+      expect_close(bc.grad().cpu(), db.to_vector<double>(), atol, tol);
     }
   }
 }
