@@ -80,17 +80,21 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
   });
 }
 
+// c = op(A) @ op(B), or zeros when the product is empty over k (nothing to do for an empty c).
+static void product_or_zeros(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
+  if (d.m == 0 || d.n == 0) return;
+  if (d.k > 0)
+    gemm_ptr(d, c.dtype(), a.data_ptr(), b.data_ptr(), c.data_ptr());
+  else
+    std::memset(c.data_ptr(), 0, c.nbytes());
+}
+
 // The product into grad_pre, then bias_act_bwd over it in place (each element is read before it is written): the
 // same arithmetic as the product and bias_act_bwd run as two ops.
 void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& grad_pre, const Tensor& grad_bias,
                     const Tensor& saved, Activation act) {
   if (d.n == 0) return;
-  if (d.m > 0) {
-    if (d.k > 0)
-      gemm_ptr(d, grad_pre.dtype(), a.data_ptr(), b.data_ptr(), grad_pre.data_ptr());
-    else
-      std::memset(grad_pre.data_ptr(), 0, grad_pre.nbytes());
-  }
+  product_or_zeros(d, a, b, grad_pre);
   bias_act_bwd(grad_pre, grad_bias, grad_pre, saved, d.m, d.n, act);
 }
 
@@ -100,12 +104,7 @@ void gemm_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   VOLT_ASSERT(d.trans_a && d.lda == d.m && grad_bias.defined(),
               "gemm_bgrad: A must be the (k, m) output gradient, contiguous, and grad_bias defined");
   if (d.m == 0) return;
-  if (d.n > 0) {
-    if (d.k > 0)
-      gemm_ptr(d, c.dtype(), a.data_ptr(), b.data_ptr(), c.data_ptr());
-    else
-      std::memset(c.data_ptr(), 0, c.nbytes());
-  }
+  product_or_zeros(d, a, b, c);
   bias_act_bwd(Tensor(), grad_bias, a, Tensor(), d.k, d.m, Activation::None);
 }
 

@@ -308,6 +308,15 @@ bool lt_backward(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tens
   return true;
 }
 
+// c = op(A) @ op(B), or zeros when the product is empty over k (nothing to do for an empty c).
+void product_or_zeros(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
+  if (d.m == 0 || d.n == 0) return;
+  if (d.k > 0)
+    gemm(d, a, b, c);
+  else
+    VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), launch_stream()));
+}
+
 // The weight gradient's product with the bias gradient in its BGRADB epilogue: cuBLASLt's B is our A (the output
 // gradient, (k, m) read transposed), and BGRADB sums it over k into m values, in D's dtype. False when it does not
 // apply or no algorithm fits (nothing was launched). VOLT_DISABLE_KERNELS=lt_bgrad turns it off.
@@ -377,12 +386,7 @@ void matmul_act_bwd(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
   check_cublas_dims(d, "matmul_act_bwd");
   if (d.m > 0 && d.k > 0 && lt_backward(d, a, b, grad_pre, grad_bias, saved, act)) return;
   // The product, then bias_act_bwd over it in place (each element is loaded before it is overwritten).
-  if (d.m > 0) {
-    if (d.k > 0)
-      gemm(d, a, b, grad_pre);
-    else
-      VOLT_CUDA_CHECK(cudaMemsetAsync(grad_pre.data_ptr(), 0, grad_pre.nbytes(), launch_stream()));
-  }
+  product_or_zeros(d, a, b, grad_pre);
   bias_act_bwd(grad_pre, grad_bias, grad_pre, saved, d.m, d.n, act);
 }
 
@@ -394,12 +398,7 @@ void gemm_bgrad(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tenso
   check_cublas_dims(d, "gemm_bgrad");
   if (d.n > 0 && d.k > 0 && lt_bgrad(d, a, b, c, grad_bias)) return;
   // The product, then the column sums of the (k, m) output gradient (bias_act_bwd without an activation).
-  if (d.n > 0) {
-    if (d.k > 0)
-      gemm(d, a, b, c);
-    else
-      VOLT_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), launch_stream()));
-  }
+  product_or_zeros(d, a, b, c);
   bias_act_bwd(Tensor(), grad_bias, a, Tensor(), d.k, d.m, Activation::None);
 }
 
