@@ -251,8 +251,11 @@ TEST(Profiler, OpsProfilerWritesCsvAndANestedChromeTrace) {
   EXPECT_EQ(linear->calls, 12);  // two layers x six steps
   const ProfileStat* gemm = find_stat(ops, "kernel", "gemm");
   ASSERT_NE(gemm, nullptr);
-  EXPECT_EQ(gemm->calls, 6 * 3);    // backward 3 (l2 dx, l2 dw, l1 dw)
+  EXPECT_EQ(gemm->calls, 6 * 1);    // backward: l2's dx
   EXPECT_LT(gemm->gpu_total_s, 0);  // no GPU timing on the CPU
+  const ProfileStat* bgrad = find_stat(ops, "kernel", "gemm_bgrad");  // each layer's dw with its db
+  ASSERT_NE(bgrad, nullptr);
+  EXPECT_EQ(bgrad->calls, 6 * 2);
   const ProfileStat* fwd = find_stat(ops, "kernel", "linear_act_fwd");  // the forward's GEMM with its bias
   ASSERT_NE(fwd, nullptr);
   EXPECT_EQ(fwd->calls, 6 * 2);
@@ -262,7 +265,8 @@ TEST(Profiler, OpsProfilerWritesCsvAndANestedChromeTrace) {
   const std::string csv = slurp(dir.str() + "/prof/fit-ops.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "layer,name,calls,total_ms,mean_us,min_us,max_us,gpu_total_ms,gpu_mean_us");
   EXPECT_NE(csv.find("\nop,linear,12,"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("\nkernel,gemm,18,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nkernel,gemm,6,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nkernel,gemm_bgrad,12,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\nkernel,linear_act_fwd,12,"), std::string::npos) << csv;
 
   const auto trace = nlohmann::json::parse(slurp(dir.str() + "/prof/fit-trace.json"));
