@@ -31,15 +31,22 @@ __device__ void record_bad_index(IndexCheckRecord* rec, IndexCheckSite site, int
   *reinterpret_cast<volatile int32_t*>(&rec->site) = static_cast<int32_t>(site);
 }
 
+// Whether index r (at `position` of the index tensor) lies outside [0, D); if so and `report`, it is recorded (rec
+// is null without a check site).
+__device__ bool out_of_range(int64_t position, int64_t r, int64_t D, IndexCheckRecord* rec, IndexCheckSite site,
+                             bool report) {
+  if (r >= 0 && r < D) return false;
+  if (report) record_bad_index(rec, site, position, r, D);
+  return true;
+}
+
 // Element kernels, any (outer, D, inner) geometry. With a check site, an index outside [0, D) is recorded and its
 // elements are zero (select) or not added (add).
 __device__ bool bad_element_index(int64_t t, int64_t n, int64_t inner, int64_t D, const int64_t* idx,
                                   IndexCheckRecord* rec, IndexCheckSite site) {
   if (site == IndexCheckSite::none) return false;
-  const int64_t i = (t / inner) % n, r = idx[i];
-  if (r >= 0 && r < D) return false;
-  record_bad_index(rec, site, i, r, D);
-  return true;
+  const int64_t i = (t / inner) % n;
+  return out_of_range(i, idx[i], D, rec, site, true);
 }
 
 template <class T>
@@ -71,8 +78,7 @@ __global__ void select_rows_kernel(T* out, const T* in, const int64_t* idx, int6
   for (int64_t i = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32; i < n; i += int64_t(gridDim.x) * kRowWarps) {
     const int64_t r = idx[i];
     V* dst = reinterpret_cast<V*>(out) + i * row_vecs;
-    if (r < 0 || r >= D) {
-      if (lane == 0 && site != IndexCheckSite::none) record_bad_index(rec, site, i, r, D);
+    if (out_of_range(i, r, D, rec, site, lane == 0)) {
       for (int64_t c = lane; c < row_vecs; c += 32) dst[c] = V{};
       continue;
     }
@@ -88,19 +94,11 @@ __global__ void add_rows_kernel(T* out, const T* src, const int64_t* idx, int64_
   const int lane = threadIdx.x & 31;
   for (int64_t i = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32; i < n; i += int64_t(gridDim.x) * kRowWarps) {
     const int64_t r = idx[i];
-    if (r < 0 || r >= D) {
-      if (lane == 0 && site != IndexCheckSite::none) record_bad_index(rec, site, i, r, D);
-      continue;
-    }
+    if (out_of_range(i, r, D, rec, site, lane == 0)) continue;
     T* dst = out + r * inner;
     const T* row = src + i * inner;
     for (int64_t c = lane; c < inner; c += 32) atomicAdd(dst + c, row[c]);
   }
-}
-
-unsigned row_blocks(int64_t n) {
-  const int64_t b = (n + kRowWarps - 1) / kRowWarps;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
 }
 
 IndexCheckRecord* record_for(const Tensor& t, IndexCheckSite site) {
@@ -147,12 +145,12 @@ void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int6
       const size_t row_bytes = static_cast<size_t>(inner) * sizeof(T);
       const bool packed = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(o) % 16 == 0 &&
                           reinterpret_cast<uintptr_t>(src) % 16 == 0;
+      const unsigned blocks = blocks_for(n, kRowWarps);
       if (packed)
-        select_rows_kernel<T, uint4><<<row_blocks(n), kRowWarps * 32, 0, launch_stream()>>>(
+        select_rows_kernel<T, uint4><<<blocks, kRowWarps * 32, 0, launch_stream()>>>(
             o, src, idx, n, static_cast<int64_t>(row_bytes / 16), D, rec, check);
       else
-        select_rows_kernel<T, T><<<row_blocks(n), kRowWarps * 32, 0, launch_stream()>>>(o, src, idx, n, inner, D,
-                                                                                      rec, check);
+        select_rows_kernel<T, T><<<blocks, kRowWarps * 32, 0, launch_stream()>>>(o, src, idx, n, inner, D, rec, check);
     } else {
       index_select_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(o, src, idx, total, n, inner, D, rec,
                                                                              check);
@@ -172,7 +170,8 @@ void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_
     T* o = static_cast<T*>(out.data_ptr());
     const T* s = static_cast<const T*>(src.data_ptr());
     if (outer == 1 && inner >= 32)
-      add_rows_kernel<T><<<row_blocks(n), kRowWarps * 32, 0, launch_stream()>>>(o, s, idx, n, inner, D, rec, check);
+      add_rows_kernel<T><<<blocks_for(n, kRowWarps), kRowWarps * 32, 0, launch_stream()>>>(o, s, idx, n, inner, D, rec,
+                                                                                           check);
     else
       index_add_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(o, s, idx, total, n, inner, D, rec, check);
   });
