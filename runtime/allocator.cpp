@@ -299,20 +299,22 @@ void CachingAllocator::insert_free_locked(Block* b) {
   FreeSet& free_set = pool_locked(b->pool).of(b);
   const uint64_t pool = b->pool;  // by value: b may be merged into its lower neighbour, and deleted, below
   auto mergeable = [pool](const Block* n) { return n != nullptr && !n->live && !n->side && n->pool == pool; };
+  // `lower` takes in the block above it, which goes.
+  auto absorb_next = [](Block* lower) {
+    Block* upper = lower->next;
+    lower->size += upper->size;
+    lower->next = upper->next;
+    if (upper->next != nullptr) upper->next->prev = lower;
+    delete upper;
+  };
   if (Block* p = b->prev; mergeable(p)) {
     free_set.erase(p);
-    p->size += b->size;
-    p->next = b->next;
-    if (b->next != nullptr) b->next->prev = p;
-    delete b;
+    absorb_next(p);
     b = p;
   }
-  if (Block* n = b->next; mergeable(n)) {
-    free_set.erase(n);
-    b->size += n->size;
-    b->next = n->next;
-    if (n->next != nullptr) n->next->prev = b;
-    delete n;
+  if (mergeable(b->next)) {
+    free_set.erase(b->next);
+    absorb_next(b);
   }
   free_set.insert(b);
 }
