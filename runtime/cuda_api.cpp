@@ -114,6 +114,14 @@ bool capturing(cudaStream_t s) noexcept {
 
 std::atomic<int> open_captures{0};
 
+// Waits for stream `s` of GPU `device`, then throws what its kernels' index checks recorded up to there
+// (runtime/index_check.h: the record is copied back in the same queue, just before the wait).
+void sync_reporting_index_checks(int device, cudaStream_t s) {
+  detail::fetch_index_checks(device, s);
+  VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
+  detail::raise_index_checks(device);
+}
+
 }  // namespace
 
 bool cuda_available() { return state().count > 0; }
@@ -258,10 +266,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     // Peer copy: the work producing `src` runs on the source GPU's compute stream, which the destination's
     // streams do not wait for; finish it first (and report the source's failed index checks, as a copy to the
     // host would: a replica's results may only ever leave it this way).
-    const auto src_stream = static_cast<cudaStream_t>(get_stream(src_device, StreamKind::Compute).handle);
-    detail::fetch_index_checks(src_device.index, src_stream);
-    VOLT_CUDA_CHECK(cudaStreamSynchronize(src_stream));
-    detail::raise_index_checks(src_device.index);
+    sync_reporting_index_checks(src_device.index,
+                                static_cast<cudaStream_t>(get_stream(src_device, StreamKind::Compute).handle));
   }
   if (stream) {
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, static_cast<cudaStream_t>(stream->handle)));
@@ -271,10 +277,11 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     VOLT_CHECK(!capturing(s), "copy_bytes: a synchronous copy (e.g. Tensor::to(cpu) or item()) cannot run while the "
                "compute stream of ", dev.str(), " is capturing a CUDA graph; move it out of the captured step");
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, s));
-    // What the host reads may come from a kernel that dropped a bad index: say so now (runtime/index_check.h).
-    if (dst_device.is_cpu()) detail::fetch_index_checks(dev.index, s);
-    VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
-    if (dst_device.is_cpu()) detail::raise_index_checks(dev.index);
+    // What the host reads may come from a kernel that dropped a bad index: say so now.
+    if (dst_device.is_cpu())
+      sync_reporting_index_checks(dev.index, s);
+    else
+      VOLT_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 }
 

@@ -60,13 +60,11 @@ IndexCheckRecord* index_check_record(int device_index) {
   Records& r = records();
   std::lock_guard<std::mutex> l(r.mu);
   if (r.device[device_index] != nullptr || r.tried[device_index]) return r.device[device_index];
-  // Made outside a capture only: its zeroing is a synchronous copy. Asked first during one, the kernels go
-  // without a record (and it is made at the next call outside).
+  // Made outside a capture only: a capture would record its zeroing (and refuse the page-locked allocation) rather
+  // than run it. Asked first during one, the kernels go without a record (it is made at the next call outside).
   if (compute_stream_capturing(device_index)) return nullptr;
   r.tried[device_index] = true;
-  int prev = 0;
-  cudaGetDevice(&prev);
-  cudaSetDevice(device_index);
+  DeviceScope scope(cuda_device(device_index));
   void* d = nullptr;
   void* h = nullptr;
   // Zeroed in the compute stream's order, so the kernels queued after it find it zero.
@@ -81,7 +79,6 @@ IndexCheckRecord* index_check_record(int device_index) {
     if (d) cudaFree(d);
     if (h) cudaFreeHost(h);
   }
-  cudaSetDevice(prev);
   return r.device[device_index];
 }
 
@@ -108,13 +105,10 @@ void raise_index_checks(int device_index) {
     // Reported once: the record starts afresh, in the compute stream's order (the kernels queued after this see
     // it zero; everything before the fetch has finished).
     *r.host[device_index] = IndexCheckRecord{};
-    int prev = 0;
-    cudaGetDevice(&prev);
-    cudaSetDevice(device_index);
+    DeviceScope scope(cuda_device(device_index));
     if (cudaMemsetAsync(r.device[device_index], 0, sizeof(IndexCheckRecord), compute_stream(device_index)) !=
         cudaSuccess)
       cudaGetLastError();
-    cudaSetDevice(prev);
   }
   VOLT_FAIL(index_check_message(static_cast<IndexCheckSite>(rec.site), rec.position, rec.value, rec.limit),
             " (found by a kernel on cuda:", device_index, ", reported at the device's next synchronisation)");
