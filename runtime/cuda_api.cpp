@@ -266,8 +266,11 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     // Peer copy: the work producing `src` runs on the source GPU's compute stream, which the destination's
     // streams do not wait for; finish it first (and report the source's failed index checks, as a copy to the
     // host would: a replica's results may only ever leave it this way).
-    sync_reporting_index_checks(src_device.index,
-                                static_cast<cudaStream_t>(get_stream(src_device, StreamKind::Compute).handle));
+    const auto src_stream = static_cast<cudaStream_t>(get_stream(src_device, StreamKind::Compute).handle);
+    VOLT_CHECK(!capturing(src_stream), "copy_bytes: a copy from ", src_device.str(), " to ", dst_device.str(),
+               " waits for the compute stream of ", src_device.str(), ", which is capturing a CUDA graph; move the "
+               "copy out of the captured step");
+    sync_reporting_index_checks(src_device.index, src_stream);
   }
   if (stream) {
     VOLT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, static_cast<cudaStream_t>(stream->handle)));

@@ -13,26 +13,32 @@
 
 namespace volt::detail {
 
-std::string index_check_message(IndexCheckSite site, int64_t position, int64_t value, int64_t limit) {
-  const char* op = "an index check";
-  const char* arg = "index";
-  const char* what = "a dimension";
-  switch (site) {
-    case IndexCheckSite::embedding:
-      op = "embedding";
-      arg = "indices";
-      what = "an embedding table (num_embeddings)";
-      break;
-    case IndexCheckSite::index_select:
-      op = "index_select";
-      what = "the selected dimension";
-      break;
-    case IndexCheckSite::none:
-      break;
+std::string index_check_message(IndexCheck check, int64_t position, int64_t value, int64_t limit) {
+  const std::string at = " value " + std::to_string(value) + " at position " + std::to_string(position);
+  const std::string n = std::to_string(limit);
+  const std::string dim = check.dim >= 0 ? "dim " + std::to_string(check.dim) : std::string("the indexed dimension");
+  auto target = [&](const char* op) {
+    return std::string(op) + ": target" + at + " is out of range for " + n + " classes (expected 0 <= target < " +
+           n + " or ignore_index)";
+  };
+  auto index = [&](const char* op, const char* arg, const std::string& what) {
+    return std::string(op) + ": " + arg + at + " is out of range for " + what + " of size " + n +
+           " (expected 0 <= index < " + n + ")";
+  };
+  switch (check.site) {
+    case IndexCheckSite::embedding: return index("embedding", "indices", "an embedding table (num_embeddings)");
+    case IndexCheckSite::index_select: return index("index_select", "index", dim);
+    case IndexCheckSite::gather: return index("gather", "index", dim);
+    case IndexCheckSite::scatter_add: return index("scatter_add", "index", dim);
+    case IndexCheckSite::index_add: return index("index_add", "index", dim);
+    case IndexCheckSite::one_hot: return index("one_hot", "indices", "num_classes");
+    case IndexCheckSite::cross_entropy: return target("cross_entropy");
+    case IndexCheckSite::nll_loss: return target("nll_loss");
+    case IndexCheckSite::fused_cross_entropy: return target("fused_cross_entropy");
+    case IndexCheckSite::linear_cross_entropy: return target("linear_cross_entropy");
+    case IndexCheckSite::none: break;
   }
-  return std::string(op) + ": " + arg + " value " + std::to_string(value) + " at position " +
-         std::to_string(position) + " is out of range for " + what + " of size " + std::to_string(limit) +
-         " (expected 0 <= index < " + std::to_string(limit) + ")";
+  return index("an index check", "index", dim);
 }
 
 #if VOLT_WITH_CUDA
@@ -67,10 +73,12 @@ IndexCheckRecord* index_check_record(int device_index) {
   DeviceScope scope(cuda_device(device_index));
   void* d = nullptr;
   void* h = nullptr;
-  // Zeroed in the compute stream's order, so the kernels queued after it find it zero.
+  // Zeroed before any kernel can use it, on whichever stream (a StreamScope's side stream may run the first checked
+  // kernel, and its wait on the compute stream may have been queued already): zeroed, then waited for, once.
   if (cudaMalloc(&d, sizeof(IndexCheckRecord)) == cudaSuccess &&
       cudaMallocHost(&h, sizeof(IndexCheckRecord)) == cudaSuccess &&
-      cudaMemsetAsync(d, 0, sizeof(IndexCheckRecord), compute_stream(device_index)) == cudaSuccess) {
+      cudaMemsetAsync(d, 0, sizeof(IndexCheckRecord), compute_stream(device_index)) == cudaSuccess &&
+      cudaStreamSynchronize(compute_stream(device_index)) == cudaSuccess) {
     *static_cast<IndexCheckRecord*>(h) = IndexCheckRecord{};
     r.device[device_index] = static_cast<IndexCheckRecord*>(d);
     r.host[device_index] = static_cast<IndexCheckRecord*>(h);
@@ -110,7 +118,8 @@ void raise_index_checks(int device_index) {
         cudaSuccess)
       cudaGetLastError();
   }
-  VOLT_FAIL(index_check_message(static_cast<IndexCheckSite>(rec.site), rec.position, rec.value, rec.limit),
+  const IndexCheck check{static_cast<IndexCheckSite>(rec.site), static_cast<int32_t>(rec.dim)};
+  VOLT_FAIL(index_check_message(check, rec.position, rec.value, rec.limit),
             " (found by a kernel on cuda:", device_index, ", reported at the device's next synchronisation)");
 }
 

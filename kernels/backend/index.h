@@ -1,9 +1,9 @@
 #pragma once
 // Indexing and joining kernels (kernels/ops/index_ops.cpp; kernels/cpu/index.cpp, kernels/cuda/index.cu).
 // Contracts (checked by the ops, assumed here):
-//  - index tensors are contiguous i64 on the same device and every value is already range-checked, except by
-//    index_select and index_add given a `check` site: those check each index themselves (runtime/index_check.h:
-//    the CPU throws; CUDA leaves a bad index's output row zero, or adds nothing for it, and records the first);
+//  - index tensors are contiguous i64 on the same device; every kernel given a `check` site checks each index
+//    itself (runtime/index_check.h: the CPU throws before using any; CUDA leaves a bad index's output zero, or
+//    adds nothing for it, and records the first); with IndexCheckSite::none the op has checked them;
 //  - "(outer, D, inner)" means a contiguous tensor viewed as three dims around the indexed dim;
 //  - the *_add kernels accumulate into `out` (which the caller zero-fills) and only take f32/f64 (the ops
 //    upcast 16-bit gradients so that sums are not rounded at every step); CUDA uses atomicAdd for them.
@@ -18,11 +18,13 @@
 namespace volt {
 
 // Geometry of a gather/scatter over an index tensor of up to kIndexMaxDims dims: `sizes` is the index
-// (= output) shape, `src_strides` the strides of the indexed tensor in elements.
+// (= output) shape, `src_strides` the strides of the indexed tensor in elements, `dim_size` its size along `dim`
+// (the bound of the index values).
 constexpr int kIndexMaxDims = 12;
 struct GatherGeometry {
   int ndim = 0;
   int dim = 0;  // the dimension whose coordinate comes from the index tensor
+  int64_t dim_size = 0;
   int64_t sizes[kIndexMaxDims] = {};
   int64_t src_strides[kIndexMaxDims] = {};
 };
@@ -53,22 +55,26 @@ namespace volt::backend {
 
 struct IndexKernels {
   // out (outer, n, inner) = in (outer, D, inner)[:, index, :], n = index.numel(). Dispatch dtype: out's (= in's,
-  // any). `check`: IndexCheckSite::none when the op checked the indices, else the op the kernel checks them for.
+  // any). `check`: the op the kernel checks the indices for (site none: the op checked them), against [0, D).
   Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
-              IndexCheckSite check)>
+              IndexCheck check)>
       index_select;
   // out (outer, D, inner)[:, index, :] += src (outer, n, inner). Dispatch dtype: out's (f32/f64). `check`: as
   // index_select's.
   Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
-              IndexCheckSite check)>
+              IndexCheck check)>
       index_add;
   // out (index shape, contiguous) = in[..., index, ...] with in's strides in g. Dispatch dtype: in's (any).
-  Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g)> gather;
+  // `check`: against [0, g.dim_size).
+  Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g, IndexCheck check)>
+      gather;
   // out (contiguous, strides in g)[..., index, ...] += src (index shape, contiguous). Dispatch dtype: out's
-  // (f32/f64).
-  Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g)> scatter_add;
+  // (f32/f64). `check`: as gather's.
+  Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g, IndexCheck check)>
+      scatter_add;
   // out (numel(indices), C) i64 = one-hot rows of the contiguous i64 indices. Dispatch dtype: out's (i64).
-  Kernel<void(const Tensor& out, const Tensor& indices, int64_t num_classes)> one_hot;
+  // `check`: against [0, num_classes); a bad index's row is all zeros on CUDA.
+  Kernel<void(const Tensor& out, const Tensor& indices, int64_t num_classes, IndexCheck check)> one_hot;
 };
 
 template <>

@@ -7,6 +7,7 @@
 #include <volt/kernels/common/elementwise.h>
 #include <volt/kernels/common/macros.h>
 #include <volt/kernels/common/philox.h>
+#include <volt/runtime/index_check.h>
 
 namespace volt {
 
@@ -20,6 +21,7 @@ struct CeParams {
   double label_smoothing = 0.0;  // epsilon in [0, 1]
   LossReduction reduction = LossReduction::Mean;
   bool nll = false;  // true: the input already holds log-probabilities (nll_loss); no log-sum-exp is taken
+  IndexCheck check;  // the op the CUDA kernels record a bad target for (runtime/index_check.h)
 };
 
 namespace nnmath {

@@ -12,19 +12,20 @@ namespace volt::cpu {
 
 namespace {
 
-// The kernels' own check (IndexCheckSite): every index, before any is used.
-void check_indices(const int64_t* idx, int64_t n, int64_t D, IndexCheckSite check) {
-  if (check == IndexCheckSite::none) return;
+// The kernels' own check (runtime/index_check.h): every index, before any is used.
+void check_indices(const int64_t* idx, int64_t n, int64_t D, IndexCheck check) {
+  if (check.site == IndexCheckSite::none) return;
   for (int64_t i = 0; i < n; ++i)
     if (idx[i] < 0 || idx[i] >= D) VOLT_FAIL(detail::index_check_message(check, i, idx[i], D));
 }
 
 void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
-                  IndexCheckSite check) {
+                  IndexCheck check) {
   const int64_t n = index.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
   check_indices(idx, n, D, check);
   const size_t row_bytes = static_cast<size_t>(inner) * itemsize(in.dtype());
+  if (row_bytes == 0) return;  // rows with no elements: only the check
   // A whole inner row moves at once: for embedding (outer 1, inner D) that is one memcpy per token.
   const char* src = static_cast<const char*>(in.data_ptr());
   char* dst = static_cast<char*>(out.data_ptr());
@@ -35,7 +36,7 @@ void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int6
 }
 
 void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
-               IndexCheckSite check) {
+               IndexCheck check) {
   const int64_t n = index.numel();
   const int64_t total = outer * n * inner;
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
@@ -52,9 +53,10 @@ void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_
   });
 }
 
-void gather(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g) {
+void gather(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g, IndexCheck check) {
   const int64_t total = out.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  check_indices(idx, total, g.dim_size, check);
   dispatch_all(in.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data_ptr());
@@ -63,9 +65,11 @@ void gather(const Tensor& out, const Tensor& in, const Tensor& index, const Gath
   });
 }
 
-void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g) {
+void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g,
+                 IndexCheck check) {
   const int64_t total = src.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  check_indices(idx, total, g.dim_size, check);
   dispatch_floating(out.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
@@ -78,9 +82,10 @@ void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, cons
   });
 }
 
-void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes) {
+void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes, IndexCheck check) {
   const int64_t n = indices.numel();
   const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
+  check_indices(idx, n, num_classes, check);
   int64_t* o = static_cast<int64_t*>(out.data_ptr());
   std::memset(o, 0, static_cast<size_t>(n * num_classes) * sizeof(int64_t));
   for (int64_t i = 0; i < n; ++i) o[i * num_classes + idx[i]] = 1;

@@ -103,8 +103,9 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
   });
 }
 
+// The op checked the targets on the host (the CPU needs no record), so `check` is unused here.
 void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& logits, const Tensor& target,
-                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index) {
+                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index, IndexCheck) {
   dispatch_floating(logits.dtype(), "classifier_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;

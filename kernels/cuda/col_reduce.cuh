@@ -35,7 +35,7 @@ inline int64_t row_splits(int64_t rows, int64_t tiles, Device device) {
 // Each thread owns C consecutive columns (C > 1: one 16-byte pack of a row per load, cols a multiple of C).
 // Load::operator()(row, col, acc) adds the NV values of each of columns col .. col + C - 1 into acc[c * NV + v].
 // With one row range (gridDim.y == 1) the block's sums go to store(col, v, sum); else to partial,
-// NV x gridDim.y x cols.
+// NV x gridDim.y x cols (or nowhere when partial is null: the loads alone were wanted).
 template <class A, int NV, int C, class Load, class Store>
 __global__ void partial_kernel(Load load, Store store, int64_t rows, int64_t cols, int64_t rows_per_split,
                                A* partial) {
@@ -58,7 +58,7 @@ __global__ void partial_kernel(Load load, Store store, int64_t rows, int64_t col
       for (int i = 1; i < kLanes; ++i) s += buf[q][i][threadIdx.x];
       if (gridDim.y == 1)
         store(col, v, s);
-      else
+      else if (partial != nullptr)
         partial[(int64_t(v) * gridDim.y + blockIdx.y) * cols + col] = s;
     }
 }
@@ -75,18 +75,20 @@ __global__ void finish_kernel(const A* partial, int64_t splits, int64_t cols, St
 
 // The column sums of `rows` x `cols` elements on `device`, C columns per thread (cols a multiple of C): one
 // launch when one row range suffices (row_splits), else the split launch, its partials in a stream-ordered scratch
-// tensor, and the fold.
+// tensor, and the fold. With `sums` false only the loads run (a load that also writes, e.g. an activation's
+// gradient, with no bias gradient wanted): no partials, no fold.
 template <class A, int NV, int C = 1, class Load, class Store>
-void reduce(const Load& load, const Store& store, int64_t rows, int64_t cols, Device device) {
+void reduce(const Load& load, const Store& store, int64_t rows, int64_t cols, Device device, bool sums = true) {
   VOLT_CHECK(cols % C == 0, "cols::reduce: ", cols, " columns are not whole runs of ", C);
   const int64_t tiles = (cols + kTile * C - 1) / (kTile * C), splits = row_splits(rows, tiles, device);
   const int64_t per = (rows + splits - 1) / splits;
-  Tensor partial = splits > 1 ? backend::scratch({NV * splits * cols}, dtype_of<A>::value, device) : Tensor();
+  Tensor partial =
+      sums && splits > 1 ? backend::scratch({NV * splits * cols}, dtype_of<A>::value, device) : Tensor();
   A* p = partial.defined() ? static_cast<A*>(partial.data_ptr()) : nullptr;
   partial_kernel<A, NV, C><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(kTile, kLanes), 0,
                           launch_stream()>>>(load, store, rows, cols, per, p);
   VOLT_CUDA_CHECK_LAUNCH();
-  if (splits == 1) return;
+  if (splits == 1 || !sums) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((cols + 255) / 256, 65535));
   finish_kernel<A, NV><<<blocks, 256, 0, launch_stream()>>>(p, splits, cols, store);
   VOLT_CUDA_CHECK_LAUNCH();

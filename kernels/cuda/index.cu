@@ -10,6 +10,7 @@
 #include <volt/kernels/backend/index.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/dispatch.h>
+#include <volt/kernels/cuda/index_check.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 
 namespace volt::cuda {
@@ -19,49 +20,28 @@ namespace {
 #define VOLT_GRID_STRIDE(t, total) \
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < (total); t += int64_t(gridDim.x) * blockDim.x)
 
-// A bad index found by a kernel's own check (runtime/index_check.h): the first one claims the record.
-// The claim comes first and `site` last, so a record read while the kernel runs is either empty or whole.
-__device__ void record_bad_index(IndexCheckRecord* rec, IndexCheckSite site, int64_t position, int64_t value,
-                                 int64_t limit) {
-  if (rec == nullptr || atomicCAS(reinterpret_cast<int*>(&rec->claim), 0, 1) != 0) return;
-  rec->position = position;
-  rec->value = value;
-  rec->limit = limit;
-  __threadfence();
-  *reinterpret_cast<volatile int32_t*>(&rec->site) = static_cast<int32_t>(site);
-}
-
-// Whether index r (at `position` of the index tensor) lies outside [0, D); if so and `report`, it is recorded (rec
-// is null without a check site).
-__device__ bool out_of_range(int64_t position, int64_t r, int64_t D, IndexCheckRecord* rec, IndexCheckSite site,
-                             bool report) {
-  if (r >= 0 && r < D) return false;
-  if (report) record_bad_index(rec, site, position, r, D);
-  return true;
-}
-
 // Element kernels, any (outer, D, inner) geometry. With a check site, an index outside [0, D) is recorded and its
 // elements are zero (select) or not added (add).
 __device__ bool bad_element_index(int64_t t, int64_t n, int64_t inner, int64_t D, const int64_t* idx,
-                                  IndexCheckRecord* rec, IndexCheckSite site) {
-  if (site == IndexCheckSite::none) return false;
+                                  IndexCheckRecord* rec, IndexCheck check) {
+  if (check.site == IndexCheckSite::none) return false;
   const int64_t i = (t / inner) % n;
-  return out_of_range(i, idx[i], D, rec, site, true);
+  return out_of_range(i, idx[i], D, rec, check, true);
 }
 
 template <class T>
 __global__ void index_select_kernel(T* out, const T* in, const int64_t* idx, int64_t total, int64_t n, int64_t inner,
-                                    int64_t D, IndexCheckRecord* rec, IndexCheckSite site) {
+                                    int64_t D, IndexCheckRecord* rec, IndexCheck check) {
   VOLT_GRID_STRIDE(t, total) {
-    out[t] = bad_element_index(t, n, inner, D, idx, rec, site) ? T{} : in[select_source_offset(t, n, inner, D, idx)];
+    out[t] = bad_element_index(t, n, inner, D, idx, rec, check) ? T{} : in[select_source_offset(t, n, inner, D, idx)];
   }
 }
 
 template <class T>
 __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64_t total, int64_t n, int64_t inner,
-                                 int64_t D, IndexCheckRecord* rec, IndexCheckSite site) {
+                                 int64_t D, IndexCheckRecord* rec, IndexCheck check) {
   VOLT_GRID_STRIDE(t, total) {
-    if (!bad_element_index(t, n, inner, D, idx, rec, site))
+    if (!bad_element_index(t, n, inner, D, idx, rec, check))
       atomicAdd(out + select_source_offset(t, n, inner, D, idx), src[t]);
   }
 }
@@ -73,12 +53,12 @@ __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64
 constexpr int kRowWarps = 8;  // warps per block
 template <class T, class V>
 __global__ void select_rows_kernel(T* out, const T* in, const int64_t* idx, int64_t n, int64_t row_vecs, int64_t D,
-                                   IndexCheckRecord* rec, IndexCheckSite site) {
+                                   IndexCheckRecord* rec, IndexCheck check) {
   const int lane = threadIdx.x & 31;
   for (int64_t i = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32; i < n; i += int64_t(gridDim.x) * kRowWarps) {
     const int64_t r = idx[i];
     V* dst = reinterpret_cast<V*>(out) + i * row_vecs;
-    if (out_of_range(i, r, D, rec, site, lane == 0)) {
+    if (out_of_range(i, r, D, rec, check, lane == 0)) {
       for (int64_t c = lane; c < row_vecs; c += 32) dst[c] = V{};
       continue;
     }
@@ -90,34 +70,63 @@ __global__ void select_rows_kernel(T* out, const T* in, const int64_t* idx, int6
 // out (D, inner) rows += src (n, inner) rows: a warp per index, atomics per element (indices may repeat).
 template <class T>
 __global__ void add_rows_kernel(T* out, const T* src, const int64_t* idx, int64_t n, int64_t inner, int64_t D,
-                                IndexCheckRecord* rec, IndexCheckSite site) {
+                                IndexCheckRecord* rec, IndexCheck check) {
   const int lane = threadIdx.x & 31;
   for (int64_t i = blockIdx.x * int64_t(kRowWarps) + threadIdx.x / 32; i < n; i += int64_t(gridDim.x) * kRowWarps) {
     const int64_t r = idx[i];
-    if (out_of_range(i, r, D, rec, site, lane == 0)) continue;
+    if (out_of_range(i, r, D, rec, check, lane == 0)) continue;
     T* dst = out + r * inner;
     const T* row = src + i * inner;
     for (int64_t c = lane; c < inner; c += 32) atomicAdd(dst + c, row[c]);
   }
 }
 
-IndexCheckRecord* record_for(const Tensor& t, IndexCheckSite site) {
-  return site == IndexCheckSite::none ? nullptr : detail::index_check_record(t.device().index);
+// Only the check, for a selection or sum of rows that have no elements (no other kernel runs to check them).
+__global__ void check_indices_kernel(const int64_t* idx, int64_t n, int64_t D, IndexCheckRecord* rec,
+                                     IndexCheck check) {
+  VOLT_GRID_STRIDE(i, n) { out_of_range(i, idx[i], D, rec, check, true); }
+}
+
+void check_only(const int64_t* idx, int64_t n, int64_t D, IndexCheckRecord* rec, IndexCheck check) {
+  if (n == 0 || rec == nullptr) return;
+  check_indices_kernel<<<blocks_for(n), 256, 0, launch_stream()>>>(idx, n, D, rec, check);
+  VOLT_CUDA_CHECK_LAUNCH();
+}
+
+// With a check site, a bad index's output element is zero (gather) or not added (scatter_add); every element
+// whose index is bad records it (the first claims the record).
+template <class T>
+__global__ void gather_kernel(T* out, const T* in, const int64_t* idx, int64_t total, GatherGeometry g,
+                              IndexCheckRecord* rec, IndexCheck check) {
+  VOLT_GRID_STRIDE(t, total) {
+    const int64_t r = idx[t];
+    const bool bad = check.site != IndexCheckSite::none && out_of_range(t, r, g.dim_size, rec, check, true);
+    out[t] = bad ? T{} : in[gather_source_offset(g, t, r)];
+  }
 }
 
 template <class T>
-__global__ void gather_kernel(T* out, const T* in, const int64_t* idx, int64_t total, GatherGeometry g) {
-  VOLT_GRID_STRIDE(t, total) { out[t] = in[gather_source_offset(g, t, idx[t])]; }
+__global__ void scatter_add_kernel(T* out, const T* src, const int64_t* idx, int64_t total, GatherGeometry g,
+                                   IndexCheckRecord* rec, IndexCheck check) {
+  VOLT_GRID_STRIDE(t, total) {
+    const int64_t r = idx[t];
+    if (check.site != IndexCheckSite::none && out_of_range(t, r, g.dim_size, rec, check, true)) continue;
+    atomicAdd(out + gather_source_offset(g, t, r), src[t]);
+  }
 }
 
-template <class T>
-__global__ void scatter_add_kernel(T* out, const T* src, const int64_t* idx, int64_t total, GatherGeometry g) {
-  VOLT_GRID_STRIDE(t, total) { atomicAdd(out + gather_source_offset(g, t, idx[t]), src[t]); }
-}
-
-// One thread per output element of the (n, C) result: no separate zero fill needed.
-__global__ void one_hot_kernel(int64_t* out, const int64_t* idx, int64_t total, int64_t C) {
-  VOLT_GRID_STRIDE(t, total) { out[t] = (idx[t / C] == t % C) ? 1 : 0; }
+// One thread per output element of the (n, C) result: no separate zero fill needed. A bad index's row is all
+// zeros; the row's first element records it.
+__global__ void one_hot_kernel(int64_t* out, const int64_t* idx, int64_t total, int64_t C, IndexCheckRecord* rec,
+                               IndexCheck check) {
+  VOLT_GRID_STRIDE(t, total) {
+    const int64_t i = t / C, c = t % C, r = idx[i];
+    if (check.site != IndexCheckSite::none && out_of_range(i, r, C, rec, check, c == 0)) {
+      out[t] = 0;
+      continue;
+    }
+    out[t] = r == c ? 1 : 0;
+  }
 }
 
 // f32/f64 only: the ops upcast 16-bit gradients before accumulating.
@@ -132,11 +141,11 @@ void dispatch_accum(DType dt, const char* op, F&& f) {
 
 
 void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
-                  IndexCheckSite check) {
+                  IndexCheck check) {
   const int64_t n = index.numel(), total = outer * n * inner;
-  if (total == 0) return;
-  IndexCheckRecord* rec = record_for(out, check);
+  IndexCheckRecord* rec = index_check_record_for(out, check);
   const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  if (total == 0) return check_only(idx, n, D, rec, check);
   dispatch_all(in.dtype(), "index_select", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data_ptr());
@@ -160,11 +169,11 @@ void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int6
 }
 
 void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
-               IndexCheckSite check) {
+               IndexCheck check) {
   const int64_t n = index.numel(), total = outer * n * inner;
-  if (total == 0) return;
-  IndexCheckRecord* rec = record_for(out, check);
+  IndexCheckRecord* rec = index_check_record_for(out, check);
   const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  if (total == 0) return check_only(idx, n, D, rec, check);
   dispatch_accum(out.dtype(), "index_add", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data_ptr());
@@ -178,35 +187,39 @@ void index_add(const Tensor& out, const Tensor& src, const Tensor& index, int64_
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-void gather(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g) {
+void gather(const Tensor& out, const Tensor& in, const Tensor& index, const GatherGeometry& g, IndexCheck check) {
   const int64_t total = out.numel();
   if (total == 0) return;
+  IndexCheckRecord* rec = index_check_record_for(out, check);
   dispatch_all(in.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
     gather_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
-        static_cast<const int64_t*>(index.data_ptr()), total, g);
+        static_cast<const int64_t*>(index.data_ptr()), total, g, rec, check);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g) {
+void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, const GatherGeometry& g,
+                 IndexCheck check) {
   const int64_t total = src.numel();
   if (total == 0) return;
+  IndexCheckRecord* rec = index_check_record_for(out, check);
   dispatch_accum(out.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     scatter_add_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(out.data_ptr()), static_cast<const T*>(src.data_ptr()),
-        static_cast<const int64_t*>(index.data_ptr()), total, g);
+        static_cast<const int64_t*>(index.data_ptr()), total, g, rec, check);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes) {
+void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes, IndexCheck check) {
   const int64_t total = indices.numel() * num_classes;
   if (total == 0) return;
   one_hot_kernel<<<blocks_for(total), 256, 0, launch_stream()>>>(
-      static_cast<int64_t*>(out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()), total, num_classes);
+      static_cast<int64_t*>(out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()), total, num_classes,
+      index_check_record_for(out, check), check);
   VOLT_CUDA_CHECK_LAUNCH();
 }
 

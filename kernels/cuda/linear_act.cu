@@ -158,7 +158,7 @@ int64_t alignment(const void* p) {
   return a;
 }
 
-using LtKey = PlanKey<16>;
+using LtKey = PlanKey<17>;
 
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -179,8 +179,8 @@ struct LtPlan {
   }
 };
 
-PlanCache<LtKey, LtPlan, PlanKeyHash<16>>& lt_plans() {
-  static PlanCache<LtKey, LtPlan, PlanKeyHash<16>> cache(256);
+PlanCache<LtKey, LtPlan, PlanKeyHash<17>>& lt_plans() {
+  static PlanCache<LtKey, LtPlan, PlanKeyHash<17>> cache(256);
   return cache;
 }
 
@@ -189,8 +189,10 @@ void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, cons
   VOLT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &v, sizeof(v)));
 }
 
+// The epilogue's bias and aux pointers are set before the heuristics are asked: they read them to learn the
+// pointers' alignment (cublasLt.h), which is part of the plan's key; later calls set their own.
 std::shared_ptr<LtPlan> make_plan(cublasLtHandle_t h, const GemmDesc& d, cudaDataType_t type,
-                                  cublasComputeType_t compute, cublasLtEpilogue_t epi, bool aux,
+                                  cublasComputeType_t compute, cublasLtEpilogue_t epi, void* bias, void* aux,
                                   const int64_t (&align)[4]) {
   auto p = std::make_shared<LtPlan>();
   VOLT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, compute, CUDA_R_32F));
@@ -198,7 +200,11 @@ std::shared_ptr<LtPlan> make_plan(cublasLtHandle_t h, const GemmDesc& d, cudaDat
   set_attr(p->op, CUBLASLT_MATMUL_DESC_TRANSA, opb);
   set_attr(p->op, CUBLASLT_MATMUL_DESC_TRANSB, opa);
   set_attr(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
-  if (aux) set_attr(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t{d.n});
+  set_attr(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+  if (aux) {
+    set_attr(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t{d.n});
+    set_attr(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(aux));
+  }
   // Stored column-major shapes: our row-major B is (k, n) or, transposed, (n, k); column-major that is (n, k)
   // or (k, n). Likewise A.
   VOLT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, type, d.trans_b ? d.k : d.n, d.trans_b ? d.n : d.k, d.ldb));
@@ -249,6 +255,8 @@ bool lt_types(const GemmDesc& d, DType dt, cudaDataType_t& type, cublasComputeTy
 bool lt_run(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c, cublasLtEpilogue_t epi,
             void* bias, void* aux) {
   if (d.alpha != 1.0 || d.beta != 0.0) return false;
+  // One type for A, B and C (the plan's layouts say so): a mixed product (half operands, f32 result) is gemm()'s.
+  if (a.dtype() != c.dtype() || b.dtype() != c.dtype()) return false;
   cudaDataType_t type;
   cublasComputeType_t compute;
   if (!lt_types(d, c.dtype(), type, compute)) return false;
@@ -256,10 +264,10 @@ bool lt_run(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c
                             alignment(c.data_ptr())};
   const LtKey key{{c.device().index, static_cast<int64_t>(c.dtype()), d.m, d.n, d.k, d.trans_a, d.trans_b, d.lda,
                    d.ldb, d.ldc, static_cast<int64_t>(epi), compute, align[0], align[1], align[2],
-                   aux != nullptr ? alignment(aux) : 0}};
+                   aux != nullptr ? alignment(aux) : 0, bias != nullptr ? alignment(bias) : 0}};
   cublasLtHandle_t h = lt_handle(c.device());
   std::shared_ptr<const LtPlan> plan =
-      lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, aux != nullptr, align); });
+      lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, bias, aux, align); });
   if (!plan->ok || plan->refused.load(std::memory_order_relaxed)) return false;
   Tensor ws = plan->workspace > 0 ? backend::scratch_bytes(plan->workspace, c.device()) : Tensor();
   const float alpha = 1.0f, beta = 0.0f;
@@ -365,16 +373,17 @@ void bias_act_bwd(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor&
     const T* g = static_cast<const T*>(grad_out.data_ptr());
     const T* sv = ptr_or_null<const T>(saved);
     const BiasStore<T> store{ptr_or_null<T>(grad_bias)};
+    const bool sums = grad_bias.defined();  // else only grad_pre is written
     biasact::with_activation(act, [&](auto ac) {
       constexpr Activation a = decltype(ac)::value;
       if constexpr (std::is_same_v<A, float>) {
         constexpr int C = Pack<T>::kLen;
         if (!kernel_paths::disabled(kernel_paths::kPackedColumns) && packable<T>(cols, {gp, g, sv})) {
-          cols::reduce<A, 1, C>(BiasActLoad<T, a, C>{gp, g, sv, cols}, store, rows, cols, grad_out.device());
+          cols::reduce<A, 1, C>(BiasActLoad<T, a, C>{gp, g, sv, cols}, store, rows, cols, grad_out.device(), sums);
           return;
         }
       }
-      cols::reduce<A, 1>(BiasActLoad<T, a, 1>{gp, g, sv, cols}, store, rows, cols, grad_out.device());
+      cols::reduce<A, 1>(BiasActLoad<T, a, 1>{gp, g, sv, cols}, store, rows, cols, grad_out.device(), sums);
     });
   });
 }

@@ -12,6 +12,7 @@
 #include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/cuda/block_lse.cuh>
+#include <volt/kernels/cuda/index_check.cuh>
 #include <volt/kernels/cuda/loops.cuh>
 #include <volt/kernels/cuda/row_blocks.cuh>
 
@@ -26,17 +27,23 @@ using rows::threads_for;
 
 // One block per loss row (blocks stride over rows past the grid cap): log-sum-exp and the row loss (written to
 // `rows` in the accumulation type).
+// A target outside [0, c) that is not ignore_index: recorded (runtime/index_check.h) when `report`.
+__device__ bool bad_target(int64_t row, int64_t t, int64_t c, int64_t ignore_index, IndexCheckRecord* rec,
+                           IndexCheck check, bool report) {
+  return t != ignore_index && out_of_range(row, t, c, rec, check, report);
+}
+
 template <class T>
 __global__ void class_loss_rows_kernel(const T* in, const int64_t* target, acc_t<T>* lse_out, acc_t<T>* rows,
-                                       int64_t nrows, int64_t c, int64_t inner, CeParams p) {
+                                       int64_t nrows, int64_t c, int64_t inner, CeParams p, IndexCheckRecord* rec) {
   using A = acc_t<T>;
   for (int64_t row = blockIdx.x; row < nrows; row += gridDim.x) {
     const int64_t b = row / inner, i = row % inner;
     const T* x = in + b * c * inner + i;
     const int64_t tgt = target[row];
     const bool ignored = tgt == p.ignore_index;
-    // Out-of-range targets are not checked on the device (that would need a host sync); they give NaN.
-    const bool bad = !ignored && (tgt < 0 || tgt >= c);
+    // An out-of-range target gives NaN and is recorded, to be reported at the next synchronisation.
+    const bool bad = bad_target(row, tgt, c, p.ignore_index, rec, p.check, threadIdx.x == 0);
     if (p.nll) {
       if (threadIdx.x == 0) rows[row] = ignored ? A(0) : (bad ? A(NAN) : A(-A(x[tgt * inner])));
       continue;
@@ -94,7 +101,8 @@ __global__ void rows_to_out_kernel(const acc_t<T>* rows, T* out, int64_t n) {
 // One thread per input element: grad = g_row * (softmax - (1 - eps) onehot - eps / C), or -g_row * onehot (nll).
 template <class T>
 __global__ void class_loss_bwd_kernel(T* gi, const T* go, const T* in, const int64_t* target, const acc_t<T>* lse,
-                                      const acc_t<T>* count, int64_t total, int64_t c, int64_t inner, CeParams p) {
+                                      const acc_t<T>* count, int64_t total, int64_t c, int64_t inner, CeParams p,
+                                      IndexCheckRecord* rec) {
   using A = acc_t<T>;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % inner;
@@ -106,7 +114,7 @@ __global__ void class_loss_bwd_kernel(T* gi, const T* go, const T* in, const int
       gi[e] = T(A(0));
       continue;
     }
-    if (tgt < 0 || tgt >= c) {  // out of range (not checked on the device; see the forward): NaN, as on the CPU
+    if (bad_target(row, tgt, c, p.ignore_index, rec, p.check, j == 0)) {  // NaN and recorded, as in the forward
       gi[e] = T(A(NAN));
       continue;
     }
@@ -134,7 +142,7 @@ void class_loss_fwd(const Tensor& out, const Tensor& lse, const Tensor& count, c
     if (nrows > 0) {
       class_loss_rows_kernel<T><<<row_blocks(nrows), threads_for(c), 0, st>>>(
           static_cast<const T*>(input.data_ptr()), t, p.nll ? nullptr : static_cast<A*>(lse.data_ptr()), rp, nrows, c,
-          inner, p);
+          inner, p, index_check_record_for(input, p.check));
       VOLT_CUDA_CHECK_LAUNCH();
     }
     if (p.reduction == LossReduction::None && nrows > 0) {
@@ -158,7 +166,7 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
         static_cast<T*>(grad_input.data_ptr()), static_cast<const T*>(grad_out.data_ptr()),
         static_cast<const T*>(input.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
         p.nll ? nullptr : static_cast<const A*>(lse.data_ptr()), static_cast<const A*>(count.data_ptr()), total, c,
-        inner, p);
+        inner, p, index_check_record_for(input, p.check));
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }
@@ -171,7 +179,7 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
 template <class T, int VEC>
 __global__ void classifier_fwd_kernel(acc_t<T>* loss_rows, T* grad, const T* logits, const int64_t* target,
                                       const acc_t<T>* scale, int64_t row0, int64_t nrows, int64_t v,
-                                      int64_t ignore_index) {
+                                      int64_t ignore_index, IndexCheckRecord* rec, IndexCheck check) {
   using A = acc_t<T>;
   using P = loops_detail::Pack<VEC, T>;
   const int64_t nv = v / VEC;
@@ -180,8 +188,8 @@ __global__ void classifier_fwd_kernel(acc_t<T>* loss_rows, T* grad, const T* log
     const T* x = logits + row * v;
     const P* xp = reinterpret_cast<const P*>(x);
     const bool ignored = t == ignore_index;
-    // Out-of-range targets are not checked on the device (that would need a host sync); they give NaN.
-    const bool bad = !ignored && (t < 0 || t >= v);
+    // An out-of-range target gives NaN and is recorded, to be reported at the next synchronisation.
+    const bool bad = bad_target(row, t, v, ignore_index, rec, check, threadIdx.x == 0);
     A m = -std::numeric_limits<A>::infinity(), se = A(0);
     if (!ignored)
       for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
@@ -260,7 +268,8 @@ __device__ void block_lse_warps(A& m, A& s, A* sm, A* ss) {
 template <class T>
 __global__ void __launch_bounds__(kRowThreads, 1)
     classifier_fwd_rows_kernel(acc_t<T>* loss_rows, T* grad, const T* logits, const int64_t* target,
-                               const acc_t<T>* scale, int64_t row0, int64_t nrows, int64_t v, int64_t ignore_index) {
+                               const acc_t<T>* scale, int64_t row0, int64_t nrows, int64_t v, int64_t ignore_index,
+                               IndexCheckRecord* rec, IndexCheck check) {
   using A = acc_t<T>;
   constexpr int VEC = 16 / sizeof(T);
   using P = loops_detail::Pack<VEC, T>;
@@ -269,7 +278,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   for (int64_t i = blockIdx.x; i < nrows; i += gridDim.x) {
     const int64_t row = row0 + i, t64 = target[row];
     const bool ignored = t64 == ignore_index;
-    const bool bad = !ignored && (t64 < 0 || t64 >= v);  // as the block kernel: NaN, not checked on the device
+    const bool bad = bad_target(row, t64, v, ignore_index, rec, check, threadIdx.x == 0);  // as the block kernel
     const int t = ignored || bad ? -1 : static_cast<int>(t64);
     // This thread's packs are base[k * kRowThreads] for k * kRowThreads < left (one base pointer, constant
     // offsets); an ignored row's are not read (its loss and gradient are zeros).
@@ -310,8 +319,10 @@ __global__ void __launch_bounds__(kRowThreads, 1)
 }
 
 void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& logits, const Tensor& target,
-                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index) {
+                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index,
+                    IndexCheck check) {
   if (rows == 0) return;
+  IndexCheckRecord* rec = index_check_record_for(logits, check);
   dispatch_floating(logits.dtype(), "classifier_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -327,7 +338,7 @@ void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& l
           !kernel_paths::disabled(kernel_paths::kClassifierRows)) {
         classifier_fwd_rows_kernel<T><<<row_blocks(rows), kRowThreads, 0, launch_stream()>>>(
             static_cast<A*>(loss_rows.data_ptr()), g, x, static_cast<const int64_t*>(target.data_ptr()),
-            static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index);
+            static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index, rec, check);
         return;
       }
     }
@@ -336,7 +347,7 @@ void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& l
     auto launch = [&](auto kernel) {
       kernel<<<row_blocks(rows), threads, 0, launch_stream()>>>(
           static_cast<A*>(loss_rows.data_ptr()), g, x, static_cast<const int64_t*>(target.data_ptr()),
-          static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index);
+          static_cast<const A*>(scale.data_ptr()), row0, rows, v, ignore_index, rec, check);
     };
     if (vec)
       launch(classifier_fwd_kernel<T, kVec>);

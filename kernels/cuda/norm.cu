@@ -291,10 +291,11 @@ __global__ void norm_fwd_warp_kernel(const T* x, const R* res, T* s, Y* y, float
       rstd[r] = rs;
     }
     warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
+      const auto wp = warp_rows::param_pack<P::kLen>(w, j, 1.f), bp = warp_rows::param_pack<P::kLen>(b, j, 0.f);
       PY out;
 #pragma unroll
       for (int i = 0; i < P::kLen; ++i)
-        out.v[i] = Y(normmath::norm_forward(float(c.p[k].v[i]), m, rs, w ? w[j + i] : 1.f, b ? b[j + i] : 0.f));
+        out.v[i] = Y(normmath::norm_forward(float(c.p[k].v[i]), m, rs, wp.v[i], bp.v[i]));
       store_pack(y + o + j, out);
     });
   }
@@ -318,9 +319,10 @@ __global__ void norm_bwd_warp_kernel(T* gx, Y* gr, const Y* gy, const T* go, con
     const float m = mean[r], rs = rstd[r];
     float sg = 0.f, sgx = 0.f;
     warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
+      const auto wp = warp_rows::param_pack<P::kLen>(w, j, 1.f);
 #pragma unroll
       for (int i = 0; i < P::kLen; ++i) {
-        const float gw = float(gc.p[k].v[i]) * (w ? w[j + i] : 1.f);
+        const float gw = float(gc.p[k].v[i]) * wp.v[i];
         sg += gw;
         sgx += gw * normmath::norm_xhat(float(xc.p[k].v[i]), m, rs);
       }
@@ -330,10 +332,11 @@ __global__ void norm_bwd_warp_kernel(T* gx, Y* gr, const Y* gy, const T* go, con
     warp_rows::for_each_pack<K, P::kLen>(n, lane, [&](int k, int64_t j) {
       P other;
       if (go != nullptr) other = load_pack(go + o + j);
+      const auto wp = warp_rows::param_pack<P::kLen>(w, j, 1.f);
       P out;
 #pragma unroll
       for (int i = 0; i < P::kLen; ++i) {
-        const float gw = float(gc.p[k].v[i]) * (w ? w[j + i] : 1.f);
+        const float gw = float(gc.p[k].v[i]) * wp.v[i];
         const float xh = normmath::norm_xhat(float(xc.p[k].v[i]), m, rs);
         out.v[i] = T(go != nullptr ? fusedmath::residual_norm_grad_s(gw, xh, rs, mg, mgx, float(other.v[i]))
                                    : normmath::norm_backward_dx(gw, xh, rs, mg, mgx));
@@ -357,7 +360,9 @@ bool norm_fwd_warp(const T* x, const R* res, T* s, Y* y, void* mean, void* rstd,
     return false;
   } else {
     if (g.groups != 1 || g.inner != 1 || kernel_paths::disabled(kernel_paths::kWarpNorm)) return false;
-    return warp_rows::with_packs<T>(g.row_size, {x, res, s, y}, [&](auto k) {
+    const void* wp = weight.defined() ? weight.data_ptr() : nullptr;
+    const void* bp = bias.defined() ? bias.data_ptr() : nullptr;
+    return warp_rows::with_packs<T>(g.row_size, {x, res, s, y, wp, bp}, [&](auto k) {
       norm_fwd_warp_kernel<T, Y, R, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
               x, res, s, y, static_cast<float*>(mean), static_cast<float*>(rstd),
@@ -375,7 +380,8 @@ bool norm_bwd_warp(T* gx, Y* gr, const Y* gy, const T* go, const T* x, const voi
     return false;
   } else {
     if (g.groups != 1 || g.inner != 1 || kernel_paths::disabled(kernel_paths::kWarpNorm)) return false;
-    return warp_rows::with_packs<T>(g.row_size, {gx, gr, gy, go, x}, [&](auto k) {
+    const void* wp = weight.defined() ? weight.data_ptr() : nullptr;
+    return warp_rows::with_packs<T>(g.row_size, {gx, gr, gy, go, x, wp}, [&](auto k) {
       norm_bwd_warp_kernel<T, Y, decltype(k)::value>
           <<<warp_rows::blocks_for(g.rows), 32 * warp_rows::kWarpsPerBlock, 0, launch_stream()>>>(
               gx, gr, gy, go, x, static_cast<const float*>(mean), static_cast<const float*>(rstd),

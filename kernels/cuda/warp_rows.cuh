@@ -85,6 +85,26 @@ __device__ void for_each_pack(int64_t n, int lane, F&& f) {
   }
 }
 
+// The f32 parameters (a norm's weight or bias) of the N elements at j: 16-byte loads (the launch checked the
+// pointer with packable), or `fill` when there is no parameter. N is a multiple of 4 (a pack of f32, f16 or bf16).
+template <int N>
+__device__ Pack<float, N> param_pack(const float* w, int64_t j, float fill) {
+  static_assert(N % 4 == 0, "param_pack: whole f32 packs");
+  Pack<float, N> out;
+#pragma unroll
+  for (int q = 0; q < N; q += 4) {
+    if (w != nullptr) {
+      const Pack<float, 4> v = load_pack<float, 4>(w + j + q);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out.v[q + i] = v.v[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out.v[q + i] = fill;
+    }
+  }
+  return out;
+}
+
 // Sums over the warp by butterfly (every lane gets them, in the same order on every lane).
 __device__ inline void warp_allsum2(float& a, float& b) {
 #pragma unroll

@@ -144,7 +144,8 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
 }
 
 // Class-index targets (contiguous i64) against v classes: checked on the host for CPU tensors, as cross_entropy
-// does; on CUDA a bad target gives NaN.
+// does; on CUDA the kernel checks them (a bad target gives NaN and is reported at the device's next
+// synchronisation, runtime/index_check.h).
 void check_targets(const Tensor& tc, int64_t v, int64_t ignore_index, const char* op) {
   if (tc.is_cuda()) return;
   const int64_t* tp = static_cast<const int64_t*>(tc.data_ptr());
@@ -243,11 +244,12 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
   const Tensor scale = loss_scale(tc, opt.reduction, opt.ignore_index, A);
   const int64_t all = std::max<int64_t>(n, 1), chunk = opt.chunk_rows > 0 ? std::min(opt.chunk_rows, all) : all;
   Tensor total = zeros({}, A, dev), loss_rows = empty({chunk}, A, dev);
+  constexpr IndexCheck kCheck{IndexCheckSite::fused_cross_entropy};
   for (int64_t row0 = 0; row0 < n; row0 += chunk) {
     const int64_t rows = std::min(chunk, n - row0);
     Tensor part = rows == chunk ? loss_rows : loss_rows.narrow(0, 0, rows);
     backend::call<&backend::LossKernels::classifier_fwd>(dev, T, part, grad, lc, tc, scale, row0, rows, v,
-                                                          opt.ignore_index);
+                                                          opt.ignore_index, kCheck);
     total = add(total, sum(part));
   }
   Tensor loss = cast(mul(total, scale), out_dt);
@@ -338,8 +340,9 @@ HeadPass head_pass(const Tensor& xc, const Tensor& w, const Tensor& tc, int64_t 
     const Tensor lg = r == rows ? buf : buf.narrow(0, 0, r), part = r == rows ? loss_rows : loss_rows.narrow(0, 0, r);
     const Tensor xr = xc.narrow(0, row0, r);
     gemm_into(lg, xr, w, false, false, true);  // (r, C) @ (V, C)^T
+    const IndexCheck check{IndexCheckSite::linear_cross_entropy, -1, row0};  // the chunk's targets start at row0
     backend::call<&backend::LossKernels::classifier_fwd>(dev, T, part, gx || gw ? lg : Tensor(), lg,
-                                                          tc.narrow(0, row0, r), unit, 0, r, v, ignore_index);
+                                                          tc.narrow(0, row0, r), unit, 0, r, v, ignore_index, check);
     p.total = add(p.total, sum(part));
     if (gx) gemm_into(p.dx.narrow(0, row0, r), lg, w, false);  // (r, V) @ (V, C)
     if (gw) gemm_into(p.dw, lg, xr, row0 > 0, true, false);     // (r, V)^T @ (r, C), accumulated in A

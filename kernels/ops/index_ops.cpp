@@ -37,27 +37,18 @@ Tensor as_index(const Tensor& index, const char* op, const char* arg, bool allow
   return idx.contiguous();
 }
 
-// Throws naming the first index outside [0, limit). On CUDA this reads the indices back to the host (one
-// synchronisation): a bad index must be a clear error, not an out-of-bounds read inside a kernel.
-void check_index_range(const Tensor& idx, int64_t limit, const char* op, const char* arg, const std::string& what) {
-  if (idx.numel() == 0) return;
-  Tensor host = idx.is_cuda() ? idx.to(kCPU) : idx;
-  const int64_t* p = static_cast<const int64_t*>(host.data_ptr());
-  for (int64_t i = 0; i < host.numel(); ++i)
-    VOLT_CHECK(p[i] >= 0 && p[i] < limit, op, ": ", arg, " value ", p[i], " at position ", i,
-               " is out of range for ", what, " of size ", limit, " (expected 0 <= index < ", limit, ")");
-}
-
 int64_t prod(const Shape& s, size_t from, size_t to) {
   int64_t n = 1;
   for (size_t i = from; i < to; ++i) n *= s[i];
   return n;
 }
 
-GatherGeometry make_geometry(const Shape& index_shape, const Shape& src_strides, int64_t dim) {
+GatherGeometry make_geometry(const Shape& index_shape, const Tensor& src, int64_t dim) {
   GatherGeometry g;
   g.ndim = static_cast<int>(index_shape.size());
   g.dim = static_cast<int>(dim);
+  g.dim_size = src.size(dim);
+  const Shape& src_strides = src.strides();
   for (int d = 0; d < g.ndim; ++d) {
     g.sizes[d] = index_shape[d];
     g.src_strides[d] = src_strides[d];
@@ -66,9 +57,9 @@ GatherGeometry make_geometry(const Shape& index_shape, const Shape& src_strides,
 }
 
 // grad (outer, n, inner) scattered into a zero (outer, D, inner) tensor of `shape`, returned as `dtype`. `check`:
-// the site whose kernels check the indices (IndexCheckSite::none when the op checked them).
+// what the kernels check the indices for (the forward's check: the indices may have changed since).
 Tensor index_add_backward(const Tensor& grad, const Tensor& idx, const Shape& shape, DType dtype, int64_t outer,
-                          int64_t D, int64_t inner, IndexCheckSite check = IndexCheckSite::none) {
+                          int64_t D, int64_t inner, IndexCheck check) {
   DType acc = accum_dtype(dtype);
   Tensor out = zeros(shape, acc, grad.device());
   Tensor g = grad.to(acc).contiguous();
@@ -166,21 +157,19 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   const int64_t d = wrap_dim(dim, a.dim(), "index_select");
   Tensor idx = as_index(index, "index_select", "index", /*allow_i32=*/true);
   // The kernels check the indices, as embedding's do (runtime/index_check.h); a selection of empty rows runs none.
-  constexpr IndexCheckSite kCheck = IndexCheckSite::index_select;
+  const IndexCheck check{IndexCheckSite::index_select, static_cast<int32_t>(d)};
   const Shape& s = a.shape();
   const int64_t outer = prod(s, 0, d), D = s[d], inner = prod(s, d + 1, s.size());
   Shape out_shape = s;
   out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, a.dtype(), a.device());
-  if (out.numel() > 0)
+  if (idx.numel() > 0)  // also for rows with no elements: the kernel then only checks the indices
     backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, a.detach().contiguous(), idx,
-                                                        outer, D, inner, kCheck);
-  else
-    check_index_range(idx, D, "index_select", "index", "dim " + std::to_string(d));
+                                                        outer, D, inner, check);
   Shape in_shape = s;
   DType dt = a.dtype();
   autograd::attach_differentiable(out, "IndexSelectBackward", {a}, [=](const std::vector<Tensor>& g) {
-    Tensor gi = index_add_backward(g[0].detach(), idx, in_shape, dt, outer, D, inner, kCheck);
+    Tensor gi = index_add_backward(g[0].detach(), idx, in_shape, dt, outer, D, inner, check);
     return std::vector<Tensor>{autograd::linear_in_grad(gi, g[0], "IndexSelectBackwardBackward",
                                                         [d, idx](const Tensor& gg) { return index_select(gg, d, idx); })};
   });
@@ -203,15 +192,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   // The kernels check the indices themselves (runtime/index_check.h): the CPU's throw before using any; a GPU's
   // are reported at its next synchronisation, so the forward neither waits for the device nor reads it (and can
   // be captured in a graph).
-  constexpr IndexCheckSite kCheck = IndexCheckSite::embedding;
+  constexpr IndexCheck kCheck{IndexCheckSite::embedding};
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
-  if (out.numel() > 0)
+  if (idx.numel() > 0)  // also for rows of width 0: the kernel then only checks the indices
     backend::call<&backend::IndexKernels::index_select>(out.device(), out.dtype(), out, weight.detach().contiguous(),
                                                         idx, 1, V, D, kCheck);
-  else  // rows of width 0: no kernel runs to check the indices
-    check_index_range(idx, V, "embedding", "indices", "an embedding table (num_embeddings)");
   Shape w_shape = weight.shape();
   DType dt = weight.dtype();
   autograd::attach_differentiable(out, "EmbeddingBackward", {weight}, [=](const std::vector<Tensor>& g) {
@@ -242,12 +229,13 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
                " which exceeds input shape ", a.shape_str(), " in dim ", k, "; expected index.size(k) <= input.size(k) "
                "for every dim k != ", d);
   Tensor idx = as_index(index, "gather", "index", /*allow_i32=*/true);
-  check_index_range(idx, a.size(d), "gather", "index", "dim " + std::to_string(d));
+  // The kernels check the indices (runtime/index_check.h), the backward's too; an empty index has none to check.
+  const IndexCheck check{IndexCheckSite::gather, static_cast<int32_t>(d)};
   Tensor src = a.detach();
   Tensor out = empty(index.shape(), a.dtype(), a.device());
   if (out.numel() > 0)
     backend::call<&backend::IndexKernels::gather>(out.device(), src.dtype(), out, src, idx,
-                                                  make_geometry(index.shape(), src.strides(), d));
+                                                  make_geometry(index.shape(), src, d), check);
   Shape in_shape = a.shape();
   DType dt = a.dtype();
   autograd::attach_differentiable(out, "GatherBackward", {a}, [=](const std::vector<Tensor>& g) {
@@ -256,7 +244,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     Tensor gc = g[0].detach().to(acc).contiguous();
     if (gc.numel() > 0)
       backend::call<&backend::IndexKernels::scatter_add>(grad.device(), grad.dtype(), grad, gc, idx,
-                                                         make_geometry(idx.shape(), grad.strides(), d));
+                                                         make_geometry(idx.shape(), grad, d), check);
     return std::vector<Tensor>{autograd::linear_in_grad(grad.to(dt), g[0], "GatherBackwardBackward",
                                                         [d, idx](const Tensor& gg) { return gather(gg, d, idx); })};
   });
@@ -278,11 +266,13 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     VOLT_CHECK(num_classes >= 1, "one_hot: every index is negative (max ", num_classes - 1,
                "); expected class indices >= 0");
   }
-  check_index_range(idx, num_classes, "one_hot", "indices", "num_classes");
+  // The kernels check the indices (runtime/index_check.h); num_classes >= 1, so an empty output has no indices.
   Shape out_shape = indices.shape();
   out_shape.push_back(num_classes);
   Tensor out = empty(out_shape, DType::i64, indices.device());
-  if (out.numel() > 0) backend::call<&backend::IndexKernels::one_hot>(out.device(), out.dtype(), out, idx, num_classes);
+  if (out.numel() > 0)
+    backend::call<&backend::IndexKernels::one_hot>(out.device(), out.dtype(), out, idx, num_classes,
+                                                   IndexCheck{IndexCheckSite::one_hot});
   return out;
 }
 

@@ -76,8 +76,9 @@ ClassGeom check_class_loss(const Tensor& input, const Tensor& target, int64_t ig
   VOLT_CHECK(target.shape() == expected, op, ": target has shape ", target.shape_str(), " but ", input_name,
              " of shape ", input.shape_str(), " needs a target of shape ", shape_to_string(expected));
   VOLT_CHECK(geom.c > 0, op, ": ", input_name, " has no classes (shape ", input.shape_str(), ")");
-  // Class indices are validated on the host for CPU tensors; on CUDA that would cost a device sync per step,
-  // so an out-of-range target there yields a NaN loss instead.
+  // Class indices are validated on the host for CPU tensors; on CUDA that would cost a device sync per step, so
+  // the kernels check them: an out-of-range target gives that row a NaN loss and is reported at the device's next
+  // synchronisation (runtime/index_check.h).
   if (!target.is_cuda()) {
     Tensor t = target.contiguous();
     const int64_t* tp = static_cast<const int64_t*>(t.data_ptr());
@@ -133,6 +134,7 @@ Tensor class_loss(const Tensor& input, const Tensor& target, Reduction reduction
   p.label_smoothing = label_smoothing;
   p.reduction = to_loss_reduction(reduction);
   p.nll = nll;
+  p.check.site = nll ? IndexCheckSite::nll_loss : IndexCheckSite::cross_entropy;
   Tensor x = input.detach().contiguous();
   Tensor t = target.detach().contiguous();
   const Device dev = x.device();

@@ -46,21 +46,14 @@ Lines lines_of(const Shape& s, int64_t d) {
   return {prod(s, 0, d), s[d], prod(s, d + 1, s.size())};
 }
 
-// Index tensors: int64 (or int32), read by the kernels as contiguous int64; every value is checked to be in
-// [0, limit) (on CUDA a host read: a bad index must be an error, not an out-of-bounds access in a kernel).
-Tensor checked_index(const Tensor& index, int64_t limit, const char* op, int64_t dim) {
+// Index tensors: int64 (or int32), read by the kernels as contiguous int64; the kernels check their values
+// (runtime/index_check.h).
+Tensor index_as_i64(const Tensor& index, const char* op) {
   VOLT_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
              ": argument 'index' must have dtype int64 or int32, got ", dtype_name(index.dtype()));
   Tensor idx = index.detach();
   if (idx.dtype() != DType::i64) idx = idx.to(DType::i64);
-  idx = idx.contiguous();
-  if (idx.numel() == 0) return idx;
-  Tensor host = idx.is_cuda() ? idx.to(kCPU) : idx;
-  const int64_t* p = static_cast<const int64_t*>(host.data_ptr());
-  for (int64_t i = 0; i < host.numel(); ++i)
-    VOLT_CHECK(p[i] >= 0 && p[i] < limit, op, ": index value ", p[i], " at position ", i, " is out of range for dim ",
-               dim, " of size ", limit, " (expected 0 <= index < ", limit, ")");
-  return idx;
+  return idx.contiguous();
 }
 
 // x (any strides) copied into a fresh contiguous tensor of dtype `dt` (never x's own storage).
@@ -260,7 +253,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                " which exceeds the input's shape ", x.shape_str(), " in dim ", k,
                "; expected index.size(d) <= input.size(d) for every d != ", d);
   }
-  Tensor idx = checked_index(index, x.size(d), op, d);
+  Tensor idx = index_as_i64(index, op);
   const DType dt = x.dtype(), acc = accum_dtype(dt);
   Tensor out = fresh_copy(x, acc);
   Tensor part = src.detach();
@@ -271,11 +264,13 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     GatherGeometry g;
     g.ndim = static_cast<int>(x.dim());
     g.dim = static_cast<int>(d);
+    g.dim_size = out.size(d);
     for (int i = 0; i < g.ndim; ++i) {
       g.sizes[i] = idx.size(i);
       g.src_strides[i] = out.stride(i);
     }
-    backend::call<&backend::IndexKernels::scatter_add>(out.device(), acc, out, part, idx, g);
+    backend::call<&backend::IndexKernels::scatter_add>(out.device(), acc, out, part, idx, g,
+                                                       IndexCheck{IndexCheckSite::scatter_add, static_cast<int32_t>(d)});
   }
   if (acc != dt) out = out.to(dt);
   Shape src_shape = src.shape();
@@ -313,13 +308,14 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   VOLT_CHECK(src.shape() == want, "index_add: argument 'src' has shape ", src.shape_str(), " but expected ",
              shape_to_string(want), " (the input's shape ", x.shape_str(), " with dim ", d, " of size index.numel() = ",
              index.numel(), ")");
-  Tensor idx = checked_index(index, x.size(d), op, d);
+  Tensor idx = index_as_i64(index, op);
   const DType dt = x.dtype(), acc = accum_dtype(dt);
   const Lines L = lines_of(x.shape(), d);
   Tensor out = fresh_copy(x, acc);
-  if (src.numel() > 0)
+  if (idx.numel() > 0)  // also for rows with no elements: the kernel then only checks the indices
     backend::call<&backend::IndexKernels::index_add>(out.device(), acc, out, src.detach().to(acc).contiguous(), idx,
-                                                     L.outer, L.D, L.inner, IndexCheckSite::none);
+                                                     L.outer, L.D, L.inner,
+                                                     IndexCheck{IndexCheckSite::index_add, static_cast<int32_t>(d)});
   if (acc != dt) out = out.to(dt);
   autograd::attach_differentiable(out, "IndexAddBackward", {x, src}, [d, idx](const std::vector<Tensor>& gr) {
     return std::vector<Tensor>{gr[0], index_select(gr[0], d, idx)};

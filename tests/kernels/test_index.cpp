@@ -5,6 +5,7 @@
 #include "common/gradcheck.h"
 #include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
+#include <volt/kernels/tensor_ops.h>
 #include <volt/runtime/cuda_api.h>
 
 using namespace volt;
@@ -187,6 +188,68 @@ TEST(Gather, Errors) {
   VOLT_EXPECT_ERROR(gather(a, 1, from_vector<int64_t>({3}, {1, 1})), "gather", "3", "size 3");
   VOLT_EXPECT_ERROR(gather(a, 1, from_vector<int64_t>({0, 1})), "gather", "index", "same number of dims");
   VOLT_EXPECT_ERROR(gather(a, 1, zeros({3, 1}, DType::i64)), "gather", "(3, 1)", "dim 0");
+}
+
+// The kernels check the indices (runtime/index_check.h), the backward's scatter too: the message names the op, the
+// position, the value and the dim, and an index tensor changed in place after the forward is an error in the
+// backward, not an add outside the gradient.
+TEST(Gather, TheKernelsCheckTheIndicesForwardAndBackward) {
+  Tensor a = rand_f64({2, 3}, 4).set_requires_grad();
+  try {
+    gather(a, 1, from_vector<int64_t>({0, 3}, {1, 2}));
+    ADD_FAILURE() << "gather accepted index 3 along a dim of size 3";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "gather: index value 3 at position 1 is out of range for dim 1 of size 3 "
+                           "(expected 0 <= index < 3)");
+  }
+  Tensor idx = from_vector<int64_t>({2, 0, 1, 1}, {2, 2});
+  Tensor out = gather(a, 1, idx);
+  idx.copy_(from_vector<int64_t>({2, 0, -1, 1}, {2, 2}));
+  VOLT_EXPECT_ERROR(out.backward(ones_like(out)), "gather", "value -1 at position 2", "dim 1", "size 3");
+}
+
+// Rows with no elements run no copy, but their indices are still checked.
+TEST(IndexSelect, RowsWithoutElementsStillCheckTheirIndices) {
+  VOLT_EXPECT_ERROR(index_select(zeros({3, 0}), 0, from_vector<int64_t>({0, 3})), "index_select",
+                    "value 3 at position 1", "dim 0", "size 3");
+  VOLT_EXPECT_ERROR(embedding(zeros({4, 0}), from_vector<int64_t>({4})), "embedding", "value 4 at position 0");
+  EXPECT_EQ(index_select(zeros({3, 0}), 0, from_vector<int64_t>({2, 0})).shape(), (Shape{2, 0}));
+  VOLT_EXPECT_ERROR(index_add(zeros({0, 3}), 1, from_vector<int64_t>({5}), zeros({0, 1})), "index_add",
+                    "value 5 at position 0", "dim 1", "size 3");
+}
+
+// On a GPU, gather, its backward, scatter_add, index_add and one_hot check their indices in the kernels: nothing is
+// read back on the host, a bad index's output is zero (gather, one_hot) or adds nothing (scatter_add, index_add, the
+// backward), and the first is reported at the next synchronisation, once.
+TEST(GatherCuda, BadIndicesAreReportedAtTheNextSynchronisation) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA index kernels run on a GPU only";
+  const Device dev = cuda_device(0);
+  Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor ac = a.to(dev).set_requires_grad();
+  Tensor g = gather(ac, 1, from_vector<int64_t>({2, 7, 1, 0}, {2, 2}).to(dev));
+  VOLT_EXPECT_ERROR(synchronize(dev), "gather", "value 7 at position 1", "dim 1", "size 3", "next synchronisation");
+  EXPECT_NO_THROW(synchronize(dev));
+  EXPECT_EQ(g.to(kCPU).to_vector<float>(), (std::vector<float>{3, 0, 5, 4}));
+  g.backward(ones_like(g));
+  VOLT_EXPECT_ERROR(ac.grad().to(kCPU), "gather", "value 7 at position 1");
+  EXPECT_EQ(ac.grad().to(kCPU).to_vector<float>(), (std::vector<float>{0, 0, 1, 1, 1, 0}));
+
+  Tensor s = scatter_add(zeros({2, 3}).to(dev), 1, from_vector<int64_t>({0, 3}, {1, 2}).to(dev),
+                         ones({1, 2}).to(dev));
+  VOLT_EXPECT_ERROR(s.to(kCPU), "scatter_add", "value 3 at position 1", "dim 1", "size 3");
+  EXPECT_EQ(s.to(kCPU).to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 0, 0}));
+
+  Tensor ia = index_add(zeros({2, 3}).to(dev), 0, from_vector<int64_t>({-1, 1}).to(dev), ones({2, 3}).to(dev));
+  VOLT_EXPECT_ERROR(ia.sum().item(), "index_add", "value -1 at position 0", "dim 0", "size 2");
+  EXPECT_EQ(ia.to(kCPU).to_vector<float>(), (std::vector<float>{0, 0, 0, 1, 1, 1}));
+
+  Tensor oh = one_hot(from_vector<int64_t>({1, 4, 0}).to(dev), 3);
+  VOLT_EXPECT_ERROR(synchronize(dev), "one_hot", "value 4 at position 1", "num_classes", "size 3");
+  EXPECT_EQ(oh.to(kCPU).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 0, 0, 0, 0, 1, 0, 0}));
+
+  Tensor empty_rows = index_select(zeros({3, 0}).to(dev), 0, from_vector<int64_t>({0, 3}).to(dev));
+  VOLT_EXPECT_ERROR(synchronize(dev), "index_select", "value 3 at position 1", "size 3");
+  EXPECT_EQ(empty_rows.shape(), (Shape{2, 0}));
 }
 
 // ---- embedding ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include "common/gradcheck.h"
 #include <volt/kernels/common/softmax.h>
+#include <volt/kernels/fused_ops.h>
 #include <volt/runtime/cuda_api.h>
 
 using namespace volt;
@@ -286,6 +287,43 @@ TEST(CrossEntropyErrors, TargetDtypeShapeRangeAndArgs) {
   VOLT_EXPECT_ERROR(cross_entropy(zeros({4}, DType::i64), zeros({}, DType::i64)), "cross_entropy", "floating");
   VOLT_EXPECT_ERROR(nll_loss(zeros({2, 3, 5}), zeros({2, 3}, DType::i64)), "nll_loss", "(2, 5)");
   VOLT_EXPECT_ERROR(nll_loss(x, from_vector<int64_t>({0, 3, 1, 1}, {4})), "nll_loss", "3", "out of range");
+}
+
+// On a GPU the class-target losses check the targets in their kernels (a host check would wait for the device at
+// every step): a bad target gives its row a NaN loss, and the device's next synchronisation reports the op, the
+// position and the value, once; linear_cross_entropy names the position in the whole target, not in its chunk.
+// The classifier's row kernel (bf16 rows of 50304 logits) and its block kernel (3 classes) both check.
+TEST(ClassTargetsCuda, BadTargetIsReportedAtTheNextSynchronisation) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the CUDA loss kernels run on a GPU only";
+  const Device dev = cuda_device(0);
+  Tensor x = rand_f64({4, 3}, 5).to(DType::f32).to(dev).set_requires_grad();
+  Tensor bad = from_vector<int64_t>({0, 1, 7, -100}).to(dev);
+  Tensor ce = cross_entropy(x, bad);
+  VOLT_EXPECT_ERROR(synchronize(dev), "cross_entropy: target value 7 at position 2", "3 classes", "ignore_index",
+                    "next synchronisation");
+  EXPECT_NO_THROW(synchronize(dev));
+  EXPECT_TRUE(std::isnan(ce.item()));
+  ce.backward();
+  VOLT_EXPECT_ERROR(x.grad().to(kCPU), "cross_entropy: target value 7 at position 2");
+  std::vector<float> g = x.grad().to(kCPU).to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i)
+    EXPECT_EQ(std::isnan(g[i]), i >= 6 && i < 9) << "gradient element " << i;  // only row 2's is NaN
+
+  Tensor nll = nll_loss(log_softmax(x.detach(), 1), bad, Reduction::Sum);
+  VOLT_EXPECT_ERROR(nll.item(), "nll_loss: target value 7 at position 2");
+  Tensor fused = fused_cross_entropy(x.detach(), bad);
+  VOLT_EXPECT_ERROR(fused.item(), "fused_cross_entropy: target value 7 at position 2", "3 classes");
+  LinearCrossEntropyOptions chunks;
+  chunks.chunk_rows = 2;  // row 2 is row 0 of the second chunk
+  Tensor head = linear_cross_entropy(rand_f64({4, 5}, 6).to(DType::f32).to(dev),
+                                     rand_f64({3, 5}, 7).to(DType::f32).to(dev), bad, chunks);
+  VOLT_EXPECT_ERROR(head.item(), "linear_cross_entropy: target value 7 at position 2", "3 classes");
+
+  Tensor wide = rand_f64({2, 50304}, 8).to(DType::bf16).to(dev);
+  Tensor row_kernel = fused_cross_entropy(wide, from_vector<int64_t>({3, 50304}).to(dev));
+  VOLT_EXPECT_ERROR(row_kernel.item(), "fused_cross_entropy: target value 50304 at position 1", "50304 classes");
+  EXPECT_TRUE(std::isnan(row_kernel.item()));
+  EXPECT_TRUE(std::isfinite(fused_cross_entropy(wide, from_vector<int64_t>({3, 50303}).to(dev)).item()));
 }
 
 // ---- mse ----------------------------------------------------------------------------------------------------
