@@ -66,7 +66,8 @@ struct FusedCrossEntropyOptions {
 /// gradient is stored before the upstream gradient (a loss scale) is applied, so elements below f16's range
 /// (about 1 / (N * V) for a mean) underflow: loss-scaled f16 training should pass f32 logits. The loss is
 /// in the logits' dtype, f32 for f16/bf16 under autocast or with f32_loss; accumulation is f32 (f64 for f64).
-/// Out-of-range targets are an error on the CPU, NaN on CUDA.
+/// Out-of-range targets are an error: on the CPU at once; on CUDA that row's loss is NaN and the error is thrown at
+/// the device's next synchronisation (runtime/index_check.h).
 Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const FusedCrossEntropyOptions& options = {});
 
 struct LinearCrossEntropyOptions {
@@ -92,7 +93,7 @@ inline constexpr int64_t kLinearCrossEntropyChunkBytes = int64_t{1} << 30;
 /// fused_cross_entropy (f32 for half under autocast or with f32_loss). The gradient is formed in the forward, so the
 /// loss may be backpropagated once only and has no second derivative (both name the op). VOLT_DISABLE_KERNELS's
 /// chunked_head runs the composition instead (the whole logits, then fused_cross_entropy, f16 logits in f32).
-/// Out-of-range targets are an error on the CPU, NaN on CUDA.
+/// Out-of-range targets are an error, as fused_cross_entropy's are.
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target,
                             const LinearCrossEntropyOptions& options = {});
 

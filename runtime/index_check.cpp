@@ -69,24 +69,31 @@ IndexCheckRecord* index_check_record(int device_index) {
   // Made outside a capture only: a capture would record its zeroing (and refuse the page-locked allocation) rather
   // than run it. Asked first during one, the kernels go without a record (it is made at the next call outside).
   if (compute_stream_capturing(device_index)) return nullptr;
-  r.tried[device_index] = true;
   DeviceScope scope(cuda_device(device_index));
   void* d = nullptr;
   void* h = nullptr;
   // Zeroed before any kernel can use it, on whichever stream (a StreamScope's side stream may run the first checked
   // kernel, and its wait on the compute stream may have been queued already): zeroed, then waited for, once.
-  if (cudaMalloc(&d, sizeof(IndexCheckRecord)) == cudaSuccess &&
-      cudaMallocHost(&h, sizeof(IndexCheckRecord)) == cudaSuccess &&
-      cudaMemsetAsync(d, 0, sizeof(IndexCheckRecord), compute_stream(device_index)) == cudaSuccess &&
-      cudaStreamSynchronize(compute_stream(device_index)) == cudaSuccess) {
-    *static_cast<IndexCheckRecord*>(h) = IndexCheckRecord{};
-    r.device[device_index] = static_cast<IndexCheckRecord*>(d);
-    r.host[device_index] = static_cast<IndexCheckRecord*>(h);
-  } else {
-    cudaGetLastError();
+  if (cudaMalloc(&d, sizeof(IndexCheckRecord)) != cudaSuccess ||
+      cudaMallocHost(&h, sizeof(IndexCheckRecord)) != cudaSuccess ||
+      cudaMemsetAsync(d, 0, sizeof(IndexCheckRecord), compute_stream(device_index)) != cudaSuccess) {
+    cudaGetLastError();  // no memory for it: the kernels go without a record from now on
     if (d) cudaFree(d);
     if (h) cudaFreeHost(h);
+    r.tried[device_index] = true;
+    return nullptr;
   }
+  // A failed wait is an earlier kernel's error (the device is unusable): say so rather than go on without a record.
+  const cudaError_t waited = cudaStreamSynchronize(compute_stream(device_index));
+  if (waited != cudaSuccess) {
+    cudaFree(d);
+    cudaFreeHost(h);
+    VOLT_FAIL("cuda:", device_index, ": the device failed before its index-check record could be made: ",
+              cudaGetErrorString(waited));
+  }
+  *static_cast<IndexCheckRecord*>(h) = IndexCheckRecord{};
+  r.device[device_index] = static_cast<IndexCheckRecord*>(d);
+  r.host[device_index] = static_cast<IndexCheckRecord*>(h);
   return r.device[device_index];
 }
 

@@ -2,7 +2,7 @@
 /// @file
 /// Index range checks that GPU kernels make themselves, reported by the host at the device's next
 /// synchronisation (internal; kernels/cuda/index.cu and loss.cu write them through kernels/cuda/index_check.cuh;
-/// the ops in kernels/ops/index_ops.cpp, nn_ops.cpp and fused_ops.cpp pass the site).
+/// the ops in kernels/ops/index_ops.cpp, scan_sort_ops.cpp, nn_ops.cpp and fused_ops.cpp pass the site).
 ///
 /// An op whose indices live on a GPU cannot read them on the host without stalling the device's queue for every
 /// call, and cannot at all while a CUDA graph is being captured. So the kernel checks each index as it reads it:

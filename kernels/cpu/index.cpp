@@ -16,7 +16,8 @@ namespace {
 void check_indices(const int64_t* idx, int64_t n, int64_t D, IndexCheck check) {
   if (check.site == IndexCheckSite::none) return;
   for (int64_t i = 0; i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= D) VOLT_FAIL(detail::index_check_message(check, i, idx[i], D));
+    if (idx[i] < 0 || idx[i] >= D)
+      VOLT_FAIL(detail::index_check_message(check, check.position_offset + i, idx[i], D));
 }
 
 void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,

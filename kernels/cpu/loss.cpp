@@ -13,6 +13,14 @@ namespace volt::cpu {
 
 namespace {
 
+// The targets of rows [from, to) against c classes, checked before anything is written (runtime/index_check.h: the
+// CPU throws). The ops also check them before any kernel runs; this catches a replayed graph's (kernels/graph.h).
+void check_targets(const int64_t* t, int64_t from, int64_t to, int64_t c, int64_t ignore_index, IndexCheck check) {
+  for (int64_t row = from; row < to; ++row)
+    if (t[row] != ignore_index && (t[row] < 0 || t[row] >= c))
+      VOLT_FAIL(detail::index_check_message(check, check.position_offset + row, t[row], c));
+}
+
 void class_loss_fwd(const Tensor& out, const Tensor& lse_t, const Tensor& count_t, const Tensor& input,
                     const Tensor& target, int64_t n, int64_t c, int64_t inner, const CeParams& p) {
   dispatch_floating(input.dtype(), p.nll ? "nll_loss" : "cross_entropy", [&](auto tag) {
@@ -23,6 +31,7 @@ void class_loss_fwd(const Tensor& out, const Tensor& lse_t, const Tensor& count_
     T* o = static_cast<T*>(out.data_ptr());
     A* lse = p.nll ? nullptr : static_cast<A*>(lse_t.data_ptr());
     const A eps = A(p.label_smoothing);
+    check_targets(t, 0, n * inner, c, p.ignore_index, p.check);
     double total = 0;  // reductions sum in double so a large batch of f32 losses does not lose digits
     int64_t count = 0;
     for (int64_t b = 0; b < n; ++b) {
@@ -31,12 +40,7 @@ void class_loss_fwd(const Tensor& out, const Tensor& lse_t, const Tensor& count_
         const int64_t row = b * inner + i;
         const int64_t tgt = t[row];
         A loss = 0;
-        // The op checks targets on the host, except for a replayed graph (kernels/graph.h): an out-of-range
-        // target there gives NaN, as on CUDA, instead of a read outside the row.
-        if (tgt != p.ignore_index && (tgt < 0 || tgt >= c)) {
-          loss = std::numeric_limits<A>::quiet_NaN();
-          if (!p.nll) lse[row] = loss;
-        } else if (p.nll) {
+        if (p.nll) {
           if (tgt != p.ignore_index) loss = -A(xb[tgt * inner + i]);
         } else {
           A m = -std::numeric_limits<A>::infinity(), sx = 0;
@@ -76,6 +80,7 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
     const A* lse = p.nll ? nullptr : static_cast<const A*>(lse_t.data_ptr());
     T* gi = static_cast<T*>(grad_input.data_ptr());
     const A eps = A(p.label_smoothing);
+    check_targets(t, 0, n * inner, c, p.ignore_index, p.check);
     A scale = A(1);
     if (p.reduction == LossReduction::Mean) scale = A(1) / static_cast<const A*>(count_t.data_ptr())[0];
     for (int64_t b = 0; b < n; ++b) {
@@ -89,9 +94,7 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
           continue;
         }
         A g = A(go[p.reduction == LossReduction::None ? row : 0]) * scale;
-        if (tgt < 0 || tgt >= c) {  // out of range (a replayed graph; see the forward): NaN gradients
-          for (int64_t j = 0; j < c; ++j) gb[j * inner + i] = T(std::numeric_limits<A>::quiet_NaN());
-        } else if (p.nll) {
+        if (p.nll) {
           for (int64_t j = 0; j < c; ++j) gb[j * inner + i] = T(j == tgt ? -g : A(0));
         } else {
           const A l = lse[row];
@@ -103,9 +106,10 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
   });
 }
 
-// The op checked the targets on the host (the CPU needs no record), so `check` is unused here.
 void classifier_fwd(const Tensor& loss_rows, const Tensor& grad, const Tensor& logits, const Tensor& target,
-                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index, IndexCheck) {
+                    const Tensor& scale, int64_t row0, int64_t rows, int64_t v, int64_t ignore_index,
+                    IndexCheck check) {
+  check_targets(static_cast<const int64_t*>(target.data_ptr()), row0, row0 + rows, v, ignore_index, check);
   dispatch_floating(logits.dtype(), "classifier_fwd", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;

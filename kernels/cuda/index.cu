@@ -217,9 +217,10 @@ void scatter_add(const Tensor& out, const Tensor& src, const Tensor& index, cons
 void one_hot(const Tensor& out, const Tensor& indices, int64_t num_classes, IndexCheck check) {
   const int64_t total = indices.numel() * num_classes;
   if (total == 0) return;
+  IndexCheckRecord* rec = index_check_record_for(out, check);
   one_hot_kernel<<<blocks_for(total), 256, 0, launch_stream()>>>(
       static_cast<int64_t*>(out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()), total, num_classes,
-      index_check_record_for(out, check), check);
+      rec, check);
   VOLT_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,13 +25,14 @@ using rows::kMaxThreads;
 using rows::row_blocks;
 using rows::threads_for;
 
-// One block per loss row (blocks stride over rows past the grid cap): log-sum-exp and the row loss (written to
-// `rows` in the accumulation type).
 // A target outside [0, c) that is not ignore_index: recorded (runtime/index_check.h) when `report`.
 __device__ bool bad_target(int64_t row, int64_t t, int64_t c, int64_t ignore_index, IndexCheckRecord* rec,
                            IndexCheck check, bool report) {
   return t != ignore_index && out_of_range(row, t, c, rec, check, report);
 }
+
+// One block per loss row (blocks stride over rows past the grid cap): log-sum-exp and the row loss (written to
+// `rows` in the accumulation type).
 
 template <class T>
 __global__ void class_loss_rows_kernel(const T* in, const int64_t* target, acc_t<T>* lse_out, acc_t<T>* rows,
@@ -140,9 +141,10 @@ void class_loss_fwd(const Tensor& out, const Tensor& lse, const Tensor& count, c
     const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
     A* rp = static_cast<A*>(rows.data_ptr());
     if (nrows > 0) {
+      IndexCheckRecord* rec = index_check_record_for(input, p.check);
       class_loss_rows_kernel<T><<<row_blocks(nrows), threads_for(c), 0, st>>>(
           static_cast<const T*>(input.data_ptr()), t, p.nll ? nullptr : static_cast<A*>(lse.data_ptr()), rp, nrows, c,
-          inner, p, index_check_record_for(input, p.check));
+          inner, p, rec);
       VOLT_CUDA_CHECK_LAUNCH();
     }
     if (p.reduction == LossReduction::None && nrows > 0) {
@@ -162,11 +164,12 @@ void class_loss_bwd(const Tensor& grad_input, const Tensor& grad_out, const Tens
   dispatch_floating(input.dtype(), p.nll ? "nll_loss backward" : "cross_entropy backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    IndexCheckRecord* rec = index_check_record_for(input, p.check);
     class_loss_bwd_kernel<T><<<blocks_for(total), 256, 0, launch_stream()>>>(
         static_cast<T*>(grad_input.data_ptr()), static_cast<const T*>(grad_out.data_ptr()),
         static_cast<const T*>(input.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
         p.nll ? nullptr : static_cast<const A*>(lse.data_ptr()), static_cast<const A*>(count.data_ptr()), total, c,
-        inner, p, index_check_record_for(input, p.check));
+        inner, p, rec);
   });
   VOLT_CUDA_CHECK_LAUNCH();
 }

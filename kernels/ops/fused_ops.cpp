@@ -143,16 +143,15 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
   return {s, y};
 }
 
-// Class-index targets (contiguous i64) against v classes: checked on the host for CPU tensors, as cross_entropy
-// does; on CUDA the kernel checks them (a bad target gives NaN and is reported at the device's next
-// synchronisation, runtime/index_check.h).
-void check_targets(const Tensor& tc, int64_t v, int64_t ignore_index, const char* op) {
+// Class-index targets (contiguous i64) against v classes, for CPU tensors checked on the host before the first
+// chunk runs (the kernel checks each chunk's too, but a bad target in a later chunk would come after the earlier
+// chunks had written their gradients, over the logits when grad_in_logits). On CUDA the kernel checks them (a bad
+// target gives NaN and is reported at the device's next synchronisation, runtime/index_check.h).
+void check_targets(const Tensor& tc, int64_t v, int64_t ignore_index, IndexCheck check) {
   if (tc.is_cuda()) return;
   const int64_t* tp = static_cast<const int64_t*>(tc.data_ptr());
   for (int64_t i = 0; i < tc.numel(); ++i)
-    VOLT_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < v), op, ": target value ", tp[i], " (at row ", i,
-               ") is out of range for ", v, " classes; expected 0 <= target < ", v, " or ignore_index (",
-               ignore_index, ")");
+    if (tp[i] != ignore_index && (tp[i] < 0 || tp[i] >= v)) VOLT_FAIL(detail::index_check_message(check, i, tp[i], v));
 }
 
 // The number of rows whose target is not ignore_index: a 0-d tensor of dtype `acc` on the targets' device, counted
@@ -229,7 +228,8 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
              "forward pass for one scalar loss); use cross_entropy for per-row losses");
   VOLT_CHECK(opt.chunk_rows >= 0, op, ": chunk_rows must be >= 0 (0: one chunk), got ", opt.chunk_rows);
   Tensor tc = target.contiguous();
-  check_targets(tc, v, opt.ignore_index, op);
+  constexpr IndexCheck kCheck{IndexCheckSite::fused_cross_entropy};
+  check_targets(tc, v, opt.ignore_index, kCheck);
 
   const Device dev = logits.device();
   const DType T = logits.dtype(), A = acc_dtype(T);
@@ -244,7 +244,6 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, const Fus
   const Tensor scale = loss_scale(tc, opt.reduction, opt.ignore_index, A);
   const int64_t all = std::max<int64_t>(n, 1), chunk = opt.chunk_rows > 0 ? std::min(opt.chunk_rows, all) : all;
   Tensor total = zeros({}, A, dev), loss_rows = empty({chunk}, A, dev);
-  constexpr IndexCheck kCheck{IndexCheckSite::fused_cross_entropy};
   for (int64_t row0 = 0; row0 < n; row0 += chunk) {
     const int64_t rows = std::min(chunk, n - row0);
     Tensor part = rows == chunk ? loss_rows : loss_rows.narrow(0, 0, rows);
@@ -379,7 +378,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
              dtype_name(x.dtype()), "; expected one floating dtype (cast one, or run under autocast)");
   const Tensor tc = target.contiguous();
   const Device dev = x.device();
-  check_targets(tc, weight.size(0), opt.ignore_index, "linear_cross_entropy");
+  check_targets(tc, weight.size(0), opt.ignore_index, IndexCheck{IndexCheckSite::linear_cross_entropy});
   const bool grad = autograd::grad_enabled(), gx = grad && xl.requires_grad(), gw = grad && weight.requires_grad();
   const Tensor w = (wdt == T ? weight.detach() : weight.detach().to(T)).contiguous();
   const int64_t rows = chunk_rows_for(x.size(0), weight.size(0), T, opt.chunk_rows);

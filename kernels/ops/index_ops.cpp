@@ -156,7 +156,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   VOLT_CHECK(index.dim() <= 1, "index_select: argument 'index' must be 1-D, got shape ", index.shape_str());
   const int64_t d = wrap_dim(dim, a.dim(), "index_select");
   Tensor idx = as_index(index, "index_select", "index", /*allow_i32=*/true);
-  // The kernels check the indices, as embedding's do (runtime/index_check.h); a selection of empty rows runs none.
+  // The kernels check the indices, as embedding's do (runtime/index_check.h).
   const IndexCheck check{IndexCheckSite::index_select, static_cast<int32_t>(d)};
   const Shape& s = a.shape();
   const int64_t outer = prod(s, 0, d), D = s[d], inner = prod(s, d + 1, s.size());
@@ -265,6 +265,9 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     num_classes = *std::max_element(p, p + host.numel()) + 1;
     VOLT_CHECK(num_classes >= 1, "one_hot: every index is negative (max ", num_classes - 1,
                "); expected class indices >= 0");
+    const int64_t* neg = std::find_if(p, p + host.numel(), [](int64_t v) { return v < 0; });
+    if (neg != p + host.numel())  // the indices are on the host already: no need to wait for the kernel's check
+      VOLT_FAIL(detail::index_check_message(IndexCheck{IndexCheckSite::one_hot}, neg - p, *neg, num_classes));
   }
   // The kernels check the indices (runtime/index_check.h); num_classes >= 1, so an empty output has no indices.
   Shape out_shape = indices.shape();

@@ -269,8 +269,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
       g.sizes[i] = idx.size(i);
       g.src_strides[i] = out.stride(i);
     }
-    backend::call<&backend::IndexKernels::scatter_add>(out.device(), acc, out, part, idx, g,
-                                                       IndexCheck{IndexCheckSite::scatter_add, static_cast<int32_t>(d)});
+    const IndexCheck check{IndexCheckSite::scatter_add, static_cast<int32_t>(d)};
+    backend::call<&backend::IndexKernels::scatter_add>(out.device(), acc, out, part, idx, g, check);
   }
   if (acc != dt) out = out.to(dt);
   Shape src_shape = src.shape();

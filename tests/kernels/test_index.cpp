@@ -366,7 +366,7 @@ TEST(EmbeddingCuda, RowKernelsMatchTheCpu) {
           << dtype_name(dt) << " width " << width;
     }
   }
-  // index_select along dim 0 takes the same row kernel (its indices checked on the host first).
+  // index_select along dim 0 takes the same row kernel.
   Tensor a = rand_f64({6, 8}, 5).to(DType::f32);
   Tensor i = from_vector<int64_t>({5, 0, 5});
   EXPECT_EQ(index_select(a.to(dev), 0, i.to(dev)).to(kCPU).to_vector<float>(),
@@ -389,6 +389,7 @@ TEST(OneHot, ExplicitAndInferredClasses) {
 TEST(OneHot, Errors) {
   VOLT_EXPECT_ERROR(one_hot(from_vector<int64_t>({0, 3}), 3), "one_hot", "3", "num_classes");
   VOLT_EXPECT_ERROR(one_hot(from_vector<int64_t>({-2}), 3), "one_hot", "-2");
+  VOLT_EXPECT_ERROR(one_hot(from_vector<int64_t>({2, -1, 0}), -1), "one_hot", "value -1 at position 1", "size 3");
   VOLT_EXPECT_ERROR(one_hot(from_vector<int32_t>({0}), 3), "one_hot", "int64", "int32");
   VOLT_EXPECT_ERROR(one_hot(from_vector<int64_t>({0}), 0), "one_hot", "num_classes", "0");
 }

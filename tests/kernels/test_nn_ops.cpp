@@ -7,6 +7,7 @@
 #include "common/gradcheck.h"
 #include <volt/kernels/common/softmax.h>
 #include <volt/kernels/fused_ops.h>
+#include <volt/kernels/graph.h>
 #include <volt/runtime/cuda_api.h>
 
 using namespace volt;
@@ -289,6 +290,26 @@ TEST(CrossEntropyErrors, TargetDtypeShapeRangeAndArgs) {
   VOLT_EXPECT_ERROR(nll_loss(x, from_vector<int64_t>({0, 3, 1, 1}, {4})), "nll_loss", "3", "out of range");
 }
 
+// A captured CPU graph replays the loss kernels on whatever the target tensor holds then: the kernels check the
+// targets themselves, so a bad one throws at the replay, naming the op, the position and the value (the classifier
+// used to read outside its row there, and cross_entropy to return NaN).
+TEST(CrossEntropy, CapturedLossChecksTheTargetsOfEachReplay) {
+  Tensor x = rand_f64({3, 4}, 3);
+  Tensor t = from_vector<int64_t>({0, 1, 2});
+  Graph g(kCPU);
+  g.capture_begin();
+  Tensor ce = cross_entropy(x, t);
+  Tensor fused = fused_cross_entropy(x, t);
+  g.capture_end();
+  t.copy_(from_vector<int64_t>({3, -100, 1}));
+  ASSERT_TRUE(g.replay());
+  const double want = cross_entropy(x, from_vector<int64_t>({3, -100, 1})).item();
+  EXPECT_DOUBLE_EQ(ce.item(), want);
+  EXPECT_NEAR(fused.item(), want, 1e-15);
+  t.copy_(from_vector<int64_t>({0, 4, 2}));
+  VOLT_EXPECT_ERROR(g.replay(), "cross_entropy: target value 4 at position 1", "4 classes");
+}
+
 // On a GPU the class-target losses check the targets in their kernels (a host check would wait for the device at
 // every step): a bad target gives its row a NaN loss, and the device's next synchronisation reports the op, the
 // position and the value, once; linear_cross_entropy names the position in the whole target, not in its chunk.
@@ -317,7 +338,8 @@ TEST(ClassTargetsCuda, BadTargetIsReportedAtTheNextSynchronisation) {
   chunks.chunk_rows = 2;  // row 2 is row 0 of the second chunk
   Tensor head = linear_cross_entropy(rand_f64({4, 5}, 6).to(DType::f32).to(dev),
                                      rand_f64({3, 5}, 7).to(DType::f32).to(dev), bad, chunks);
-  VOLT_EXPECT_ERROR(head.item(), "linear_cross_entropy: target value 7 at position 2", "3 classes");
+  // (With VOLT_DISABLE_KERNELS=chunked_head the op is fused_cross_entropy over the whole logits, and says so.)
+  VOLT_EXPECT_ERROR(head.item(), "cross_entropy: target value 7 at position 2", "3 classes");
 
   Tensor wide = rand_f64({2, 50304}, 8).to(DType::bf16).to(dev);
   Tensor row_kernel = fused_cross_entropy(wide, from_vector<int64_t>({3, 50304}).to(dev));
