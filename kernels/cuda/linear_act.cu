@@ -160,13 +160,16 @@ int64_t alignment(const void* p) {
 
 using LtKey = PlanKey<17>;
 
+// The heuristics' best few algorithms, in their order: a call uses the first one the matmul has not turned down.
+constexpr int kLtAlgos = 4;
+
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;  // cuBLASLt's A (our B), B (our A), C = D
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspace = 0;
-  bool ok = false;         // false: the heuristics found no algorithm; the caller falls back
-  mutable std::atomic<bool> refused{false};  // cublasLtMatmul turned the algorithm down once: don't ask again
+  cublasLtMatmulAlgo_t algos[kLtAlgos]{};
+  size_t workspaces[kLtAlgos]{};
+  int count = 0;           // 0: the heuristics found no algorithm; the caller falls back
+  mutable std::atomic<int> next{0};  // the first algorithm cublasLtMatmul has not turned down (count: none left)
   mutable std::mutex mu;   // bias and aux pointers are set on `op` per call
   LtPlan() = default;
   LtPlan(const LtPlan&) = delete;
@@ -220,16 +223,17 @@ std::shared_ptr<LtPlan> make_plan(cublasLtHandle_t h, const GemmDesc& d, cudaDat
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof(al[1]));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof(al[2]));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof(al[3]));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kLtAlgos]{};
   int returned = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(h, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &result, &returned);
+      cublasLtMatmulAlgoGetHeuristic(h, p->op, p->la, p->lb, p->ld, p->ld, pref, kLtAlgos, results, &returned);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    p->algo = result.algo;
-    p->workspace = result.workspaceSize;
-    p->ok = true;
-  }
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < returned && i < kLtAlgos; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) {
+      p->algos[p->count] = results[i].algo;
+      p->workspaces[p->count] = results[i].workspaceSize;
+      ++p->count;
+    }
   return p;
 }
 
@@ -268,23 +272,30 @@ bool lt_run(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c
   cublasLtHandle_t h = lt_handle(c.device());
   std::shared_ptr<const LtPlan> plan =
       lt_plans().get_or_create(key, [&] { return make_plan(h, d, type, compute, epi, bias, aux, align); });
-  if (!plan->ok || plan->refused.load(std::memory_order_relaxed)) return false;
-  Tensor ws = plan->workspace > 0 ? backend::scratch_bytes(plan->workspace, c.device()) : Tensor();
   const float alpha = 1.0f, beta = 0.0f;
-  std::lock_guard<std::mutex> lock(plan->mu);
-  set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
-  if (aux != nullptr) set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(aux));
-  const cublasStatus_t st = cublasLtMatmul(h, plan->op, &alpha, b.data_ptr(), plan->la, a.data_ptr(), plan->lb,
-                                           &beta, c.data_ptr(), plan->ld, c.data_ptr(), plan->ld, &plan->algo,
-                                           ws.defined() ? ws.data_ptr() : nullptr, plan->workspace, launch_stream());
-  // The heuristics offered an algorithm that the matmul then turns down (nothing ran): the plain GEMM and the
-  // bias/activation kernel take this shape from now on.
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
-    plan->refused.store(true, std::memory_order_relaxed);
-    return false;
+  for (int i = plan->next.load(std::memory_order_relaxed); i < plan->count;
+       i = plan->next.load(std::memory_order_relaxed)) {
+    const size_t wsb = plan->workspaces[i];
+    Tensor ws = wsb > 0 ? backend::scratch_bytes(wsb, c.device()) : Tensor();
+    cublasStatus_t st;
+    {
+      std::lock_guard<std::mutex> lock(plan->mu);
+      set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+      if (aux != nullptr)
+        set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(aux));
+      st = cublasLtMatmul(h, plan->op, &alpha, b.data_ptr(), plan->la, a.data_ptr(), plan->lb, &beta, c.data_ptr(),
+                          plan->ld, c.data_ptr(), plan->ld, &plan->algos[i], ws.defined() ? ws.data_ptr() : nullptr,
+                          wsb, launch_stream());
+    }
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE) {
+      VOLT_CUBLAS_CHECK(st);
+      return true;
+    }
+    // The heuristics offered an algorithm that the matmul then turns down (nothing ran): the next one from now on,
+    // and with none left the plain GEMM and the bias/activation kernel take this shape.
+    plan->next.compare_exchange_strong(i, i + 1, std::memory_order_relaxed);
   }
-  VOLT_CUBLAS_CHECK(st);
-  return true;
+  return false;
 }
 
 // Runs the forward as one cuBLASLt matmul; false when no epilogue or algorithm fits (nothing was launched).
