@@ -1,9 +1,12 @@
 #include <volt/kernels/checkpoint.h>
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <unordered_set>
 
 #include <volt/kernels/grad.h>
+#include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
 #include <volt/runtime/autocast.h>
 
@@ -16,11 +19,28 @@ struct RunState {
   AutocastState autocast;
   uint64_t seed = 0, offset = 0;  // default_generator()
   std::vector<std::pair<uint64_t, uint64_t>> explicit_gens;  // parallel to options.generators
+  // Under a Graph capture the generators' host state says nothing about the captured draws (each replay reads it
+  // anew): the capture's draw positions instead, default_generator()'s first, then the explicit ones'.
+  Graph* graph = nullptr;
+  std::vector<uint64_t> graph_positions;
 };
+
+// The generators whose draws the recomputation repeats: default_generator() (when preserved), then the explicit
+// ones.
+std::vector<Generator*> replayed_generators(const CheckpointOptions& o) {
+  std::vector<Generator*> gens;
+  if (o.preserve_rng_state) gens.push_back(&default_generator());
+  gens.insert(gens.end(), o.generators.begin(), o.generators.end());
+  return gens;
+}
 
 RunState capture_state(const CheckpointOptions& o) {
   RunState s;
   s.autocast = autocast_state();
+  if ((s.graph = Graph::current()) != nullptr) {
+    for (Generator* g : replayed_generators(o)) s.graph_positions.push_back(s.graph->draw_position(*g));
+    return s;
+  }
   if (o.preserve_rng_state) {
     Generator& g = default_generator();
     s.seed = g.seed();
@@ -30,11 +50,34 @@ RunState capture_state(const CheckpointOptions& o) {
   return s;
 }
 
+// Under the capture that ran fn first: fn again with the capture's draw positions set back to the first run's (so
+// each replay of the graph draws the same numbers for both runs), and forward again afterwards.
+std::vector<Tensor> replay_captured(const CheckpointFn& fn, const std::vector<Tensor>& inputs, const RunState& s,
+                                    const CheckpointOptions& o) {
+  const std::vector<Generator*> gens = replayed_generators(o);
+  std::vector<uint64_t> now;
+  for (Generator* g : gens) now.push_back(s.graph->draw_position(*g));
+  for (size_t i = 0; i < gens.size(); ++i) s.graph->set_draw_position(*gens[i], s.graph_positions[i]);
+  struct Restore {
+    std::function<void()> f;
+    ~Restore() { f(); }
+  } restore{[&] {
+    for (size_t i = 0; i < gens.size(); ++i)
+      s.graph->set_draw_position(*gens[i], std::max(now[i], s.graph->draw_position(*gens[i])));
+  }};
+  return fn(inputs);
+}
+
 // Runs fn as the first run did: same autocast, default-generator draws from a copy of its saved state, the
-// explicit generators set back (and restored after).
+// explicit generators set back (and restored after); under a capture, replay_captured.
 std::vector<Tensor> replay(const CheckpointFn& fn, const std::vector<Tensor>& inputs, const RunState& s,
                            const CheckpointOptions& o) {
   AutocastGuard autocast(s.autocast.enabled, s.autocast.dtype);
+  VOLT_CHECK(Graph::current() == s.graph, o.name, "Backward: the recomputation ",
+             s.graph != nullptr ? "must run in the same Graph capture as the first run (it ran in a capture)"
+                                : "runs in a Graph capture but the first run did not; capture both or neither",
+             ": the random numbers of the two runs could not be made the same");
+  if (s.graph != nullptr) return replay_captured(fn, inputs, s, o);
   std::optional<Generator> copy;
   std::optional<ThreadGeneratorScope> scope;
   if (o.preserve_rng_state) {

@@ -263,6 +263,25 @@ std::pair<uint64_t, const uint64_t*> Graph::philox(Generator& gen, uint64_t coun
   return {first, d->base};
 }
 
+uint64_t Graph::draw_position(const Generator& gen) const {
+  VOLT_CHECK(t_graph == this, "Graph::draw_position: only while this graph captures");
+  for (const auto& d : impl_->draws)
+    if (d.gen == &gen) return *d.total;
+  return 0;
+}
+
+void Graph::set_draw_position(Generator& gen, uint64_t position) {
+  VOLT_CHECK(t_graph == this, "Graph::set_draw_position: only while this graph captures");
+  for (auto& d : impl_->draws)
+    if (d.gen == &gen) {
+      *d.total = position;
+      return;
+    }
+  VOLT_CHECK(position == 0, "Graph::set_draw_position: the capture has drawn nothing from this generator");
+}
+
+Graph* Graph::current() { return t_graph; }
+
 Graph* Graph::capturing(Device device) {
   return t_graph != nullptr && t_graph->device_ == device ? t_graph : nullptr;
 }

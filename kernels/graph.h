@@ -91,6 +91,14 @@ class Graph {
   /// code run eagerly would draw, and `gen` advances by the capture's whole draw per replay. Returns
   /// {offset within the capture, pointer to that block}.
   std::pair<uint64_t, const uint64_t*> philox(Generator& gen, uint64_t counters);
+  /// While capturing: how many counters the capture has drawn from `gen` so far (0 before its first draw), and
+  /// setting that back, so that code run again draws the counters it drew before (activation recomputation,
+  /// kernels/checkpoint.h); the position must then be set forward again to where it was.
+  uint64_t draw_position(const Generator& gen) const;
+  void set_draw_position(Generator& gen, uint64_t position);
+
+  /// The graph this thread is capturing, whatever the device, or nullptr.
+  static Graph* current();
 
   /// The graph capturing `device`'s work on this thread, or nullptr.
   static Graph* capturing(Device device);

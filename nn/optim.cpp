@@ -410,8 +410,9 @@ std::vector<uintptr_t> capture_fingerprint(const std::vector<ParamGroup>& groups
 
 // The dynamic block of group g's captured updates (one optimizer_dynamic_bytes() unit per multi-tensor batch,
 // `members` listing each batch's parameter indices). Before every replay it counts the step of every member and
-// calls write(unit, step) for each batch; the replay is refused when the group's fingerprint changed or
-// same_flags() says the kernels' specialisation no longer holds.
+// calls write(unit, step) for each batch; the replay is refused when the group's fingerprint changed, when a
+// batch's members no longer share one step count (an eager step in between updated only some of them: the batch
+// has one step for all), or when same_flags() says the kernels' specialisation no longer holds.
 template <class StateOf, class Write, class SameFlags>
 char* dynamic_update_block(Graph& graph, const std::vector<ParamGroup>& groups, size_t g,
                            std::vector<std::vector<size_t>> members, StateOf state_of, Write write, SameFlags same_flags) {
@@ -426,8 +427,12 @@ char* dynamic_update_block(Graph& graph, const std::vector<ParamGroup>& groups, 
           write(static_cast<char*>(host) + k * unit, step);
         }
       },
-      [&groups, g, print, state_of, same_flags] {
-        return g < groups.size() && capture_fingerprint(groups, g, state_of) == print && same_flags();
+      [&groups, g, print, members, state_of, same_flags] {
+        if (g >= groups.size() || capture_fingerprint(groups, g, state_of) != print) return false;
+        for (const auto& batch : members)
+          for (size_t i : batch)
+            if (state_of(i).step != state_of(batch.front()).step) return false;
+        return same_flags();
       }));
 }
 

@@ -6,7 +6,8 @@ Reads the JSON lines of the part's logs (bench_gpt2_*, anchor_gpt2_*, trainer_gp
 Volt's bf16-mixed tokens/s against PyTorch eager and torch.compile at the same model, batch and sequence length,
 MFU, peak memory against PyTorch's, bf16-mixed against Volt's own 32-true, the same step captured as a CUDA graph,
 the Trainer's one-rank DDP and ZeRO-1 over NCCL against its single device (all three eager) and its single device
-with the step captured, and each goal of the issue as met, missed or unmeasured (null). A missed goal
+with the step captured, the loss parity checks (against the reference, and the captured step's losses against the
+eager step's), and each goal of the issue as met, missed or unmeasured (null). A missed goal
 is a finding for the note, not a failed step: the exit status is 0 unless the logs cannot be read."""
 import json
 import os
@@ -51,6 +52,8 @@ def main():
     anchor = read("anchor_gpt2_124M")
     eager, compiled = first(anchor, mode="eager"), first(anchor, mode="compile")
     trainer = {s: first(read("trainer_gpt2_" + s)) for s in ("single_device", "ddp", "zero1", "single_device_graphs")}
+    # scripts/gpt2_loss_parity.py's lines: "pass" or "fail", with the largest relative difference.
+    parity, graphs_parity = first(read("gpt2_loss_parity")), first(read("gpt2_graphs_loss_parity"))
     tps = lambda r: r.get("tokens_per_s") if r else None
     ttps = lambda r: r.get("train_tokens_per_second") if r else None
     s = {
@@ -78,6 +81,8 @@ def main():
         "graphs_vs_torch_compile": ratio(tps(graphs), tps(compiled)),
         "graphs_vs_torch_eager": ratio(tps(graphs), tps(eager)),
         "volt_graphs_mfu": graphs.get("mfu") if graphs else None,
+        "loss_parity_max_rel_diff": parity.get("max_rel_diff") if parity else None,
+        "graphs_loss_parity_max_rel_diff": graphs_parity.get("max_rel_diff") if graphs_parity else None,
         "trainer_tokens_per_s": {k: ttps(v) for k, v in trainer.items()},
         "trainer_graphs_vs_single": ratio(ttps(trainer["single_device_graphs"]), ttps(trainer["single_device"])),
         "ddp1_vs_single": ratio(ttps(trainer["ddp"]), ttps(trainer["single_device"])),
@@ -98,6 +103,9 @@ def main():
         "bf16_vs_fp32_ge_3": goal(s["bf16_vs_fp32"], lambda v: v >= 3.0),
         "ddp1_within_3pct": goal(s["ddp1_vs_single"], lambda v: v >= 0.97),
         "zero1_within_3pct": goal(s["zero1_vs_single"], lambda v: v >= 0.97),
+        "bf16_loss_parity_within_1pct": goal(parity, lambda p: p.get("parity") == "pass"),
+        # The captured step computes what the eager one does (else its speed means nothing).
+        "graphs_losses_follow_eager": goal(graphs_parity, lambda p: p.get("parity") == "pass"),
     }
     print(json.dumps({"gpt2_summary": s}))
     return 0

@@ -7,7 +7,7 @@
 #   0. GPT-2 (issue 27): Volt's bf16-mixed step beside PyTorch's (../shared/anchors/gpt2_torch.py, eager and
 #      torch.compile) in the same call, the step captured as a CUDA graph, the same step with the newest kernel
 #      paths off (VOLT_DISABLE_KERNELS), 32-true, 350M with recomputation, bf16 loss parity from the reference's
-#      init, the Trainer at one rank (single device, DDP, ZeRO-1 over NCCL; single device with the step
+#      init (and the captured step's losses against the eager step's), the Trainer at one rank (single device, DDP, ZeRO-1 over NCCL; single device with the step
 #      captured), and the ratios (scripts/gpt2_gpu_summary.py);
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, NCCL's watchdog, the tests that once
 #      assumed no GPU);
@@ -45,6 +45,7 @@ fi
 
 out=$(realpath -m "${OUT:-/tmp/volt-gpu-out}")  # absolute: steps run in /tmp
 export GTEST_COLOR=no  # plain totals lines, also under orterun
+export VOLT_TEST_DATA=${VOLT_TEST_DATA:-$root/tests/data}  # the tests' data and the pinned corpus beside it
 budget=${GPU_CHECK_SECONDS:-480}; start=$SECONDS
 # step, skip_step, note, left and gpu_check_finish (the table, results.json and the exit status).
 . "$root/scripts/gpu_check_lib.sh"
@@ -143,6 +144,14 @@ if [ -f "$par/tokens.bin" ]; then
     --tokens "$par/tokens.bin" --losses
   step --kind test gpt2_loss_parity 30 python3 "$root/scripts/gpt2_loss_parity.py" "$logs/anchor_gpt2_parity.log" \
     "$logs/bench_gpt2_parity.log" --rtol 0.01
+  # The same 50 steps with the step captured as a CUDA graph after two eager ones (2 + the capture's replay + 47):
+  # its losses must follow Volt's eager ones, or something the graph froze at capture (a step count, a learning
+  # rate, a pointer) is wrong. Within 1 %, not bit for bit: the embedding's gradient adds with atomics.
+  have bench_gpt2 bench_gpt2_parity_graphs bench && step bench_gpt2_parity_graphs 120 bench_gpt2 --accelerator gpu \
+    --model 124M --batch 8 --seq 1024 --precision bf16-mixed --steps 47 --warmup 2 --repeats 1 \
+    --init "$par/init.safetensors" --tokens "$par/tokens.bin" --losses --cuda-graphs
+  step --kind test gpt2_graphs_loss_parity 30 python3 "$root/scripts/gpt2_loss_parity.py" \
+    "$logs/bench_gpt2_parity.log" "$logs/bench_gpt2_parity_graphs.log" --rtol 0.01
   # The Trainer on the same stream (400 windows of 1024): single device, then DDP and ZeRO-1 at one rank over NCCL,
   # 40 steps over several epochs (results.json's tokens/s is the whole run's: at stop 29's 11 steps the first step's
   # set-up made it 24 % lower than the step's own rate), no validation. The three run eagerly (ZeRO-1's step cannot

@@ -276,3 +276,32 @@ TEST(GraphOptimizers, ReplacedStateOrFrozenParametersRefuseTheReplay) {
   h.w.set_requires_grad(true);
   EXPECT_TRUE(g2->replay());
 }
+
+// A captured update has one step count per multi-tensor batch: when an eager step in between updated only some of a
+// batch's parameters (the others had no gradient), their counts differ and the replay is refused, where it would
+// have given all of them one count (bias corrections, rounding counters).
+TEST(GraphOptimizers, DivergedStepCountsInABatchRefuseTheReplay) {
+  Tensor w1 = zeros({4, 1}).set_requires_grad(), w2 = zeros({4, 1}).set_requires_grad();
+  const Tensor x = randn_with_seed({8, 4}, 1, 0);
+  optim::Adam opt(std::vector<Tensor>{w1, w2}, optim::AdamOptions{.lr = 0.1});
+  auto step = [&](bool both) {
+    Tensor out = matmul(x, add(w1, 1.0));
+    if (both) out = add(out, matmul(x, w2));
+    sum(mul(out, out)).backward();
+    opt.step();
+    opt.zero_grad();
+  };
+  step(true);  // creates both parameters' state
+  Graph g(kCPU);
+  g.capture_begin();
+  step(true);
+  g.capture_end();
+  ASSERT_TRUE(g.replay());
+  EXPECT_EQ(opt.step_count(0, 0), 2);
+  EXPECT_EQ(opt.step_count(0, 1), 2);
+  step(false);  // eager, and only w1 has a gradient
+  EXPECT_EQ(opt.step_count(0, 0), 3);
+  EXPECT_EQ(opt.step_count(0, 1), 2);
+  EXPECT_FALSE(g.replay());
+  EXPECT_EQ(opt.step_count(0, 0), 3);  // a refused replay counts nothing
+}

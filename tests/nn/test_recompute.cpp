@@ -8,6 +8,7 @@
 #include "common/gradcheck.h"
 #include <volt/kernels/checkpoint.h>
 #include <volt/kernels/grad.h>
+#include <volt/kernels/graph.h>
 #include <volt/nn/models/gpt2.h>
 #include <volt/nn/models/gpt2_recompute.h>
 #include <volt/nn/recompute.h>
@@ -135,6 +136,62 @@ TEST(Checkpoint, ExplicitGeneratorReplayed) {
     return g;
   };
   expect_bits_equal(run(false), run(true), "a.grad");
+}
+
+// Under a Graph capture the recomputation repeats the first run's draws within each replay (the capture's draw
+// positions are set back for it, kernels/graph.h): every replay's gradients equal an eager checkpointed step's
+// from the same generator state, including a draw after the segment, the masks change from replay to replay, and
+// the generators advance as eager code's do. Both kinds of generator: default_generator() and an explicit one.
+TEST(Checkpoint, DropoutReplayedUnderAGraphCapture) {
+  Leaves l = make_leaves(DType::f64);
+  Generator gen(3);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    std::vector<Tensor> y = segment({in[0], in[1]}, l.w, 0.5);
+    y[1] = dropout(y[1], 0.25, true, &gen);
+    return y;
+  };
+  auto step = [&] {
+    std::vector<Tensor> y = autograd::checkpoint(fn, {l.a, l.b}, {l.w}, {.generators = {&gen}});
+    Tensor loss = add(sum(mul(y[0], y[1])), sum(dropout(mul(l.a, l.b), 0.5, true)));
+    return autograd::grad({loss}, {l.a, l.b, l.w});
+  };
+  manual_seed(5);
+  std::vector<std::vector<Tensor>> eager;
+  for (int r = 0; r < 3; ++r) eager.push_back(step());
+  const uint64_t default_after = default_generator().offset(), gen_after = gen.offset();
+
+  manual_seed(5);
+  gen.manual_seed(3);
+  Graph g(kCPU);
+  g.capture_begin();
+  std::vector<Tensor> captured = step();
+  g.capture_end();
+  const char* names[] = {"a", "b", "w"};
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(g.replay());
+    for (size_t i = 0; i < captured.size(); ++i)
+      expect_bits_equal(captured[i], eager[static_cast<size_t>(r)][i],
+                        std::string("replay ") + std::to_string(r) + " d/d" + names[i]);
+  }
+  EXPECT_GT(max(abs(sub(eager[0][2], eager[1][2]))).item(), 0.0) << "the replays' masks should differ";
+  EXPECT_EQ(default_generator().offset(), default_after);
+  EXPECT_EQ(gen.offset(), gen_after);
+}
+
+// The recomputation must run in the capture the first run ran in (else its draws could not be the first run's).
+TEST(Checkpoint, FirstRunAndRecomputationInDifferentCapturesIsAnError) {
+  Leaves l = make_leaves(DType::f64);
+  auto fn = [&](const std::vector<Tensor>& in) { return segment({in[0], in[1]}, l.w, 0.5); };
+  Graph g(kCPU);
+  g.capture_begin();
+  std::vector<Tensor> y = autograd::checkpoint(fn, {l.a, l.b}, {l.w});
+  g.capture_end();
+  VOLT_EXPECT_ERROR(sum(y[0]).backward(), "CheckpointBackward", "same Graph capture");
+  std::vector<Tensor> z = autograd::checkpoint(fn, {l.a, l.b}, {l.w});
+  Graph h(kCPU);
+  h.capture_begin();
+  VOLT_EXPECT_ERROR(sum(z[0]).backward(), "CheckpointBackward", "capture both or neither");
+  h.capture_end();
 }
 
 TEST(Checkpoint, MatchesFiniteDifferences) {
