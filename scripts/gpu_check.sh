@@ -7,8 +7,10 @@
 #   0. GPT-2 (issue 27): Volt's bf16-mixed step beside PyTorch's (../shared/anchors/gpt2_torch.py, eager and
 #      torch.compile) in the same call, the step captured as a CUDA graph, the same step with the newest kernel
 #      paths off (VOLT_DISABLE_KERNELS), 32-true, 350M with recomputation, bf16 loss parity from the reference's
-#      init (and the captured step's losses against the eager step's), the Trainer at one rank (single device, DDP, ZeRO-1 over NCCL; single device with the step
-#      captured), and the ratios (scripts/gpt2_gpu_summary.py);
+#      init (and the captured step's losses against the eager step's), the Trainer at one rank (single device, DDP,
+#      ZeRO-1 over NCCL; single device with the step captured), and the ratios (scripts/gpt2_gpu_summary.py). Its
+#      core (the 124M step eager, captured and on the fallbacks, PyTorch's, the two loss parities) runs first, then
+#      part 1, then the rest of part 0, so that the GPU-only tests run even when the longer runs use up the time;
 #   1. the GPU-only tests (CUDA graphs, the captured step, every *Cuda* case, NCCL's watchdog, the tests that once
 #      assumed no GPU);
 #   2. the speed table: bench_train on the GPU with --cuda-graphs off and on (MLP 16 and 256, CNN 64, DDP at 1 rank),
@@ -97,8 +99,10 @@ anchor_step() {
 # steps, within 1%); the Trainer (examples/gpt2) on that stream as a single device and as one-rank DDP and ZeRO-1
 # over NCCL, and once under the "ops" profiler. scripts/gpt2_gpu_summary.py prints the ratios and the issue's goals
 # as one JSON line.
-if want 0; then
 gb=${GPU_CHECK_GPT2_BATCH:-32}
+gpt2_disable=""  # "all" when the new kernel paths failed the GPT-2 step and its fallbacks did not
+par=/tmp/volt-gpu-runs/gpt2_parity
+if want 0; then
 have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
   --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
 # The same step captured as a CUDA graph after the warm-up and replayed ("cuda_graphs" says whether the capture
@@ -115,27 +119,14 @@ if have bench_gpt2 bench_gpt2_124M_bf16_fallbacks bench; then
     --batch "$gb" --seq 1024 --precision bf16-mixed --steps 20 --warmup 5 --repeats 3
   if ! grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16.log" &&
      grep -q '"impl": *"volt"' "$logs/bench_gpt2_124M_bf16_fallbacks.log"; then
+    gpt2_disable=all
     export VOLT_DISABLE_KERNELS=all
   fi
 fi
 anchor_step anchor_gpt2_124M 240 gpt2_torch.py --model 124M --batch "$gb" --seq 1024 --steps 20 --warmup 5 \
   --mode "${GPU_CHECK_GPT2_MODE:-both}"
-have bench_gpt2 bench_gpt2_124M_fp32 bench && step bench_gpt2_124M_fp32 120 bench_gpt2 --accelerator gpu \
-  --model 124M --batch "$gb" --seq 1024 --precision 32-true --steps 5 --warmup 2 --repeats 3
-# Each bench_gpt2 line says which attention ran ("attention": cudnn | fused | mixed); here cuDNN's is switched off.
-have bench_gpt2 bench_gpt2_124M_bf16_fused_attn bench && step bench_gpt2_124M_bf16_fused_attn 90 \
-  env VOLT_DISABLE_CUDNN_SDPA=1 bench_gpt2 --accelerator gpu --model 124M --batch "$gb" --seq 1024 \
-  --precision bf16-mixed --steps 10 --warmup 3 --repeats 3
-for rc_flag in "" --recompute; do
-  name="bench_gpt2_350M_bf16${rc_flag:+_recompute}"
-  have bench_gpt2 "$name" bench && step "$name" 90 bench_gpt2 --accelerator gpu --model 350M --batch "$gb" \
-    --seq 1024 --precision bf16-mixed --steps 5 --warmup 2 --repeats 1 $rc_flag
-done
-# 774M (36 blocks, 1280 wide: rows wider than the warp-per-row LayerNorm's 1024 f32 values) with recomputation.
-have bench_gpt2 bench_gpt2_774M_bf16_recompute bench && step bench_gpt2_774M_bf16_recompute 90 bench_gpt2 \
-  --accelerator gpu --model 774M --batch 8 --seq 1024 --precision bf16-mixed --steps 3 --warmup 1 --repeats 1 --recompute
 # Loss parity: the reference writes its initial weights and token stream, Volt starts from them.
-par=/tmp/volt-gpu-runs/gpt2_parity; mkdir -p "$par"
+mkdir -p "$par"
 anchor_step anchor_gpt2_parity 120 gpt2_torch.py --model 124M --batch 8 --seq 1024 --steps 50 --warmup 0 \
   --mode eager --precision bf16-mixed --losses --init-out "$par/init.safetensors" --tokens-out "$par/tokens.bin"
 if [ -f "$par/tokens.bin" ]; then
@@ -152,6 +143,49 @@ if [ -f "$par/tokens.bin" ]; then
     --init "$par/init.safetensors" --tokens "$par/tokens.bin" --losses --cuda-graphs
   step --kind test gpt2_graphs_loss_parity 30 python3 "$root/scripts/gpt2_loss_parity.py" \
     "$logs/bench_gpt2_parity.log" "$logs/bench_gpt2_parity_graphs.log" --rtol 0.01
+fi
+fi
+# Part 1 runs now, with every kernel path on (so that its cases name a failing path), before part 0's longer runs.
+unset VOLT_DISABLE_KERNELS
+
+# 1. What has never run on a GPU, and the tests that once assumed there was none (between part 0's core and the
+# rest of part 0).
+if want 1; then
+gpu_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*:CudaGraph*:StepGraph*:CpuAllocator*:DeviceParser*'
+for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability; do
+  have $t "gpu_$t" gpu_test && step "gpu_$t" 120 $t --gtest_filter="$gpu_filter"
+done
+have test_op_table gpu_test_op_table gpu_test && step gpu_test_op_table 180 test_op_table --gtest_filter='*Cuda*:*cuda*'
+# NCCL's non-blocking communicator and its watchdog on the GPU (tests/distributed/test_nccl_cuda.cpp), one rank.
+have test_distributed gpu_test_distributed gpu_test && step gpu_test_distributed 90 orterun -np 1 test_distributed \
+  --gtest_filter='NcclWatchdog*'
+# The model zoo (docs/zoo.md), one training step each on the GPU.
+for z in vae vit resnet18 wgan_gp pinn lstm_lm ddpm_unet gnn; do
+  zoo_args=(--accelerator gpu --steps 1)
+  [ "$z" = lstm_lm ] && zoo_args+=(--data "$root/examples/corpus/licenses.txt")
+  have "zoo_$z" "gpu_zoo_$z" gpu_test && step "gpu_zoo_$z" 60 "zoo_$z" "${zoo_args[@]}"
+done
+fi
+
+# 0, continued: the longer GPT-2 runs (32-true, Volt's own attention, 350M, 774M, the Trainer, the profile) and the
+# summary, with the kernel paths the first part settled on.
+if want 0; then
+[ -n "$gpt2_disable" ] && export VOLT_DISABLE_KERNELS=$gpt2_disable
+have bench_gpt2 bench_gpt2_124M_fp32 bench && step bench_gpt2_124M_fp32 120 bench_gpt2 --accelerator gpu \
+  --model 124M --batch "$gb" --seq 1024 --precision 32-true --steps 5 --warmup 2 --repeats 3
+# Each bench_gpt2 line says which attention ran ("attention": cudnn | fused | mixed); here cuDNN's is switched off.
+have bench_gpt2 bench_gpt2_124M_bf16_fused_attn bench && step bench_gpt2_124M_bf16_fused_attn 90 \
+  env VOLT_DISABLE_CUDNN_SDPA=1 bench_gpt2 --accelerator gpu --model 124M --batch "$gb" --seq 1024 \
+  --precision bf16-mixed --steps 10 --warmup 3 --repeats 3
+for rc_flag in "" --recompute; do
+  name="bench_gpt2_350M_bf16${rc_flag:+_recompute}"
+  have bench_gpt2 "$name" bench && step "$name" 90 bench_gpt2 --accelerator gpu --model 350M --batch "$gb" \
+    --seq 1024 --precision bf16-mixed --steps 5 --warmup 2 --repeats 1 $rc_flag
+done
+# 774M (36 blocks, 1280 wide: rows wider than the warp-per-row LayerNorm's 1024 f32 values) with recomputation.
+have bench_gpt2 bench_gpt2_774M_bf16_recompute bench && step bench_gpt2_774M_bf16_recompute 90 bench_gpt2 \
+  --accelerator gpu --model 774M --batch 8 --seq 1024 --precision bf16-mixed --steps 3 --warmup 1 --repeats 1 --recompute
+if [ -f "$par/tokens.bin" ]; then
   # The Trainer on the same stream (400 windows of 1024): single device, then DDP and ZeRO-1 at one rank over NCCL,
   # 40 steps over several epochs (results.json's tokens/s is the whole run's: at stop 29's 11 steps the first step's
   # set-up made it 24 % lower than the step's own rate), no validation. The three run eagerly (ZeRO-1's step cannot
@@ -177,24 +211,6 @@ fi
 python3 "$root/scripts/gpt2_gpu_summary.py" "$logs" > "$logs/gpt2_summary.log" 2>&1
 sed 's/^/    /' "$logs/gpt2_summary.log" | tee -a "$summary"
 unset VOLT_DISABLE_KERNELS
-fi
-
-# 1. What has never run on a GPU, and the tests that once assumed there was none.
-if want 1; then
-gpu_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*:CudaGraph*:StepGraph*:CpuAllocator*:DeviceParser*'
-for t in test_runtime test_kernels test_nn test_trainer test_data test_reliability; do
-  have $t "gpu_$t" gpu_test && step "gpu_$t" 120 $t --gtest_filter="$gpu_filter"
-done
-have test_op_table gpu_test_op_table gpu_test && step gpu_test_op_table 180 test_op_table --gtest_filter='*Cuda*:*cuda*'
-# NCCL's non-blocking communicator and its watchdog on the GPU (tests/distributed/test_nccl_cuda.cpp), one rank.
-have test_distributed gpu_test_distributed gpu_test && step gpu_test_distributed 90 orterun -np 1 test_distributed \
-  --gtest_filter='NcclWatchdog*'
-# The model zoo (docs/zoo.md), one training step each on the GPU.
-for z in vae vit resnet18 wgan_gp pinn lstm_lm ddpm_unet gnn; do
-  zoo_args=(--accelerator gpu --steps 1)
-  [ "$z" = lstm_lm ] && zoo_args+=(--data "$root/examples/corpus/licenses.txt")
-  have "zoo_$z" "gpu_zoo_$z" gpu_test && step "gpu_zoo_$z" 60 "zoo_$z" "${zoo_args[@]}"
-done
 fi
 
 # 2. The speed table (us_per_step, samples/s), graphs off then on.
