@@ -19,9 +19,11 @@ struct RunState {
   AutocastState autocast;
   uint64_t seed = 0, offset = 0;  // default_generator()
   std::vector<std::pair<uint64_t, uint64_t>> explicit_gens;  // parallel to options.generators
-  // Under a Graph capture the generators' host state says nothing about the captured draws (each replay reads it
-  // anew): the capture's draw positions instead, default_generator()'s first, then the explicit ones'.
+  // Under a Graph capture of the segment's device the generators' host state says nothing about the captured
+  // draws (each replay reads it anew): the capture's draw positions instead, of graph_generators (the default
+  // generator as the first run saw it, then the explicit ones).
   Graph* graph = nullptr;
+  std::vector<Generator*> graph_generators;
   std::vector<uint64_t> graph_positions;
 };
 
@@ -34,11 +36,20 @@ std::vector<Generator*> replayed_generators(const CheckpointOptions& o) {
   return gens;
 }
 
-RunState capture_state(const CheckpointOptions& o) {
+// The Graph capturing the device of the segment's tensors on this thread, or nullptr (draws on other devices are
+// eager even during a capture: kernels/ops/philox_draw.h).
+Graph* segment_capture(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (t.defined()) return Graph::capturing(t.device());
+  return nullptr;
+}
+
+RunState capture_state(const CheckpointOptions& o, const std::vector<Tensor>& tensors) {
   RunState s;
   s.autocast = autocast_state();
-  if ((s.graph = Graph::current()) != nullptr) {
-    for (Generator* g : replayed_generators(o)) s.graph_positions.push_back(s.graph->draw_position(*g));
+  if ((s.graph = segment_capture(tensors)) != nullptr) {
+    s.graph_generators = replayed_generators(o);
+    for (Generator* g : s.graph_generators) s.graph_positions.push_back(s.graph->draw_position(*g));
     return s;
   }
   if (o.preserve_rng_state) {
@@ -52,9 +63,8 @@ RunState capture_state(const CheckpointOptions& o) {
 
 // Under the capture that ran fn first: fn again with the capture's draw positions set back to the first run's (so
 // each replay of the graph draws the same numbers for both runs), and forward again afterwards.
-std::vector<Tensor> replay_captured(const CheckpointFn& fn, const std::vector<Tensor>& inputs, const RunState& s,
-                                    const CheckpointOptions& o) {
-  const std::vector<Generator*> gens = replayed_generators(o);
+std::vector<Tensor> replay_captured(const CheckpointFn& fn, const std::vector<Tensor>& inputs, const RunState& s) {
+  const std::vector<Generator*>& gens = s.graph_generators;
   std::vector<uint64_t> now;
   for (Generator* g : gens) now.push_back(s.graph->draw_position(*g));
   for (size_t i = 0; i < gens.size(); ++i) s.graph->set_draw_position(*gens[i], s.graph_positions[i]);
@@ -62,6 +72,7 @@ std::vector<Tensor> replay_captured(const CheckpointFn& fn, const std::vector<Te
     std::function<void()> f;
     ~Restore() { f(); }
   } restore{[&] {
+    if (Graph::current() != s.graph) return;  // fn ended the capture (an error is on its way): nothing to restore
     for (size_t i = 0; i < gens.size(); ++i)
       s.graph->set_draw_position(*gens[i], std::max(now[i], s.graph->draw_position(*gens[i])));
   }};
@@ -69,15 +80,16 @@ std::vector<Tensor> replay_captured(const CheckpointFn& fn, const std::vector<Te
 }
 
 // Runs fn as the first run did: same autocast, default-generator draws from a copy of its saved state, the
-// explicit generators set back (and restored after); under a capture, replay_captured.
+// explicit generators set back (and restored after); under a capture, replay_captured. `tensors`: the segment's
+// inputs and params, as capture_state saw them (their device says which capture counts).
 std::vector<Tensor> replay(const CheckpointFn& fn, const std::vector<Tensor>& inputs, const RunState& s,
-                           const CheckpointOptions& o) {
+                           const CheckpointOptions& o, const std::vector<Tensor>& tensors) {
   AutocastGuard autocast(s.autocast.enabled, s.autocast.dtype);
-  VOLT_CHECK(Graph::current() == s.graph, o.name, "Backward: the recomputation ",
+  VOLT_CHECK(segment_capture(tensors) == s.graph, o.name, "Backward: the recomputation ",
              s.graph != nullptr ? "must run in the same Graph capture as the first run (it ran in a capture)"
                                 : "runs in a Graph capture but the first run did not; capture both or neither",
              ": the random numbers of the two runs could not be made the same");
-  if (s.graph != nullptr) return replay_captured(fn, inputs, s, o);
+  if (s.graph != nullptr) return replay_captured(fn, inputs, s);
   std::optional<Generator> copy;
   std::optional<ThreadGeneratorScope> scope;
   if (o.preserve_rng_state) {
@@ -186,7 +198,7 @@ struct RecomputeBackward {
   // output.
   std::vector<Tensor> rerun(const std::vector<Tensor>& args) const {
     EnableGradGuard grad_on(true);
-    std::vector<Tensor> re = replay(fn, args, state, options);
+    std::vector<Tensor> re = replay(fn, args, state, options, all);
     VOLT_CHECK(re.size() == n_out, node_name, ": the recomputed function returned ", re.size(),
                " outputs, the first run ", n_out, "; fn must compute the same thing twice");
     std::vector<Tensor> picked;
@@ -213,7 +225,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   all.insert(all.end(), params.begin(), params.end());
   if (!any_requires_grad(all)) return fn(inputs);
 
-  const RunState state = capture_state(options);
+  const RunState state = capture_state(options, all);
   std::vector<Tensor> outs;
   {
     NoGradGuard no_grad;

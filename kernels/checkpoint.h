@@ -12,8 +12,9 @@
 /// Contract:
 ///   - `fn` must compute the same thing twice: the same ops in the same order on inputs with the same values.
 ///     Its draws from default_generator() (dropout, rand) are replayed: the second run draws from a copy of
-///     the generator's state at the first run, so the masks are identical and the generator itself is not
-///     advanced twice. A Generator passed to an op explicitly is not replayed (pass none, or pass it in
+///     the generator's state at the first run (under a Graph capture of the segment's device: from the capture's
+///     draw position at the first run, kernels/graph.h), so the masks are identical and the generator itself is
+///     not advanced twice. A Generator passed to an op explicitly is not replayed (pass none, or pass it in
 ///     CheckpointOptions::generators). Autocast is restored to its state at the first run.
 ///   - Gradients are exact: each input and parameter receives the gradient it would receive without
 ///     recomputation, summed in the same order (bit for bit on the CPU: the second run records the same nodes,
@@ -27,8 +28,7 @@
 ///   - create_graph (autograd::grad / autograd::backward) is supported: under it the segment is recomputed from
 ///     the original inputs with its graph recorded, so higher derivatives flow through it.
 ///   - With gradients off, or when no input or parameter requires grad, `fn` simply runs (nothing is saved).
-///   - Not replayed inside a captured CUDA graph (kernels/graph.h): a function drawing random numbers there
-///     would draw fresh ones when recomputed.
+///   - Under a Graph capture both runs must be in the same capture (the recomputation in another is an error).
 #include <functional>
 #include <string>
 #include <vector>

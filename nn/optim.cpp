@@ -410,12 +410,14 @@ std::vector<uintptr_t> capture_fingerprint(const std::vector<ParamGroup>& groups
 
 // The dynamic block of group g's captured updates (one optimizer_dynamic_bytes() unit per multi-tensor batch,
 // `members` listing each batch's parameter indices). Before every replay it counts the step of every member and
-// calls write(unit, step) for each batch; the replay is refused when the group's fingerprint changed, when a
-// batch's members no longer share one step count (an eager step in between updated only some of them: the batch
-// has one step for all), or when same_flags() says the kernels' specialisation no longer holds.
+// calls write(unit, step) for each batch; the replay is refused when the group's fingerprint changed, when
+// `one_step_per_batch` (the kernels read one step for the whole batch: Adam's bias corrections) and a batch's
+// members no longer share one step count (an eager step in between updated only some of them), or when same_flags()
+// says the kernels' specialisation no longer holds.
 template <class StateOf, class Write, class SameFlags>
 char* dynamic_update_block(Graph& graph, const std::vector<ParamGroup>& groups, size_t g,
-                           std::vector<std::vector<size_t>> members, StateOf state_of, Write write, SameFlags same_flags) {
+                           std::vector<std::vector<size_t>> members, bool one_step_per_batch, StateOf state_of,
+                           Write write, SameFlags same_flags) {
   const size_t unit = optimizer_dynamic_bytes();
   auto print = capture_fingerprint(groups, g, state_of);
   return static_cast<char*>(graph.dynamic(
@@ -427,11 +429,12 @@ char* dynamic_update_block(Graph& graph, const std::vector<ParamGroup>& groups, 
           write(static_cast<char*>(host) + k * unit, step);
         }
       },
-      [&groups, g, print, members, state_of, same_flags] {
+      [&groups, g, print, members, one_step_per_batch, state_of, same_flags] {
         if (g >= groups.size() || capture_fingerprint(groups, g, state_of) != print) return false;
-        for (const auto& batch : members)
-          for (size_t i : batch)
-            if (state_of(i).step != state_of(batch.front()).step) return false;
+        if (one_step_per_batch)
+          for (const auto& batch : members)
+            for (size_t i : batch)
+              if (state_of(i).step != state_of(batch.front()).step) return false;
         return same_flags();
       }));
 }
@@ -481,7 +484,8 @@ void SGD::step() {
     // also counts the replay's step; a change of the flags the kernels were specialised on refuses the replay.
     const size_t unit = optimizer_dynamic_bytes();
     char* block = dynamic_update_block(
-        *graph, groups_, g, batches.members(), [this, g](size_t i) -> ParamState& { return state(g, i); },
+        *graph, groups_, g, batches.members(), /*one_step_per_batch=*/false,
+        [this, g](size_t i) -> ParamState& { return state(g, i); },
         [this, g](void* dst, int64_t) { write_sgd_dynamic(sgd_hyper(groups_[g]), dst); },
         [this, g, h] {
           const SgdHyper now = sgd_hyper(groups_[g]);
@@ -591,7 +595,8 @@ void Adam::step() {
     // change of the flags the kernels were specialised on (weight decay on/off, amsgrad) refuses the replay.
     const size_t unit = optimizer_dynamic_bytes();
     char* block = dynamic_update_block(
-        *graph, groups_, g, batches.members(), [this, g](size_t i) -> ParamState& { return state(g, i); },
+        *graph, groups_, g, batches.members(), /*one_step_per_batch=*/true,
+        [this, g](size_t i) -> ParamState& { return state(g, i); },
         [this, g](void* dst, int64_t step) {
           AdamHyper now = adam_hyper(groups_[g], decoupled_, stochastic_rounding_, rounding_seed_, g);
           now.step = step;

@@ -2,11 +2,12 @@
 """Compares the per-step losses of two GPT-2 runs from the same initial weights and token stream: the PyTorch
 reference's JSON line (../shared/anchors/gpt2_torch.py --losses) and Volt's (benchmarks/bench_gpt2 --losses).
 
-Usage: gpt2_loss_parity.py REF_LOG VOLT_LOG [--rtol R]
+Usage: gpt2_loss_parity.py REF_LOG VOLT_LOG [--rtol R] [--require-graphs]
 Each log may hold other lines; the last JSON line with "losses" is used. Prints one JSON line (steps, the largest
 relative difference and its step, both first and last losses) and exits 1 when a step differs by more than
 --rtol (default 0.01, issue 27's bound for bf16-mixed on a GPU), 2 when a log has no losses or they differ in
-length."""
+length. With --require-graphs VOLT_LOG's run must have captured its step ("cuda_graphs": "on"; a failed capture
+runs the steps eagerly, which would compare eager with eager), else the exit status is 2."""
 import argparse
 import json
 import sys
@@ -26,8 +27,13 @@ def main():
     ap.add_argument("ref")
     ap.add_argument("volt")
     ap.add_argument("--rtol", type=float, default=0.01)
+    ap.add_argument("--require-graphs", action="store_true")
     a = ap.parse_args()
     ref, volt = losses(a.ref), losses(a.volt)
+    if a.require_graphs and volt.get("cuda_graphs") != "on":
+        print(f"gpt2_loss_parity: {a.volt} did not capture its step (cuda_graphs {volt.get('cuda_graphs')!r})",
+              file=sys.stderr)
+        return 2
     r, v = ref["losses"], volt["losses"]
     if len(r) != len(v) or not r:
         print(f"gpt2_loss_parity: {len(r)} reference losses against {len(v)} of Volt's", file=sys.stderr)

@@ -100,7 +100,8 @@ anchor_step() {
 # over NCCL, and once under the "ops" profiler. scripts/gpt2_gpu_summary.py prints the ratios and the issue's goals
 # as one JSON line.
 gb=${GPU_CHECK_GPT2_BATCH:-32}
-gpt2_disable=""  # "all" when the new kernel paths failed the GPT-2 step and its fallbacks did not
+user_disable=${VOLT_DISABLE_KERNELS-}  # what the caller set, for the parts that do not choose
+gpt2_disable=$user_disable  # "all" when the new kernel paths failed the GPT-2 step and its fallbacks did not
 par=/tmp/volt-gpu-runs/gpt2_parity
 if want 0; then
 have bench_gpt2 bench_gpt2_124M_bf16 bench && step bench_gpt2_124M_bf16 120 bench_gpt2 --accelerator gpu --model 124M \
@@ -142,11 +143,12 @@ if [ -f "$par/tokens.bin" ]; then
     --model 124M --batch 8 --seq 1024 --precision bf16-mixed --steps 47 --warmup 2 --repeats 1 \
     --init "$par/init.safetensors" --tokens "$par/tokens.bin" --losses --cuda-graphs
   step --kind test gpt2_graphs_loss_parity 30 python3 "$root/scripts/gpt2_loss_parity.py" \
-    "$logs/bench_gpt2_parity.log" "$logs/bench_gpt2_parity_graphs.log" --rtol 0.01
+    "$logs/bench_gpt2_parity.log" "$logs/bench_gpt2_parity_graphs.log" --rtol 0.01 --require-graphs
 fi
 fi
-# Part 1 runs now, with every kernel path on (so that its cases name a failing path), before part 0's longer runs.
-unset VOLT_DISABLE_KERNELS
+# Part 1 runs now, with the caller's kernel paths (by default all on, so that its cases name a failing path),
+# before part 0's longer runs.
+export VOLT_DISABLE_KERNELS=$user_disable
 
 # 1. What has never run on a GPU, and the tests that once assumed there was none (between part 0's core and the
 # rest of part 0).
@@ -210,7 +212,7 @@ if [ -f "$par/tokens.bin" ]; then
 fi
 python3 "$root/scripts/gpt2_gpu_summary.py" "$logs" > "$logs/gpt2_summary.log" 2>&1
 sed 's/^/    /' "$logs/gpt2_summary.log" | tee -a "$summary"
-unset VOLT_DISABLE_KERNELS
+export VOLT_DISABLE_KERNELS=$user_disable
 fi
 
 # 2. The speed table (us_per_step, samples/s), graphs off then on.

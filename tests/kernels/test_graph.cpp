@@ -305,3 +305,26 @@ TEST(GraphOptimizers, DivergedStepCountsInABatchRefuseTheReplay) {
   EXPECT_FALSE(g.replay());
   EXPECT_EQ(opt.step_count(0, 0), 3);  // a refused replay counts nothing
 }
+
+// SGD's kernels read no step count, so its batches need not share one: the same divergence replays.
+TEST(GraphOptimizers, SgdReplaysWhateverTheStepCounts) {
+  Tensor w1 = zeros({4, 1}).set_requires_grad(), w2 = zeros({4, 1}).set_requires_grad();
+  const Tensor x = randn_with_seed({8, 4}, 1, 0);
+  optim::SGD opt(std::vector<Tensor>{w1, w2}, optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+  auto step = [&](bool both) {
+    Tensor out = matmul(x, add(w1, 1.0));
+    if (both) out = add(out, matmul(x, w2));
+    sum(mul(out, out)).backward();
+    opt.step();
+    opt.zero_grad();
+  };
+  step(true);
+  Graph g(kCPU);
+  g.capture_begin();
+  step(true);
+  g.capture_end();
+  ASSERT_TRUE(g.replay());
+  step(false);
+  EXPECT_NE(opt.step_count(0, 0), opt.step_count(0, 1));
+  EXPECT_TRUE(g.replay());
+}
