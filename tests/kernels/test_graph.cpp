@@ -277,54 +277,56 @@ TEST(GraphOptimizers, ReplacedStateOrFrozenParametersRefuseTheReplay) {
   EXPECT_TRUE(g2->replay());
 }
 
+namespace {
+
+// Two parameters in one multi-tensor batch: a step in which both or only w1 get a gradient, then one eager step
+// (both) and the next captured and replayed once; `make` builds the optimizer.
+struct TwoParams {
+  Tensor w1 = zeros({4, 1}).set_requires_grad(), w2 = zeros({4, 1}).set_requires_grad();
+  Tensor x = randn_with_seed({8, 4}, 1, 0);
+  std::unique_ptr<optim::Optimizer> opt;
+  Graph graph{kCPU};
+  explicit TwoParams(const std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>& make)
+      : opt(make({w1, w2})) {
+    step(true);  // creates both parameters' state
+    graph.capture_begin();
+    step(true);
+    graph.capture_end();
+    EXPECT_TRUE(graph.replay());
+  }
+  void step(bool both) {
+    Tensor out = matmul(x, add(w1, 1.0));
+    if (both) out = add(out, matmul(x, w2));
+    sum(mul(out, out)).backward();
+    opt->step();
+    opt->zero_grad();
+  }
+};
+
+}  // namespace
+
 // A captured update has one step count per multi-tensor batch: when an eager step in between updated only some of a
 // batch's parameters (the others had no gradient), their counts differ and the replay is refused, where it would
 // have given all of them one count (bias corrections, rounding counters).
 TEST(GraphOptimizers, DivergedStepCountsInABatchRefuseTheReplay) {
-  Tensor w1 = zeros({4, 1}).set_requires_grad(), w2 = zeros({4, 1}).set_requires_grad();
-  const Tensor x = randn_with_seed({8, 4}, 1, 0);
-  optim::Adam opt(std::vector<Tensor>{w1, w2}, optim::AdamOptions{.lr = 0.1});
-  auto step = [&](bool both) {
-    Tensor out = matmul(x, add(w1, 1.0));
-    if (both) out = add(out, matmul(x, w2));
-    sum(mul(out, out)).backward();
-    opt.step();
-    opt.zero_grad();
-  };
-  step(true);  // creates both parameters' state
-  Graph g(kCPU);
-  g.capture_begin();
-  step(true);
-  g.capture_end();
-  ASSERT_TRUE(g.replay());
-  EXPECT_EQ(opt.step_count(0, 0), 2);
-  EXPECT_EQ(opt.step_count(0, 1), 2);
-  step(false);  // eager, and only w1 has a gradient
-  EXPECT_EQ(opt.step_count(0, 0), 3);
-  EXPECT_EQ(opt.step_count(0, 1), 2);
-  EXPECT_FALSE(g.replay());
-  EXPECT_EQ(opt.step_count(0, 0), 3);  // a refused replay counts nothing
+  TwoParams t([](std::vector<Tensor> p) {
+    return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{.lr = 0.1});
+  });
+  EXPECT_EQ(t.opt->step_count(0, 0), 2);
+  EXPECT_EQ(t.opt->step_count(0, 1), 2);
+  t.step(false);  // eager, and only w1 has a gradient
+  EXPECT_EQ(t.opt->step_count(0, 0), 3);
+  EXPECT_EQ(t.opt->step_count(0, 1), 2);
+  EXPECT_FALSE(t.graph.replay());
+  EXPECT_EQ(t.opt->step_count(0, 0), 3);  // a refused replay counts nothing
 }
 
 // SGD's kernels read no step count, so its batches need not share one: the same divergence replays.
 TEST(GraphOptimizers, SgdReplaysWhateverTheStepCounts) {
-  Tensor w1 = zeros({4, 1}).set_requires_grad(), w2 = zeros({4, 1}).set_requires_grad();
-  const Tensor x = randn_with_seed({8, 4}, 1, 0);
-  optim::SGD opt(std::vector<Tensor>{w1, w2}, optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
-  auto step = [&](bool both) {
-    Tensor out = matmul(x, add(w1, 1.0));
-    if (both) out = add(out, matmul(x, w2));
-    sum(mul(out, out)).backward();
-    opt.step();
-    opt.zero_grad();
-  };
-  step(true);
-  Graph g(kCPU);
-  g.capture_begin();
-  step(true);
-  g.capture_end();
-  ASSERT_TRUE(g.replay());
-  step(false);
-  EXPECT_NE(opt.step_count(0, 0), opt.step_count(0, 1));
-  EXPECT_TRUE(g.replay());
+  TwoParams t([](std::vector<Tensor> p) {
+    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+  });
+  t.step(false);
+  EXPECT_NE(t.opt->step_count(0, 0), t.opt->step_count(0, 1));
+  EXPECT_TRUE(t.graph.replay());
 }
