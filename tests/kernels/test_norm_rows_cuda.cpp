@@ -174,3 +174,21 @@ TEST(NormRowsCuda, RowsThatDoNotQualifyTakeTheBlockKernelsAndMatchCpu) {
     expect_matches_f64(cuda_device(0), residual, 30, 768, DType::f64);        // f64 always takes the block kernels
   }
 }
+
+// layer_norm without weight and bias: the warp kernels' parameter packs take their fill values (1 and 0), in the
+// forward and in the input gradient, f32 and bf16 rows of GPT-2's width.
+TEST(NormRowsCuda, WithoutWeightAndBiasMatchCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor values = rand_f64({64, 768}, 31, -2, 3).to(dt), weighting = rand_f64({64, 768}, 32);
+    Tensor xg = values.to(cuda_device(0)).set_requires_grad();
+    Tensor xc = values.to(DType::f64).set_requires_grad();
+    Tensor yg = layer_norm(xg, {768}), yc = layer_norm(xc, {768});
+    sum(mul(yg.to(DType::f64), weighting.to(cuda_device(0)))).backward();
+    sum(mul(yc, weighting)).backward();
+    const Tol t = tol_for(dt);
+    EXPECT_EQ(worst_excess(yg.to(kCPU).to(DType::f64), yc.detach(), t.atol, t.rtol), "") << "y";
+    EXPECT_EQ(worst_excess(xg.grad().to(kCPU).to(DType::f64), xc.grad(), 4 * t.atol, 4 * t.rtol), "") << "dx";
+  }
+}
