@@ -72,7 +72,8 @@ std::vector<Tensor> replay_captured(const CheckpointFn& fn, const std::vector<Te
     std::function<void()> f;
     ~Restore() { f(); }
   } restore{[&] {
-    if (Graph::current() != s.graph) return;  // fn ended the capture (an error is on its way): nothing to restore
+    // fn ended the capture (an error is on its way): nothing to restore.
+    if (Graph::capturing(s.graph->device()) != s.graph) return;
     for (size_t i = 0; i < gens.size(); ++i)
       s.graph->set_draw_position(*gens[i], std::max(now[i], s.graph->draw_position(*gens[i])));
   }};

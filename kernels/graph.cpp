@@ -280,8 +280,6 @@ void Graph::set_draw_position(Generator& gen, uint64_t position) {
   VOLT_CHECK(position == 0, "Graph::set_draw_position: the capture has drawn nothing from this generator");
 }
 
-Graph* Graph::current() { return t_graph; }
-
 Graph* Graph::capturing(Device device) {
   return t_graph != nullptr && t_graph->device_ == device ? t_graph : nullptr;
 }

@@ -97,9 +97,6 @@ class Graph {
   uint64_t draw_position(const Generator& gen) const;
   void set_draw_position(Generator& gen, uint64_t position);
 
-  /// The graph this thread is capturing, whatever the device, or nullptr.
-  static Graph* current();
-
   /// The graph capturing `device`'s work on this thread, or nullptr.
   static Graph* capturing(Device device);
   /// Throws volt::Error naming `what` when this thread is capturing `device`'s work (`what` needs a host read

@@ -1,9 +1,9 @@
 #pragma once
 // Indexing and joining kernels (kernels/ops/index_ops.cpp; kernels/cpu/index.cpp, kernels/cuda/index.cu).
 // Contracts (checked by the ops, assumed here):
-//  - index tensors are contiguous i64 on the same device; every kernel given a `check` site checks each index
-//    itself (runtime/index_check.h: the CPU throws before using any; CUDA leaves a bad index's output zero, or
-//    adds nothing for it, and records the first); with IndexCheckSite::none the op has checked them;
+//  - index tensors are contiguous i64 on the same device; every kernel checks each index itself, and `check`
+//    names the op for the message (runtime/index_check.h: the CPU throws before using any; CUDA leaves a bad
+//    index's output zero, or adds nothing for it, and records the first);
 //  - "(outer, D, inner)" means a contiguous tensor viewed as three dims around the indexed dim;
 //  - the *_add kernels accumulate into `out` (which the caller zero-fills) and only take f32/f64 (the ops
 //    upcast 16-bit gradients so that sums are not rounded at every step); CUDA uses atomicAdd for them.
@@ -55,7 +55,7 @@ namespace volt::backend {
 
 struct IndexKernels {
   // out (outer, n, inner) = in (outer, D, inner)[:, index, :], n = index.numel(). Dispatch dtype: out's (= in's,
-  // any). `check`: the op the kernel checks the indices for (site none: the op checked them), against [0, D).
+  // any). `check`: the op the kernel checks the indices for, against [0, D).
   Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t D, int64_t inner,
               IndexCheck check)>
       index_select;

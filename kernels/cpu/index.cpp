@@ -14,7 +14,6 @@ namespace {
 
 // The kernels' own check (runtime/index_check.h): every index, before any is used.
 void check_indices(const int64_t* idx, int64_t n, int64_t D, IndexCheck check) {
-  if (check.site == IndexCheckSite::none) return;
   for (int64_t i = 0; i < n; ++i)
     if (idx[i] < 0 || idx[i] >= D)
       VOLT_FAIL(detail::index_check_message(check, check.position_offset + i, idx[i], D));

@@ -20,11 +20,10 @@ namespace {
 #define VOLT_GRID_STRIDE(t, total) \
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < (total); t += int64_t(gridDim.x) * blockDim.x)
 
-// Element kernels, any (outer, D, inner) geometry. With a check site, an index outside [0, D) is recorded and its
-// elements are zero (select) or not added (add).
+// Element kernels, any (outer, D, inner) geometry. An index outside [0, D) is recorded and its elements are zero
+// (select) or not added (add).
 __device__ bool bad_element_index(int64_t t, int64_t n, int64_t inner, int64_t D, const int64_t* idx,
                                   IndexCheckRecord* rec, IndexCheck check) {
-  if (check.site == IndexCheckSite::none) return false;
   const int64_t i = (t / inner) % n;
   return out_of_range(i, idx[i], D, rec, check, true);
 }
@@ -48,8 +47,7 @@ __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64
 
 // Rows of a table (outer 1 and rows of 32 values or more: embedding, index_select along dim 0): a warp per index,
 // its row moved in V-sized pieces (16 bytes when rows and pointers allow, else one element), no division per
-// element. Every index is bounds-checked (one compare per row); a bad one's row is zero and, with a check site,
-// recorded.
+// element. Every index is bounds-checked (one compare per row); a bad one's row is zero and recorded.
 constexpr int kRowWarps = 8;  // warps per block
 template <class T, class V>
 __global__ void select_rows_kernel(T* out, const T* in, const int64_t* idx, int64_t n, int64_t row_vecs, int64_t D,
@@ -93,15 +91,14 @@ void check_only(const int64_t* idx, int64_t n, int64_t D, IndexCheckRecord* rec,
   VOLT_CUDA_CHECK_LAUNCH();
 }
 
-// With a check site, a bad index's output element is zero (gather) or not added (scatter_add); every element
-// whose index is bad records it (the first claims the record).
+// A bad index's output element is zero (gather) or not added (scatter_add); every element whose index is bad
+// records it (the first claims the record).
 template <class T>
 __global__ void gather_kernel(T* out, const T* in, const int64_t* idx, int64_t total, GatherGeometry g,
                               IndexCheckRecord* rec, IndexCheck check) {
   VOLT_GRID_STRIDE(t, total) {
     const int64_t r = idx[t];
-    const bool bad = check.site != IndexCheckSite::none && out_of_range(t, r, g.dim_size, rec, check, true);
-    out[t] = bad ? T{} : in[gather_source_offset(g, t, r)];
+    out[t] = out_of_range(t, r, g.dim_size, rec, check, true) ? T{} : in[gather_source_offset(g, t, r)];
   }
 }
 
@@ -110,7 +107,7 @@ __global__ void scatter_add_kernel(T* out, const T* src, const int64_t* idx, int
                                    IndexCheckRecord* rec, IndexCheck check) {
   VOLT_GRID_STRIDE(t, total) {
     const int64_t r = idx[t];
-    if (check.site != IndexCheckSite::none && out_of_range(t, r, g.dim_size, rec, check, true)) continue;
+    if (out_of_range(t, r, g.dim_size, rec, check, true)) continue;
     atomicAdd(out + gather_source_offset(g, t, r), src[t]);
   }
 }
@@ -121,7 +118,7 @@ __global__ void one_hot_kernel(int64_t* out, const int64_t* idx, int64_t total, 
                                IndexCheck check) {
   VOLT_GRID_STRIDE(t, total) {
     const int64_t i = t / C, c = t % C, r = idx[i];
-    if (check.site != IndexCheckSite::none && out_of_range(i, r, C, rec, check, c == 0)) {
+    if (out_of_range(i, r, C, rec, check, c == 0)) {
       out[t] = 0;
       continue;
     }

@@ -11,8 +11,8 @@
 
 namespace volt::cuda {
 
-// The record of `t`'s GPU, or null when nothing is checked (the kernels then take every index as valid: the op
-// checked them) or the record cannot be made.
+// The record of `t`'s GPU, or null for a check that names no op (a bad index is then skipped unreported) or when
+// the record cannot be made.
 inline IndexCheckRecord* index_check_record_for(const Tensor& t, IndexCheck check) {
   return check.site == IndexCheckSite::none ? nullptr : detail::index_check_record(t.device().index);
 }

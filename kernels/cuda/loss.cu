@@ -33,7 +33,6 @@ __device__ bool bad_target(int64_t row, int64_t t, int64_t c, int64_t ignore_ind
 
 // One block per loss row (blocks stride over rows past the grid cap): log-sum-exp and the row loss (written to
 // `rows` in the accumulation type).
-
 template <class T>
 __global__ void class_loss_rows_kernel(const T* in, const int64_t* target, acc_t<T>* lse_out, acc_t<T>* rows,
                                        int64_t nrows, int64_t c, int64_t inner, CeParams p, IndexCheckRecord* rec) {

@@ -143,10 +143,11 @@ std::pair<Tensor, Tensor> residual_layer_norm_to(const Tensor& x, const Tensor& 
   return {s, y};
 }
 
-// Class-index targets (contiguous i64) against v classes, for CPU tensors checked on the host before the first
-// chunk runs (the kernel checks each chunk's too, but a bad target in a later chunk would come after the earlier
-// chunks had written their gradients, over the logits when grad_in_logits). On CUDA the kernel checks them (a bad
-// target gives NaN and is reported at the device's next synchronisation, runtime/index_check.h).
+// fused_cross_entropy's class-index targets (contiguous i64) against v classes, for CPU tensors checked on the host
+// before the first chunk runs: the kernel checks each chunk's too, but a bad target in a later chunk would come
+// after the earlier chunks had written their gradients over the logits (grad_in_logits). linear_cross_entropy needs
+// no such pass (its chunks write only its own buffers). On CUDA the kernel checks them (a bad target gives NaN and
+// is reported at the device's next synchronisation, runtime/index_check.h).
 void check_targets(const Tensor& tc, int64_t v, int64_t ignore_index, IndexCheck check) {
   if (tc.is_cuda()) return;
   const int64_t* tp = static_cast<const int64_t*>(tc.data_ptr());
@@ -378,7 +379,6 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
              dtype_name(x.dtype()), "; expected one floating dtype (cast one, or run under autocast)");
   const Tensor tc = target.contiguous();
   const Device dev = x.device();
-  check_targets(tc, weight.size(0), opt.ignore_index, IndexCheck{IndexCheckSite::linear_cross_entropy});
   const bool grad = autograd::grad_enabled(), gx = grad && xl.requires_grad(), gw = grad && weight.requires_grad();
   const Tensor w = (wdt == T ? weight.detach() : weight.detach().to(T)).contiguous();
   const int64_t rows = chunk_rows_for(x.size(0), weight.size(0), T, opt.chunk_rows);

@@ -11,50 +11,13 @@
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
+#include <volt/kernels/ops/index_util.h>
 
 namespace volt {
 
+using namespace index_detail;
+
 namespace {
-
-// The dtype gradients of `dt` are accumulated in.
-DType accum_dtype(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
-
-void check_defined(const Tensor& t, const char* op, const char* arg) {
-  VOLT_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
-}
-
-void check_same_device(const Tensor& a, const Tensor& index, const char* op, const char* arg) {
-  VOLT_CHECK(a.device() == index.device(), op, ": argument '", arg, "' is on ", index.device().str(),
-             " but the input is on ", a.device().str(), "; move it with .to(device)");
-}
-
-// Index tensors may be i64 or (where allowed) i32; kernels read contiguous i64.
-Tensor as_index(const Tensor& index, const char* op, const char* arg, bool allow_i32) {
-  VOLT_CHECK(index.dtype() == DType::i64 || (allow_i32 && index.dtype() == DType::i32), op, ": argument '", arg,
-             "' must have dtype int64", allow_i32 ? " or int32" : "", ", got ", dtype_name(index.dtype()));
-  Tensor idx = index.detach();
-  if (idx.dtype() != DType::i64) idx = idx.to(DType::i64);
-  return idx.contiguous();
-}
-
-int64_t prod(const Shape& s, size_t from, size_t to) {
-  int64_t n = 1;
-  for (size_t i = from; i < to; ++i) n *= s[i];
-  return n;
-}
-
-GatherGeometry make_geometry(const Shape& index_shape, const Tensor& src, int64_t dim) {
-  GatherGeometry g;
-  g.ndim = static_cast<int>(index_shape.size());
-  g.dim = static_cast<int>(dim);
-  g.dim_size = src.size(dim);
-  const Shape& src_strides = src.strides();
-  for (int d = 0; d < g.ndim; ++d) {
-    g.sizes[d] = index_shape[d];
-    g.src_strides[d] = src_strides[d];
-  }
-  return g;
-}
 
 // grad (outer, n, inner) scattered into a zero (outer, D, inner) tensor of `shape`, returned as `dtype`. `check`:
 // what the kernels check the indices for (the forward's check: the indices may have changed since).

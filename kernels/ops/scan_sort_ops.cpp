@@ -11,32 +11,18 @@
 #include <volt/kernels/ops.h>
 #include <volt/runtime/trace.h>
 #include <volt/kernels/ops/autocast_util.h>
+#include <volt/kernels/ops/index_util.h>
 #include <volt/kernels/tensor_ops.h>
 
 namespace volt {
 
+using namespace index_detail;
+
 namespace {
-
-DType accum_dtype(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
-
-void check_defined(const Tensor& t, const char* op, const char* arg) {
-  VOLT_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
-}
 
 void check_floating(const Tensor& t, const char* op, const char* arg) {
   VOLT_CHECK(is_floating(t.dtype()), op, ": argument '", arg, "' has dtype ", dtype_name(t.dtype()),
              "; expected a floating dtype (float32, float64, float16, bfloat16)");
-}
-
-void check_same_device(const Tensor& a, const Tensor& b, const char* op, const char* arg) {
-  VOLT_CHECK(a.device() == b.device(), op, ": argument '", arg, "' is on ", b.device().str(), " but the input is on ",
-             a.device().str(), "; move it with .to(device)");
-}
-
-int64_t prod(const Shape& s, size_t from, size_t to) {
-  int64_t n = 1;
-  for (size_t i = from; i < to; ++i) n *= s[i];
-  return n;
 }
 
 struct Lines {
@@ -44,16 +30,6 @@ struct Lines {
 };
 Lines lines_of(const Shape& s, int64_t d) {
   return {prod(s, 0, d), s[d], prod(s, d + 1, s.size())};
-}
-
-// Index tensors: int64 (or int32), read by the kernels as contiguous int64; the kernels check their values
-// (runtime/index_check.h).
-Tensor index_as_i64(const Tensor& index, const char* op) {
-  VOLT_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
-             ": argument 'index' must have dtype int64 or int32, got ", dtype_name(index.dtype()));
-  Tensor idx = index.detach();
-  if (idx.dtype() != DType::i64) idx = idx.to(DType::i64);
-  return idx.contiguous();
 }
 
 // x (any strides) copied into a fresh contiguous tensor of dtype `dt` (never x's own storage).
@@ -253,7 +229,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                " which exceeds the input's shape ", x.shape_str(), " in dim ", k,
                "; expected index.size(d) <= input.size(d) for every d != ", d);
   }
-  Tensor idx = index_as_i64(index, op);
+  Tensor idx = as_index(index, op, "index", /*allow_i32=*/true);
   const DType dt = x.dtype(), acc = accum_dtype(dt);
   Tensor out = fresh_copy(x, acc);
   Tensor part = src.detach();
@@ -261,16 +237,9 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     if (part.size(k) != idx.size(k)) part = part.narrow(k, 0, idx.size(k));
   part = part.to(acc).contiguous();
   if (idx.numel() > 0) {
-    GatherGeometry g;
-    g.ndim = static_cast<int>(x.dim());
-    g.dim = static_cast<int>(d);
-    g.dim_size = out.size(d);
-    for (int i = 0; i < g.ndim; ++i) {
-      g.sizes[i] = idx.size(i);
-      g.src_strides[i] = out.stride(i);
-    }
     const IndexCheck check{IndexCheckSite::scatter_add, static_cast<int32_t>(d)};
-    backend::call<&backend::IndexKernels::scatter_add>(out.device(), acc, out, part, idx, g, check);
+    backend::call<&backend::IndexKernels::scatter_add>(out.device(), acc, out, part, idx,
+                                                       make_geometry(idx.shape(), out, d), check);
   }
   if (acc != dt) out = out.to(dt);
   Shape src_shape = src.shape();
@@ -308,7 +277,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   VOLT_CHECK(src.shape() == want, "index_add: argument 'src' has shape ", src.shape_str(), " but expected ",
              shape_to_string(want), " (the input's shape ", x.shape_str(), " with dim ", d, " of size index.numel() = ",
              index.numel(), ")");
-  Tensor idx = index_as_i64(index, op);
+  Tensor idx = as_index(index, op, "index", /*allow_i32=*/true);
   const DType dt = x.dtype(), acc = accum_dtype(dt);
   const Lines L = lines_of(x.shape(), d);
   Tensor out = fresh_copy(x, acc);
