@@ -17,7 +17,8 @@ constexpr std::pair<const char*, Path> kNames[] = {{"warp_norm", kWarpNorm},
                                                     {"half_residual", kHalfResidual},
                                                     {"classifier_rows", kClassifierRows},
                                                     {"chunked_head", kChunkedHead},
-                                                    {"lt_bgrad", kLtBgrad}};
+                                                    {"lt_bgrad", kLtBgrad},
+                                                    {"chunked_attention", kChunkedAttention}};
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");

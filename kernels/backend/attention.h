@@ -23,11 +23,13 @@
 namespace volt::backend {
 
 struct AttentionKernels {
-  // out = softmax over keys of the masked, scaled scores; rows with every key masked get zeros.
-  // Dispatch dtype: scores' (floating).
+  // out = softmax over keys of the masked, scaled scores; rows with every key masked get zeros. out may be scores
+  // itself (in place: each element is read before it is written, by the thread that writes it). Row r is query
+  // r % p.q_len + p.q_offset. Dispatch dtype: scores' (floating).
   Kernel<void(const Tensor& out, const Tensor& scores, const Tensor& mask, const AttnParams& p)> attn_softmax_fwd;
   // From the saved weights y (= out above) and grad_out g: dz = y * (g - sum(g * y)) per row; grad_scores =
-  // dz * scale and, when defined, grad_bias = dz (the additive mask's gradient). Dispatch dtype: weights'.
+  // dz * scale and, when defined, grad_bias = dz (the additive mask's gradient). grad_scores may be grad_out itself
+  // (in place, as above). Dispatch dtype: weights'.
   Kernel<void(const Tensor& grad_scores, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& weights,
               const AttnParams& p)>
       attn_softmax_bwd;

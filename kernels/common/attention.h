@@ -3,7 +3,7 @@
 // (kernels/cpu/attention.cpp) and the CUDA kernels (kernels/cuda/attention.cu).
 //
 // The softmax runs over the last dim of the scores (rows, S), rows = prod(batch dims) * L; row r is query
-// i = r % L. The logit of key j is
+// i = r % L + q_offset (q_offset > 0 when the scores are a chunk of L query rows starting there). The logit of key j is
 //   z_j = score_j * scale + bias_j   when key j is kept, else -inf,
 // kept unless (causal and j > i) or a bool mask is false there; bias_j comes from an additive (floating) mask.
 // A row with no finite logit (every key masked) gets all-zero weights instead of 0/0 = NaN.
@@ -44,6 +44,7 @@ struct AttnMaskGeom {
 struct AttnParams {
   int64_t rows = 0;   // prod(batch dims) * L
   int64_t q_len = 0;  // L
+  int64_t q_offset = 0;  // the query index of the scores' first row (a chunk of rows: the causal triangle moves)
   int64_t k_len = 0;  // S
   double scale = 1.0;
   bool causal = false;

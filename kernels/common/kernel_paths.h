@@ -13,6 +13,8 @@
 //                   fused_cross_entropy (GPT-2's head and loss, with their memory)
 //   lt_bgrad        a linear layer's bias gradient in its weight-gradient product (cuBLASLt BGRADB epilogue) ->
 //                   the product, then a column reduction
+//   chunked_attention  Volt's own attention without a mask or dropout a chunk of query rows at a time, the
+//                   weights recomputed in the backward -> the whole (batch..., L, S) weights, kept for the backward
 #include <string>
 
 namespace volt::kernel_paths {
@@ -25,9 +27,11 @@ enum Path : unsigned {
   kClassifierRows = 1u << 4,
   kChunkedHead = 1u << 5,
   kLtBgrad = 1u << 6,
+  kChunkedAttention = 1u << 7,
 };
 inline constexpr unsigned kAll =
-    kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual | kClassifierRows | kChunkedHead | kLtBgrad;
+    kWarpNorm | kPackedColumns | kLtDgelu | kHalfResidual | kClassifierRows | kChunkedHead | kLtBgrad |
+                                kChunkedAttention;
 
 // The paths a list names ("" or unset: none; "all": every one); whitespace around names is ignored. An unknown name
 // is a volt::Error naming it and the known ones.

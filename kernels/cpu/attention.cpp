@@ -29,7 +29,7 @@ void attn_softmax_fwd(const Tensor& out, const Tensor& scores, const Tensor& mas
       const T* xr = x + r * S;
       T* yr = y + r * S;
       const void* mr = mask_row(mask, p, r);
-      const int64_t i = r % p.q_len;
+      const int64_t i = r % p.q_len + p.q_offset;
       // Two passes over the row (max, then exp and sum) instead of the CUDA kernel's online lse_push: one exp per
       // key, and loops the compiler vectorises. The same logits, the same weights up to rounding.
       A m = attnmath::neg_inf<A>();

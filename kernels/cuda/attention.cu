@@ -32,7 +32,7 @@ __global__ void attn_softmax_fwd_kernel(const T* x, T* y, const char* mask, int6
     const T* xr = x + r * S;
     T* yr = y + r * S;
     const void* mr = mask_row(mask, mask_itemsize, p, r);
-    const int64_t i = r % p.q_len;
+    const int64_t i = r % p.q_len + p.q_offset;
     A m = attnmath::neg_inf<A>(), s = A(0);
     for (int64_t j = threadIdx.x; j < S; j += blockDim.x) nnmath::lse_push(m, s, attnmath::logit(A(xr[j]), p, mr, i, j));
     block_lse(m, s);

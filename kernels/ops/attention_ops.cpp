@@ -1,6 +1,7 @@
 // scaled_dot_product_attention: argument checks, the mask's layout (AttnMaskGeom), and the fused masked, scaled
 // softmax with its autograd formula. The two products are matmul; dropout is the dropout op. On CUDA, calls that
-// cuDNN's fused SDPA can take go there instead (flash_attention below; kernels/sdpa_path.h says when).
+// cuDNN's fused SDPA can take go there instead (flash_attention below; kernels/sdpa_path.h says when); calls
+// without a mask, dropout or weights that it does not take run in chunks of query rows (attention_chunked.cpp).
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -140,9 +141,11 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
   return out;
 }
 
-// Volt's own path: scores = q k^T, the fused masked softmax, dropout, weights v. Returns {out, weights}.
-std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                          double dropout_p, bool is_causal, double sc, Generator* gen) {
+}  // namespace
+
+std::pair<Tensor, Tensor> sdpa_detail::fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const Tensor& mask, double dropout_p, bool is_causal,
+                                                       double sc, Generator* gen) {
   Tensor scores = matmul(q, k.transpose(-2, -1));  // (batch(q, k)..., L, S)
   if (mask.defined()) {  // a mask with batch dims that only v has: the scores take them too
     Shape b;
@@ -154,6 +157,10 @@ std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, cons
   Tensor out = matmul(weights, v);  // (batch..., L, Ev)
   return {out, weights};
 }
+
+namespace {
+
+using sdpa_detail::fused_attention;
 
 // ---- which path ran (kernels/sdpa_path.h) ----
 std::atomic<int64_t> g_cudnn_calls{0}, g_fused_calls{0};
@@ -303,6 +310,8 @@ std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor&
   const double sc = scale ? *scale : (E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
   if (!need_weights) {
     Tensor out = flash_attention(q, k, v, mask.defined(), dropout_p, is_causal, sc);
+    if (!out.defined() && !mask.defined() && dropout_p == 0.0)
+      out = sdpa_detail::chunked_attention(q, k, v, is_causal, sc);
     if (out.defined()) return {out, Tensor()};
   } else {
     note_fused(q.device(), "the attention weights were asked for (cuDNN never forms them)");
@@ -347,6 +356,7 @@ SdpaStats sdpa_stats() {
   SdpaStats s;
   s.cudnn = g_cudnn_calls.load(std::memory_order_relaxed);
   s.fused = g_fused_calls.load(std::memory_order_relaxed);
+  s.chunked = sdpa_detail::chunked_calls();
   std::lock_guard<std::mutex> lock(g_reason_mu);
   s.last_fallback_reason = g_last_reason;
   return s;
@@ -355,6 +365,7 @@ SdpaStats sdpa_stats() {
 void reset_sdpa_stats() {
   g_cudnn_calls.store(0, std::memory_order_relaxed);
   g_fused_calls.store(0, std::memory_order_relaxed);
+  sdpa_detail::reset_chunked_calls();
   std::lock_guard<std::mutex> lock(g_reason_mu);
   g_last_reason.clear();
 }

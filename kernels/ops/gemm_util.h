@@ -6,11 +6,13 @@
 
 namespace volt::linalg_detail {
 
-// out (batch..., n, m), contiguous = op(a) (batch..., n, k) @ op(b) (batch..., k, m) [+ out when accumulate],
+// out (batch..., n, m) = op(a) (batch..., n, k) @ op(b) (batch..., k, m) [+ out when accumulate],
 // op(t) = t, or its last-two-dims transpose when ta/tb (saves building a transposed view per call). a and b are
 // only read (never recorded), are on out's device, already have out's batch dims (possibly expanded), and have
 // out's dtype, or are f16/bf16 (one dtype) with an f32 out: the product then accumulates into out in f32 (on the
-// CPU from f32 copies of the operands, on CUDA in one cuBLAS call), never rounded to half.
+// CPU from f32 copies of the operands, on CUDA in one cuBLAS call), never rounded to half. out may be a view whose
+// rows have unit stride and whose batch dims step by one stride (a narrow of rows, as attention's and the head's
+// chunks write); the GEMM then writes it in place, and any other view goes through a contiguous copy.
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, bool ta = false,
                bool tb = false);
 

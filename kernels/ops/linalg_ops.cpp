@@ -102,6 +102,14 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
     dst.copy_(o32);
     return;
   }
+  Operand C;  // out's rows must have unit stride and its batch one stride (a contiguous out always does)
+  const int64_t m_out = out.size(-2), n_out = out.size(-1);
+  if (!describe(out, C) || C.trans || (C.batch_stride == 0 && out.numel() > m_out * n_out)) {
+    Tensor dst = out, tmp = accumulate ? out.contiguous() : empty(out.shape(), out.dtype(), out.device());
+    gemm_into(tmp, a, b, accumulate, ta, tb);
+    dst.copy_(tmp);
+    return;
+  }
   Operand A = operand(a), B = operand(b);
   // The same storage read the other way round is the transpose.
   if (ta) A.trans = !A.trans;
@@ -111,7 +119,8 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
   d.batch = out.numel() / (d.m * d.n);
   d.stride_a = A.batch_stride;
   d.stride_b = B.batch_stride;
-  d.stride_c = d.m * d.n;
+  d.ldc = C.ld;  // out may be a view of rows of a larger matrix (a chunk of rows, or of a batch of them)
+  d.stride_c = C.batch_stride;
   d.beta = accumulate ? 1.0 : 0.0;
   trace::count_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch));
   backend::call<&backend::LinalgKernels::gemm>(out.device(), out.dtype(), d, A.t, B.t, out);

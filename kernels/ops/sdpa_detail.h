@@ -1,10 +1,12 @@
 #pragma once
-// Shared by scaled_dot_product_attention (attention_ops.cpp) and causal_self_attention_packed
-// (attention_packed.cpp): whether a call may go to cuDNN's fused SDPA at all, and the path counters that
-// sdpa_stats() (kernels/sdpa_path.h) reads. Internal to kernels/ops.
+// Shared by scaled_dot_product_attention (attention_ops.cpp, attention_chunked.cpp) and
+// causal_self_attention_packed (attention_packed.cpp): whether a call may go to cuDNN's fused SDPA at all, Volt's
+// two paths, and the path counters that sdpa_stats() (kernels/sdpa_path.h) reads. Internal to kernels/ops.
 #include <string>
+#include <utility>
 
 #include <volt/kernels/tensor.h>
+#include <volt/runtime/generator.h>
 #include <volt/runtime/device.h>
 
 namespace volt::sdpa_detail {
@@ -19,5 +21,20 @@ void note_cudnn();
 // The incoming gradient of a cuDNN attention output as its backward graph reads it (dO laid out as the output):
 // in `dtype`, contiguous, and 16-byte aligned (a view at an odd offset into its storage is cloned).
 Tensor flash_grad_input(const Tensor& grad, DType dtype);
+
+// Volt's unchunked path (attention_ops.cpp): scores = q k^T, the fused masked softmax, dropout, weights v, keeping
+// the weights for the backward. Returns {out, weights}. The differentiable definition the other paths' second
+// derivatives go through.
+std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                          double dropout_p, bool is_causal, double scale, Generator* gen);
+
+// Volt's path a chunk of query rows at a time (attention_chunked.cpp) for a call without a mask, dropout or weights,
+// with q, k, v checked, of one dtype and device: the output, or an undefined tensor when the call does not qualify
+// (batch dims that differ, an empty dim, or VOLT_DISABLE_KERNELS=chunked_attention) and the caller runs
+// fused_attention.
+Tensor chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale);
+// Forward calls chunked_attention ran since the start or the last reset (sdpa_stats' `chunked`).
+int64_t chunked_calls();
+void reset_chunked_calls();
 
 }  // namespace volt::sdpa_detail

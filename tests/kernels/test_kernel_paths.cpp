@@ -16,10 +16,12 @@ TEST(KernelPaths, ParsesNamesAllAndEmpty) {
   EXPECT_EQ(kp::parse(" lt_dgelu , packed_columns "), unsigned{kp::kLtDgelu | kp::kPackedColumns});
   EXPECT_EQ(kp::parse("half_residual,half_residual"), unsigned{kp::kHalfResidual});
   EXPECT_EQ(kp::names(kp::kAll),
-            "warp_norm,packed_columns,lt_dgelu,half_residual,classifier_rows,chunked_head,lt_bgrad");
+            "warp_norm,packed_columns,lt_dgelu,half_residual,classifier_rows,chunked_head,lt_bgrad,"
+            "chunked_attention");
   EXPECT_EQ(kp::parse("lt_bgrad"), unsigned{kp::kLtBgrad});
   EXPECT_EQ(kp::parse("classifier_rows"), unsigned{kp::kClassifierRows});
   EXPECT_EQ(kp::parse("chunked_head"), unsigned{kp::kChunkedHead});
+  EXPECT_EQ(kp::parse("chunked_attention"), unsigned{kp::kChunkedAttention});
   EXPECT_EQ(kp::names(kp::kLtDgelu | kp::kWarpNorm), "warp_norm,lt_dgelu");
   EXPECT_EQ(kp::names(0), "");
   for (unsigned set = 0; set <= kp::kAll; ++set) EXPECT_EQ(kp::parse(kp::names(set)), set) << set;

@@ -354,10 +354,13 @@ TEST(GPT2Recompute, SwitchPerModel) {
 }
 
 // Peak tensor bytes of one forward + backward, with and without recomputation, on a model whose activations
-// dominate. Without it every block keeps its activations A (qkv, attention state, the 4C-wide MLP layer, ...:
-// about 26 (B,T,C) tensors here, 1.7 MB) until backward; with it each block keeps only its input I = one (B,T,C)
-// tensor (64 KiB) and one block's activations live at a time, so with/without ~ (L I + A + R) / (L A + R) =
-// (8 + 26) / (8 x 26) ~ 0.16 plus the logits and gradients R (measured 0.19). Asserted: below 0.25.
+// dominate. Without it every block keeps its activations A (qkv, the norms, the 4C-wide MLP layer, ...) until
+// backward; with it each block keeps only its input I = one (B,T,C) tensor (64 KiB) and one block's activations live
+// at a time. Both peaks also hold a transient W + R: the attention backward's two chunk buffers of scores (here one
+// chunk, 2 x (B, H, T, T) f32 = 1 MiB), the logits and the gradients. So with/without = (L I + A + W + R) /
+// (L A + W + R); the measured peaks (7.06 MB without, 2.08 MB with) give A = 0.79 MB (12 (B,T,C) tensors) and
+// W + R = 0.78 MB, a ratio of 0.295 (0.207 with VOLT_DISABLE_KERNELS=chunked_attention, whose A keeps the
+// attention's weights). Asserted: below 0.32.
 TEST(GPT2Recompute, LowersPeakMemory) {
   const nn::GPT2Config cfg{.n_layer = 8, .n_head = 2, .n_embd = 32, .vocab_size = 64, .block_size = 64};
   auto peak = [&](bool rc) {
@@ -376,5 +379,5 @@ TEST(GPT2Recompute, LowersPeakMemory) {
   std::printf("peak bytes above the model: without recompute %lld, with %lld (ratio %.3f)\n",
               static_cast<long long>(without), static_cast<long long>(with),
               static_cast<double>(with) / static_cast<double>(without));
-  EXPECT_LT(static_cast<double>(with), 0.25 * static_cast<double>(without));
+  EXPECT_LT(static_cast<double>(with), 0.32 * static_cast<double>(without));
 }

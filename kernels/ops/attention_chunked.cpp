@@ -1,0 +1,169 @@
+// Volt's own attention for calls without a mask, dropout or weights (scaled_dot_product_attention's path wherever
+// cuDNN's fused SDPA does not run, and through it causal_self_attention_packed's): the scores, the fused softmax
+// and the products a chunk of query rows at a time, so no (batch..., L, S) tensor outlives a chunk. The backward
+// keeps only q, k and v and recomputes each chunk's weights from them. Under is_causal a chunk's products stop at
+// the key of its last query (keys past it have weight 0), which halves the work of a square causal attention.
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include <volt/kernels/backend/attention.h>
+#include <volt/kernels/backend/registry.h>
+#include <volt/kernels/common/kernel_paths.h>
+#include <volt/kernels/grad.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/ops/gemm_util.h>
+#include <volt/kernels/ops/sdpa_detail.h>
+#include <volt/kernels/sdpa_path.h>
+
+namespace volt {
+
+namespace {
+
+using linalg_detail::gemm_into;
+
+constexpr int64_t kDefaultChunkBytes = int64_t{256} << 20;
+std::atomic<int64_t> g_chunk_bytes{kDefaultChunkBytes};
+std::atomic<int64_t> g_chunked_calls{0};
+
+// One call's shapes, with q, k, v, out as (n, l, e), (n, s, e), (n, s, ev), (n, l, ev): n the product of the
+// batch dims. Fixed at the forward, so the backward recomputes the forward's chunks exactly.
+struct Chunks {
+  int64_t n = 0, l = 0, s = 0, e = 0, ev = 0;
+  int64_t rows = 0;  // query rows per chunk (the last may have fewer)
+  DType dtype = DType::f32;
+  Device device;
+  bool causal = false;
+  double scale = 1.0;
+
+  // Keys that queries [r0, r0 + c) see: all S, or under causal the first r0 + c (key j is kept for query i when
+  // j <= i).
+  int64_t keys(int64_t r0, int64_t c) const { return causal ? std::min(s, r0 + c) : s; }
+  // The fused softmax's parameters for the chunk of queries [r0, r0 + c).
+  AttnParams softmax(int64_t r0, int64_t c) const {
+    AttnParams p;
+    p.rows = n * c;
+    p.q_len = c;
+    p.q_offset = r0;
+    p.k_len = keys(r0, c);
+    p.scale = scale;
+    p.causal = causal;
+    return p;
+  }
+  // A buffer that holds any chunk's scores.
+  Tensor buffer() const { return empty({n * rows * s}, dtype, device); }
+  // The first n * c * keys elements of `buf` as a contiguous (n, c, keys) tensor.
+  static Tensor view(const Tensor& buf, int64_t n, int64_t c, int64_t keys) {
+    return buf.narrow(0, 0, n * c * keys).reshape({n, c, keys});
+  }
+};
+
+// Query rows per chunk: as many as keep one chunk's (n, rows, s) scores within sdpa_chunk_bytes(), spread evenly.
+int64_t rows_per_chunk(int64_t n, int64_t l, int64_t s, DType dt) {
+  const int64_t row_bytes = std::max<int64_t>(1, n * s * static_cast<int64_t>(itemsize(dt)));
+  const int64_t most = std::max<int64_t>(1, g_chunk_bytes.load(std::memory_order_relaxed) / row_bytes);
+  const int64_t chunks = (l + most - 1) / most;
+  return (l + chunks - 1) / chunks;
+}
+
+// t (batch..., rows, cols) as a contiguous (n, rows, cols) tensor (a copy only when t is a strided view).
+Tensor as3(const Tensor& t, int64_t n) { return t.detach().contiguous().reshape({n, t.size(-2), t.size(-1)}); }
+
+// The chunk of queries [r0, r0 + c): its weights (n, c, keys), written over its scores in `w`.
+void chunk_weights(const Chunks& ch, const Tensor& q3, const Tensor& k3, int64_t r0, int64_t c, const Tensor& w) {
+  const int64_t keys = ch.keys(r0, c);
+  gemm_into(w, q3.narrow(1, r0, c), k3.narrow(1, 0, keys), false, false, /*tb=*/true);  // q k^T
+  backend::call<&backend::AttentionKernels::attn_softmax_fwd>(ch.device, ch.dtype, w, w, Tensor(), ch.softmax(r0, c));
+}
+
+Tensor forward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3) {
+  Tensor out = empty({ch.n, ch.l, ch.ev}, ch.dtype, ch.device);
+  const Tensor buf = ch.buffer();
+  for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
+    const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
+    const Tensor w = Chunks::view(buf, ch.n, c, keys);
+    chunk_weights(ch, q3, k3, r0, c, w);
+    gemm_into(out.narrow(1, r0, c), w, v3.narrow(1, 0, keys), false);  // weights v
+  }
+  return out;
+}
+
+// dq, dk, dv (as (n, l, e), (n, s, e), (n, s, ev)) from the output's gradient g3 (n, l, ev). dk and dv sum over the
+// chunks in f32 for half dtypes (each chunk's product is rounded once, never the running sum).
+std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3,
+                             const Tensor& g3) {
+  const bool half = ch.dtype == DType::f16 || ch.dtype == DType::bf16;
+  const DType acc = half ? DType::f32 : ch.dtype;
+  Tensor dq = empty({ch.n, ch.l, ch.e}, ch.dtype, ch.device);
+  Tensor dk = zeros({ch.n, ch.s, ch.e}, acc, ch.device), dv = zeros({ch.n, ch.s, ch.ev}, acc, ch.device);
+  const Tensor wbuf = ch.buffer(), gbuf = ch.buffer();
+  for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
+    const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
+    const Tensor w = Chunks::view(wbuf, ch.n, c, keys), gw = Chunks::view(gbuf, ch.n, c, keys);
+    const Tensor qc = q3.narrow(1, r0, c), gc = g3.narrow(1, r0, c), kc = k3.narrow(1, 0, keys);
+    chunk_weights(ch, q3, k3, r0, c, w);
+    gemm_into(dv.narrow(1, 0, keys), w, gc, true, /*ta=*/true);        // dv += w^T g
+    gemm_into(gw, gc, v3.narrow(1, 0, keys), false, false, /*tb=*/true);  // the weights' gradient g v^T
+    // The scores' gradient (scale included), written over the weights' gradient.
+    backend::call<&backend::AttentionKernels::attn_softmax_bwd>(ch.device, ch.dtype, gw, Tensor(), gw, w,
+                                                                 ch.softmax(r0, c));
+    gemm_into(dq.narrow(1, r0, c), gw, kc, false);           // dq = ds k
+    gemm_into(dk.narrow(1, 0, keys), gw, qc, true, /*ta=*/true);  // dk += ds^T q
+  }
+  if (half) {
+    dk = dk.to(ch.dtype);
+    dv = dv.to(ch.dtype);
+  }
+  return {dq, dk, dv};
+}
+
+}  // namespace
+
+Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  if (kernel_paths::disabled(kernel_paths::kChunkedAttention)) return Tensor();
+  const Shape batch(q.shape().begin(), q.shape().end() - 2);
+  if (Shape(k.shape().begin(), k.shape().end() - 2) != batch || Shape(v.shape().begin(), v.shape().end() - 2) != batch)
+    return Tensor();  // broadcast batch dims: the unchunked path
+  Chunks ch;
+  ch.n = shape_numel(batch);
+  ch.l = q.size(-2);
+  ch.s = k.size(-2);
+  ch.e = q.size(-1);
+  ch.ev = v.size(-1);
+  if (ch.n == 0 || ch.l == 0 || ch.s == 0 || ch.e == 0 || ch.ev == 0) return Tensor();
+  ch.rows = rows_per_chunk(ch.n, ch.l, ch.s, q.dtype());
+  ch.dtype = q.dtype();
+  ch.device = q.device();
+  ch.causal = causal;
+  ch.scale = scale;
+  g_chunked_calls.fetch_add(1, std::memory_order_relaxed);
+
+  Shape out_shape = batch;
+  out_shape.push_back(ch.l);
+  out_shape.push_back(ch.ev);
+  Tensor out = forward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n)).reshape(out_shape);
+  if (!autograd::any_requires_grad({&q, &k, &v})) return out;
+  autograd::attach_differentiable(
+      out, "ScaledDotProductAttentionBackward", {q, k, v}, [q, k, v, ch](const std::vector<Tensor>& grads) {
+        if (autograd::create_graph_enabled())
+          return autograd::composite_backward({q, k, v}, grads, [&](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{
+                sdpa_detail::fused_attention(in[0], in[1], in[2], Tensor(), 0.0, ch.causal, ch.scale, nullptr).first};
+          });
+        Tensor g = grads[0].dtype() == ch.dtype ? grads[0] : grads[0].to(ch.dtype);
+        std::vector<Tensor> d = backward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n), as3(g, ch.n));
+        return std::vector<Tensor>{d[0].reshape(q.shape()), d[1].reshape(k.shape()), d[2].reshape(v.shape())};
+      });
+  return out;
+}
+
+int64_t sdpa_detail::chunked_calls() { return g_chunked_calls.load(std::memory_order_relaxed); }
+void sdpa_detail::reset_chunked_calls() { g_chunked_calls.store(0, std::memory_order_relaxed); }
+
+void set_sdpa_chunk_bytes(int64_t bytes) {
+  g_chunk_bytes.store(bytes > 0 ? bytes : kDefaultChunkBytes, std::memory_order_relaxed);
+}
+
+int64_t sdpa_chunk_bytes() { return g_chunk_bytes.load(std::memory_order_relaxed); }
+
+}  // namespace volt

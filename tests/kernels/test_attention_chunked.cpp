@@ -1,0 +1,234 @@
+// scaled_dot_product_attention's chunked path (kernels/ops/attention_chunked.cpp, kernels/sdpa_path.h): calls without
+// a mask, dropout or weights run a chunk of query rows at a time and keep no weights for the backward. It must give
+// the whole-weights path's output and gradients (scaled_dot_product_attention_with_weights runs that path), match
+// finite differences, hold no (batch..., L, S) tensor past a chunk, and, on a GPU, match the CPU. Under
+// VOLT_DISABLE_KERNELS=chunked_attention (CTest kernels_disabled_paths) the cases say so and check the whole path.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "common/gradcheck.h"
+#include "common/sdpa_test_util.h"
+#include <volt/kernels/common/kernel_paths.h>
+#include <volt/kernels/grad.h>
+#include <volt/kernels/ops.h>
+#include <volt/kernels/sdpa_path.h>
+#include <volt/runtime/allocator.h>
+#include <volt/runtime/cuda_api.h>
+
+namespace volt {
+namespace {
+
+using testing::expect_close_rel;
+using testing::expect_gradients_match;
+using testing::rand_f64;
+
+// sdpa_chunk_bytes set for the scope; the default again after.
+struct ChunkBytes {
+  explicit ChunkBytes(int64_t bytes) { set_sdpa_chunk_bytes(bytes); }
+  ~ChunkBytes() { set_sdpa_chunk_bytes(0); }
+};
+
+bool chunking_on() {
+  const bool on = !kernel_paths::disabled(kernel_paths::kChunkedAttention);
+  if (!on) std::printf("chunked_attention path off (VOLT_DISABLE_KERNELS): checking the whole-weights path\n");
+  return on;
+}
+
+// One attention call's output and the gradients of sum(out * w) (w fixed) with respect to q, k and v.
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal, bool whole) {
+  Tensor q = q0.detach().clone().set_requires_grad(), k = k0.detach().clone().set_requires_grad();
+  Tensor v = v0.detach().clone().set_requires_grad();
+  Tensor out = whole ? scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.0, causal).first
+                     : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+  Generator g(7);
+  Tensor w = rand(out.shape(), DType::f32, kCPU, &g, 0.5, 1.5).to(out.dtype()).to(out.device());
+  sum(mul(out, w)).backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+// Budget for `rows` query rows of an (n, rows, s) chunk of scores.
+int64_t rows_budget(int64_t n, int64_t rows, int64_t s, DType dt) {
+  return n * rows * s * static_cast<int64_t>(itemsize(dt));
+}
+
+struct Case {
+  Shape batch;
+  int64_t l, s, e, ev;
+  bool causal;
+  int64_t rows;  // query rows per chunk
+};
+
+// Square and cross attention, causal with more keys than queries (keys past the last query get no gradient) and
+// fewer (queries past the last key see every key), no batch dims, one row per chunk.
+const std::vector<Case> kCases = {
+    {{2, 3}, 37, 37, 8, 5, true, 5},  {{2, 3}, 37, 37, 8, 5, false, 5}, {{3}, 23, 41, 6, 4, true, 4},
+    {{3}, 41, 23, 6, 4, true, 6},     {{}, 19, 19, 4, 3, true, 1},     {{2}, 12, 30, 5, 5, false, 12},
+};
+
+Shape with(Shape batch, int64_t a, int64_t b) {
+  batch.push_back(a);
+  batch.push_back(b);
+  return batch;
+}
+
+TEST(ChunkedAttention, MatchesTheWholeWeightsPath) {
+  const bool on = chunking_on();
+  uint64_t seed = 10;
+  for (const Case& c : kCases) {
+    const Tensor q = rand_f64(with(c.batch, c.l, c.e), ++seed), k = rand_f64(with(c.batch, c.s, c.e), ++seed);
+    const Tensor v = rand_f64(with(c.batch, c.s, c.ev), ++seed);
+    const ChunkBytes budget(rows_budget(shape_numel(c.batch), c.rows, c.s, DType::f64));
+    reset_sdpa_stats();
+    const Result got = run(q, k, v, c.causal, false);
+    EXPECT_EQ(sdpa_stats().chunked, on ? 1 : 0) << "L " << c.l << " S " << c.s;
+    const Result want = run(q, k, v, c.causal, true);
+    const std::string what = "L " + std::to_string(c.l) + " S " + std::to_string(c.s) + (c.causal ? " causal" : "");
+    expect_close_rel(got.out, want.out, 1e-14, ("out, " + what).c_str());
+    expect_close_rel(got.dq, want.dq, 1e-13, ("dq, " + what).c_str());
+    expect_close_rel(got.dk, want.dk, 1e-13, ("dk, " + what).c_str());
+    expect_close_rel(got.dv, want.dv, 1e-13, ("dv, " + what).c_str());
+    if (c.causal && c.s > c.l) {  // keys no query reaches
+      EXPECT_EQ(testing::max_abs(got.dk.narrow(-2, c.l, c.s - c.l)), 0.0) << what;
+      EXPECT_EQ(testing::max_abs(got.dv.narrow(-2, c.l, c.s - c.l)), 0.0) << what;
+    }
+  }
+}
+
+TEST(ChunkedAttention, GradientsMatchFiniteDifferences) {
+  chunking_on();
+  auto in = [](const Shape& s, uint64_t seed) { return rand_f64(s, seed).set_requires_grad(); };
+  const ChunkBytes budget(rows_budget(2, 2, 6, DType::f64));  // 2 query rows per chunk at 6 keys
+  expect_gradients_match(
+      [](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true); },
+      {in({2, 5, 3}, 31), in({2, 5, 3}, 32), in({2, 5, 2}, 33)});
+  expect_gradients_match([](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+                         {in({2, 4, 3}, 34), in({2, 6, 3}, 35), in({2, 6, 4}, 36)});
+  expect_gradients_match(
+      [](const std::vector<Tensor>& x) {
+        return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.6);
+      },
+      {in({2, 6, 3}, 37), in({2, 4, 3}, 38), in({2, 4, 2}, 39)});
+  // One tensor as q, k and v (self-attention): the three gradients add up.
+  expect_gradients_match(
+      [](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[0], x[0], Tensor(), 0.0, true); },
+      {in({2, 5, 3}, 40)});
+}
+
+// A second derivative goes through the whole-weights path's differentiable definition: the same Hessian-vector
+// product as when the first derivative came from that path.
+TEST(ChunkedAttention, SecondDerivativeMatchesTheWholePath) {
+  const Tensor q0 = rand_f64({2, 6, 3}, 41), k0 = rand_f64({2, 6, 3}, 42), v0 = rand_f64({2, 6, 2}, 43);
+  const ChunkBytes budget(rows_budget(2, 2, 6, DType::f64));
+  auto hvp = [&](bool whole) {
+    Tensor q = q0.clone().set_requires_grad(), k = k0.clone().set_requires_grad(), v = v0.clone().set_requires_grad();
+    Tensor out = whole ? scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.0, true).first
+                       : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+    autograd::GradOptions o;
+    o.create_graph = true;
+    std::vector<Tensor> g = autograd::grad({sum(mul(out, out))}, {q, k}, {}, o);
+    sum(add(mul(g[0], g[0]), mul(g[1], g[1]))).backward();
+    return std::vector<Tensor>{q.grad(), k.grad(), v.grad()};
+  };
+  const std::vector<Tensor> got = hvp(false), want = hvp(true);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].defined()) << "input " << i;
+    expect_close_rel(got[i], want[i], 1e-12, "second derivative");
+  }
+}
+
+// Half dtypes on the CPU (products in f32, rounded once): the chunks' dk and dv sum in f32, so the chunked
+// gradients stay within the whole path's rounding.
+TEST(ChunkedAttention, HalfDtypesFollowTheWholePath) {
+  chunking_on();
+  const Tensor q = rand_f64({2, 2, 40, 16}, 51), k = rand_f64({2, 2, 40, 16}, 52), v = rand_f64({2, 2, 40, 8}, 53);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const ChunkBytes budget(rows_budget(4, 8, 40, dt));
+    const Result got = run(q.to(dt), k.to(dt), v.to(dt), true, false);
+    const Result want = run(q, k, v, true, true);  // f64
+    const double tol = dt == DType::bf16 ? 2e-2 : 3e-3;
+    EXPECT_EQ(got.out.dtype(), dt);
+    EXPECT_EQ(got.dk.dtype(), dt);
+    expect_close_rel(got.out, want.out, tol, dtype_name(dt));
+    expect_close_rel(got.dq, want.dq, tol, dtype_name(dt));
+    expect_close_rel(got.dk, want.dk, tol, dtype_name(dt));
+    expect_close_rel(got.dv, want.dv, tol, dtype_name(dt));
+  }
+}
+
+// The forward holds its output and nothing else for the backward, and at its peak one chunk's scores more; the
+// whole path keeps the (n, L, S) weights. The backward's peak is its gradients plus two chunks.
+TEST(ChunkedAttention, KeepsNoWeightsForTheBackward) {
+  const bool on = chunking_on();
+  const int64_t n = 4, l = 128, e = 8, rows = 16;
+  const int64_t out_bytes = n * l * e * 4, weights = n * l * l * 4, chunk = n * rows * l * 4;
+  const Tensor q = rand_f64({2, 2, l, e}, 61).to(DType::f32).set_requires_grad();
+  const Tensor k = rand_f64({2, 2, l, e}, 62).to(DType::f32).set_requires_grad();
+  const Tensor v = rand_f64({2, 2, l, e}, 63).to(DType::f32).set_requires_grad();
+  const ChunkBytes budget(chunk);
+  const int64_t before = memory_stats(kCPU).allocated;
+  reset_peak_memory_stats(kCPU);
+  Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+  const int64_t peak = memory_stats(kCPU).peak_allocated - before, held = memory_stats(kCPU).allocated - before;
+  std::printf("attention forward: peak %lld bytes, %lld held (output %lld, one chunk %lld, whole weights %lld)\n",
+              static_cast<long long>(peak), static_cast<long long>(held), static_cast<long long>(out_bytes),
+              static_cast<long long>(chunk), static_cast<long long>(weights));
+  if (!on) {
+    EXPECT_GE(held, out_bytes + weights);
+    return;
+  }
+  EXPECT_EQ(held, out_bytes);
+  EXPECT_LE(peak, out_bytes + chunk);
+  const Tensor g = ones(out.shape(), DType::f32);
+  const int64_t before_bwd = memory_stats(kCPU).allocated;
+  reset_peak_memory_stats(kCPU);
+  out.backward(g);
+  const int64_t bwd_peak = memory_stats(kCPU).peak_allocated - before_bwd;
+  std::printf("attention backward: peak %lld bytes over what the forward held\n", static_cast<long long>(bwd_peak));
+  EXPECT_LE(bwd_peak, 3 * out_bytes + 2 * chunk);  // dq, dk, dv and the two chunk buffers
+}
+
+TEST(ChunkedAttention, ChunkBytesSetting) {
+  const int64_t def = sdpa_chunk_bytes();
+  EXPECT_EQ(def, int64_t{256} << 20);
+  {
+    const ChunkBytes budget(1000);
+    EXPECT_EQ(sdpa_chunk_bytes(), 1000);
+  }
+  EXPECT_EQ(sdpa_chunk_bytes(), def);
+  set_sdpa_chunk_bytes(-5);
+  EXPECT_EQ(sdpa_chunk_bytes(), def);
+}
+
+// On a GPU without cuDNN's SDPA (switched off for the scope): the chunked path in f32 and bf16 against the CPU's
+// whole-weights path in f64, several chunks, causal and not.
+TEST(ChunkedAttentionCuda, MatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+  const bool on = chunking_on();
+  const testing::DisableCudnnSdpa no_cudnn;
+  const Tensor q = rand_f64({2, 3, 100, 16}, 71), k = rand_f64({2, 3, 100, 16}, 72), v = rand_f64({2, 3, 100, 16}, 73);
+  for (bool causal : {true, false}) {
+    const Result want = run(q, k, v, causal, true);
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const ChunkBytes budget(rows_budget(6, 24, 100, dt));
+      reset_sdpa_stats();
+      const Device gpu = cuda_device(0);
+      const Result got = run(q.to(dt).to(gpu), k.to(dt).to(gpu), v.to(dt).to(gpu), causal, false);
+      EXPECT_EQ(sdpa_stats().chunked, on ? 1 : 0);
+      const double tol = dt == DType::f32 ? 1e-5 : 2e-2;
+      const std::string what = std::string(dtype_name(dt)) + (causal ? " causal" : "");
+      expect_close_rel(got.out, want.out, tol, ("out " + what).c_str());
+      expect_close_rel(got.dq, want.dq, tol, ("dq " + what).c_str());
+      expect_close_rel(got.dk, want.dk, tol, ("dk " + what).c_str());
+      expect_close_rel(got.dv, want.dv, tol, ("dv " + what).c_str());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace volt
