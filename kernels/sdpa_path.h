@@ -32,7 +32,7 @@ std::string sdpa_path_summary(const SdpaStats& stats);
 /// Volt's own path runs a call without attn_mask, dropout or weights (and with q, k and v of the same batch dims) a
 /// chunk of query rows at a time: each chunk's scores, softmax and products, so no (batch..., L, S) tensor outlives
 /// a chunk, and the backward keeps only q, k and v and recomputes each chunk's weights (one more product; under
-/// is_causal a chunk stops at its last query's key, which halves the products of a square causal attention). This
+/// is_causal a chunk stops at its last query's key, and a call runs in at least 8 chunks of 64 rows or more). This
 /// sets the most bytes one chunk's scores (batch..., rows, S) may take, process-wide (default 256 MiB; `bytes` < 1
 /// restores it); a call's backward keeps its forward's chunks. VOLT_DISABLE_KERNELS=chunked_attention keeps the
 /// whole weights instead (kernels/common/kernel_paths.h).

@@ -58,10 +58,14 @@ struct Chunks {
   }
 };
 
-// Query rows per chunk: as many as keep one chunk's (n, rows, s) scores within sdpa_chunk_bytes(), spread evenly.
-int64_t rows_per_chunk(int64_t n, int64_t l, int64_t s, DType dt) {
+// Query rows per chunk: as many as keep one chunk's (n, rows, s) scores within sdpa_chunk_bytes(), spread evenly;
+// under causal also at most max(kCausalMinRows, l / kCausalChunks), since each chunk skips the keys past its last
+// query: 8 chunks do 56 % of the whole square's products, one does all of them.
+constexpr int64_t kCausalChunks = 8, kCausalMinRows = 64;
+int64_t rows_per_chunk(int64_t n, int64_t l, int64_t s, DType dt, bool causal) {
   const int64_t row_bytes = std::max<int64_t>(1, n * s * static_cast<int64_t>(itemsize(dt)));
-  const int64_t most = std::max<int64_t>(1, g_chunk_bytes.load(std::memory_order_relaxed) / row_bytes);
+  int64_t most = std::max<int64_t>(1, g_chunk_bytes.load(std::memory_order_relaxed) / row_bytes);
+  if (causal) most = std::min(most, std::max(kCausalMinRows, (l + kCausalChunks - 1) / kCausalChunks));
   const int64_t chunks = (l + most - 1) / most;
   return (l + chunks - 1) / chunks;
 }
@@ -131,7 +135,7 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   ch.e = q.size(-1);
   ch.ev = v.size(-1);
   if (ch.n == 0 || ch.l == 0 || ch.s == 0 || ch.e == 0 || ch.ev == 0) return Tensor();
-  ch.rows = rows_per_chunk(ch.n, ch.l, ch.s, q.dtype());
+  ch.rows = rows_per_chunk(ch.n, ch.l, ch.s, q.dtype(), causal);
   ch.dtype = q.dtype();
   ch.device = q.device();
   ch.causal = causal;

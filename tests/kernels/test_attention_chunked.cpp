@@ -193,6 +193,24 @@ TEST(ChunkedAttention, KeepsNoWeightsForTheBackward) {
   EXPECT_LE(bwd_peak, 3 * out_bytes + 2 * chunk);  // dq, dk, dv and the two chunk buffers
 }
 
+// Under is_causal a call splits into 8 chunks (of 64 rows or more) whatever the budget allows, since each chunk skips
+// the keys past its last query; without it the default budget takes all 1024 rows at once. Seen in the forward's
+// peak: the output and one chunk's f32 scores.
+TEST(ChunkedAttention, CausalCallsRunInEightChunks) {
+  if (!chunking_on()) return;
+  const int64_t n = 2, l = 1024, e = 4, out_bytes = n * l * e * 4;
+  const Tensor q = rand_f64({n, l, e}, 64).to(DType::f32), k = rand_f64({n, l, e}, 65).to(DType::f32);
+  const Tensor v = rand_f64({n, l, e}, 66).to(DType::f32);
+  for (bool causal : {true, false}) {
+    const int64_t before = memory_stats(kCPU).allocated;
+    reset_peak_memory_stats(kCPU);
+    Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+    const int64_t peak = memory_stats(kCPU).peak_allocated - before;
+    const int64_t rows = causal ? l / 8 : l;
+    EXPECT_EQ(peak, out_bytes + n * rows * l * 4) << (causal ? "causal" : "not causal");
+  }
+}
+
 TEST(ChunkedAttention, ChunkBytesSetting) {
   const int64_t def = sdpa_chunk_bytes();
   EXPECT_EQ(def, int64_t{256} << 20);
