@@ -25,7 +25,8 @@ namespace volt::backend {
 struct AttentionKernels {
   // out = softmax over keys of the masked, scaled scores; rows with every key masked get zeros. out may be scores
   // itself (in place: each element is read before it is written, by the thread that writes it). Row r is query
-  // r % p.q_len + p.q_offset. Dispatch dtype: scores' (floating).
+  // r % p.q_len + p.q_offset for the causal triangle; a mask's rows are the scores' own (p.geom.row_offset(r)), so
+  // a chunk of rows with a mask needs its own geometry. Dispatch dtype: scores' (floating).
   Kernel<void(const Tensor& out, const Tensor& scores, const Tensor& mask, const AttnParams& p)> attn_softmax_fwd;
   // From the saved weights y (= out above) and grad_out g: dz = y * (g - sum(g * y)) per row; grad_scores =
   // dz * scale and, when defined, grad_bias = dz (the additive mask's gradient). grad_scores may be grad_out itself

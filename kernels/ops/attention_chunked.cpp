@@ -92,32 +92,37 @@ Tensor forward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tenso
   return out;
 }
 
-// dq, dk, dv (as (n, l, e), (n, s, e), (n, s, ev)) from the output's gradient g3 (n, l, ev). dk and dv sum over the
-// chunks in f32 for half dtypes (each chunk's product is rounded once, never the running sum).
-std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3,
-                             const Tensor& g3) {
-  const bool half = ch.dtype == DType::f16 || ch.dtype == DType::bf16;
+// Which of q, k and v get a gradient.
+struct Needs {
+  bool q = true, k = true, v = true;
+};
+
+// dq, dk, dv (as (n, l, e), (n, s, e), (n, s, ev); undefined where not needed) from the output's gradient g3
+// (n, l, ev). dk and dv sum over the chunks in f32 for half dtypes (the running sums are never rounded to half).
+std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3, const Tensor& g3,
+                             Needs need) {
+  const bool half = ch.dtype == DType::f16 || ch.dtype == DType::bf16, scores_grad = need.q || need.k;
   const DType acc = half ? DType::f32 : ch.dtype;
-  Tensor dq = empty({ch.n, ch.l, ch.e}, ch.dtype, ch.device);
-  Tensor dk = zeros({ch.n, ch.s, ch.e}, acc, ch.device), dv = zeros({ch.n, ch.s, ch.ev}, acc, ch.device);
-  const Tensor wbuf = ch.buffer(), gbuf = ch.buffer();
+  Tensor dq = need.q ? empty({ch.n, ch.l, ch.e}, ch.dtype, ch.device) : Tensor();
+  Tensor dk = need.k ? zeros({ch.n, ch.s, ch.e}, acc, ch.device) : Tensor();
+  Tensor dv = need.v ? zeros({ch.n, ch.s, ch.ev}, acc, ch.device) : Tensor();
+  const Tensor wbuf = ch.buffer(), gbuf = scores_grad ? ch.buffer() : Tensor();
   for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
     const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
-    const Tensor w = Chunks::view(wbuf, ch.n, c, keys), gw = Chunks::view(gbuf, ch.n, c, keys);
-    const Tensor qc = q3.narrow(1, r0, c), gc = g3.narrow(1, r0, c), kc = k3.narrow(1, 0, keys);
+    const Tensor w = Chunks::view(wbuf, ch.n, c, keys), gc = g3.narrow(1, r0, c);
     chunk_weights(ch, q3, k3, r0, c, w);
-    gemm_into(dv.narrow(1, 0, keys), w, gc, true, /*ta=*/true);        // dv += w^T g
+    if (need.v) gemm_into(dv.narrow(1, 0, keys), w, gc, true, /*ta=*/true);  // dv += w^T g
+    if (!scores_grad) continue;
+    const Tensor gw = Chunks::view(gbuf, ch.n, c, keys);
     gemm_into(gw, gc, v3.narrow(1, 0, keys), false, false, /*tb=*/true);  // the weights' gradient g v^T
     // The scores' gradient (scale included), written over the weights' gradient.
     backend::call<&backend::AttentionKernels::attn_softmax_bwd>(ch.device, ch.dtype, gw, Tensor(), gw, w,
                                                                  ch.softmax(r0, c));
-    gemm_into(dq.narrow(1, r0, c), gw, kc, false);           // dq = ds k
-    gemm_into(dk.narrow(1, 0, keys), gw, qc, true, /*ta=*/true);  // dk += ds^T q
+    if (need.q) gemm_into(dq.narrow(1, r0, c), gw, k3.narrow(1, 0, keys), false);              // dq = ds k
+    if (need.k) gemm_into(dk.narrow(1, 0, keys), gw, q3.narrow(1, r0, c), true, /*ta=*/true);  // dk += ds^T q
   }
-  if (half) {
-    dk = dk.to(ch.dtype);
-    dv = dv.to(ch.dtype);
-  }
+  if (half && dk.defined()) dk = dk.to(ch.dtype);
+  if (half && dv.defined()) dv = dv.to(ch.dtype);
   return {dq, dk, dv};
 }
 
@@ -147,16 +152,20 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   out_shape.push_back(ch.ev);
   Tensor out = forward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n)).reshape(out_shape);
   if (!autograd::any_requires_grad({&q, &k, &v})) return out;
+  const Needs need{q.requires_grad(), k.requires_grad(), v.requires_grad()};
   autograd::attach_differentiable(
-      out, "ScaledDotProductAttentionBackward", {q, k, v}, [q, k, v, ch](const std::vector<Tensor>& grads) {
+      out, "ScaledDotProductAttentionBackward", {q, k, v}, [q, k, v, ch, need](const std::vector<Tensor>& grads) {
         if (autograd::create_graph_enabled())
           return autograd::composite_backward({q, k, v}, grads, [&](const std::vector<Tensor>& in) {
             return std::vector<Tensor>{
                 sdpa_detail::fused_attention(in[0], in[1], in[2], Tensor(), 0.0, ch.causal, ch.scale, nullptr).first};
           });
         Tensor g = grads[0].dtype() == ch.dtype ? grads[0] : grads[0].to(ch.dtype);
-        std::vector<Tensor> d = backward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n), as3(g, ch.n));
-        return std::vector<Tensor>{d[0].reshape(q.shape()), d[1].reshape(k.shape()), d[2].reshape(v.shape())};
+        std::vector<Tensor> d = backward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n), as3(g, ch.n), need);
+        const Tensor* in[] = {&q, &k, &v};
+        for (size_t i = 0; i < d.size(); ++i)
+          if (d[i].defined()) d[i] = d[i].reshape(in[i]->shape());
+        return d;
       });
   return out;
 }

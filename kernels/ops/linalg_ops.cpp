@@ -102,9 +102,12 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b, bool accumul
     dst.copy_(o32);
     return;
   }
-  Operand C;  // out's rows must have unit stride and its batch one stride (a contiguous out always does)
+  // out's rows must have unit stride and its batch dims one stride past its last row (a contiguous out always does);
+  // any other view (transposed, expanded, overlapping) goes through a contiguous copy.
+  Operand C;
   const int64_t m_out = out.size(-2), n_out = out.size(-1);
-  if (!describe(out, C) || C.trans || (C.batch_stride == 0 && out.numel() > m_out * n_out)) {
+  const bool batched = out.numel() > m_out * n_out;
+  if (!describe(out, C) || C.trans || (batched && C.batch_stride < (m_out - 1) * C.ld + n_out)) {
     Tensor dst = out, tmp = accumulate ? out.contiguous() : empty(out.shape(), out.dtype(), out.device());
     gemm_into(tmp, a, b, accumulate, ta, tb);
     dst.copy_(tmp);

@@ -3,6 +3,7 @@
 
 #include "common/gradcheck.h"
 #include <volt/kernels/ops.h>
+#include <volt/kernels/ops/gemm_util.h>
 #include <volt/runtime/cuda_api.h>
 
 namespace volt {
@@ -110,6 +111,34 @@ TEST(Matmul, Float64AndEmpty) {
   expect_close(matmul(a, b), ref_matmul(a, b), 1e-12);
   Tensor e = matmul(zeros({3, 0}), zeros({0, 2}));
   expect_close(e, {0, 0, 0, 0, 0, 0});
+}
+
+// linalg_detail::gemm_into (the products of matmul, linear_cross_entropy's and attention's chunks) writes an out
+// whose rows have unit stride in place, through the GEMM's leading dimension and batch stride: here columns [1, 5)
+// of (2, 5, 7) matrices (ldc 7, not 4), with and without accumulation, and a narrow of rows that f16 operands
+// accumulate into in f32; the columns around are untouched. A transposed out goes through a copy.
+TEST(GemmInto, WritesViewsOfRowsInPlace) {
+  const Tensor a = rand_f64({2, 5, 3}, 21), b = rand_f64({2, 3, 4}, 22);
+  const std::vector<double> ab = ref_matmul(a, b);
+  Tensor out = full({2, 5, 7}, 0.5, DType::f64);
+  linalg_detail::gemm_into(out.narrow(2, 1, 4), a, b, false);
+  expect_close(out.narrow(2, 1, 4).contiguous(), ab, 1e-15, 1e-15);
+  for (int64_t col : {0, 5, 6})
+    expect_close(out.narrow(2, col, 1).contiguous(), std::vector<double>(10, 0.5), 0.0, 0.0);
+  linalg_detail::gemm_into(out.narrow(2, 1, 4), a, b, /*accumulate=*/true);
+  std::vector<double> twice = ab;
+  for (double& x : twice) x *= 2;
+  expect_close(out.narrow(2, 1, 4).contiguous(), twice, 1e-15, 1e-15);
+
+  Tensor acc = zeros({2, 8, 4}, DType::f32);  // f16 operands, f32 out: rows [2, 7) of each matrix
+  linalg_detail::gemm_into(acc.narrow(1, 2, 5), a.to(DType::f16), b.to(DType::f16), false);
+  expect_close(acc.narrow(1, 2, 5).contiguous(), ref_matmul(a.to(DType::f16), b.to(DType::f16)), 1e-6, 1e-6);
+  EXPECT_EQ(max(abs(acc.narrow(1, 0, 2))).item(), 0.0);
+  EXPECT_EQ(max(abs(acc.narrow(1, 7, 1))).item(), 0.0);
+
+  Tensor t = zeros({2, 4, 5}, DType::f64);  // written through its (2, 5, 4) transpose: a copy
+  linalg_detail::gemm_into(t.transpose(1, 2), a, b, false);
+  expect_close(t.transpose(1, 2).contiguous(), ab, 1e-15, 1e-15);
 }
 
 TEST(Matmul, GradientsMatchFiniteDifferences) {
