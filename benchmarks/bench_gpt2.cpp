@@ -20,6 +20,7 @@
 // "attention" says which implementation scaled_dot_product_attention ran in the timed steps (kernels/sdpa_path.h):
 // "cudnn" (cuDNN's fused SDPA), "fused" (Volt's fused softmax between two matmuls), or "mixed"; "attention_note" is
 // why the last call did not go to cuDNN (empty when none fell back). VOLT_DISABLE_CUDNN_SDPA=1 forces "fused".
+// "attention_chunked_calls": how many of the fused calls ran in chunks of query rows (sdpa_stats().chunked).
 //
 // Loss parity with the reference on a GPU: --init loads its initial weights (safetensors under its tensor names, as
 // written by gpt2_torch.py --init-out), --tokens reads its token stream (a GPT-2 token shard, --tokens-out) instead of
@@ -251,6 +252,7 @@ int main(int argc, char** argv) {
       return out;
     };
     const std::string attn_note = json_text(attn.last_fallback_reason);
+    extra += ",\"attention_chunked_calls\":" + std::to_string(attn.chunked);
     extra += ",\"cuda_graphs\":\"" + json_text(graphs_state) + "\"";
     extra += ",\"timed_system_allocs\":" +
              std::to_string(memory_stats(device).num_system_allocs - system_allocs_before);

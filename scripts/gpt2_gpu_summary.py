@@ -44,6 +44,8 @@ def main():
     if fallbacks:
         bf16 = older
     fp32 = first(read("bench_gpt2_124M_fp32"), impl="volt")
+    # The same step on Volt's own attention (cuDNN's switched off): in chunks of query rows when it says so.
+    own = first(read("bench_gpt2_124M_bf16_fused_attn"), impl="volt")
     # The same step captured as a CUDA graph and replayed (bench_gpt2 --cuda-graphs).
     graphs = first(read("bench_gpt2_124M_bf16_graphs"), impl="volt")
     graphs_state = graphs.get("cuda_graphs") if graphs else None
@@ -74,6 +76,10 @@ def main():
         "torch_compile_peak_mem_gib": compiled.get("peak_mem_gib") if compiled else None,
         "torch_eager_peak_mem_gib": eager.get("peak_mem_gib") if eager else None,
         "bf16_vs_fp32": ratio(tps(bf16), tps(fp32)),
+        "fp32_peak_mem_gib": fp32.get("peak_mem_gib") if fp32 else None,
+        "own_attention_vs_cudnn": ratio(tps(own), tps(bf16)),
+        "own_attention_peak_mem_gib": own.get("peak_mem_gib") if own else None,
+        "own_attention_chunked_calls": own.get("attention_chunked_calls") if own else None,
         "attention": bf16.get("attention") if bf16 else None,
         "kernel_paths_disabled": "all" if fallbacks else "",
         "new_paths_speedup": None if fallbacks else ratio(tps(bf16), tps(older)),
