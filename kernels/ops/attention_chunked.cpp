@@ -1,8 +1,9 @@
-// Volt's own attention for calls without a mask, dropout or weights (scaled_dot_product_attention's path wherever
-// cuDNN's fused SDPA does not run, and through it causal_self_attention_packed's): the scores, the fused softmax
-// and the products a chunk of query rows at a time, so no (batch..., L, S) tensor outlives a chunk. The backward
-// keeps only q, k and v and recomputes each chunk's weights from them. Under is_causal a chunk's products stop at
-// the key of its last query (keys past it have weight 0), which halves the work of a square causal attention.
+// Volt's own attention for calls without dropout or weights, and without a mask or with one that needs no gradient
+// (scaled_dot_product_attention's path wherever cuDNN's fused SDPA does not run, and through it
+// causal_self_attention_packed's): the scores, the fused softmax and the products a chunk of query rows at a time,
+// so no (batch..., L, S) tensor outlives a chunk. The backward keeps only q, k, v (and the mask) and recomputes each
+// chunk's weights from them. Under is_causal a chunk's products stop at the key of its last query (keys past it
+// have weight 0).
 #include <algorithm>
 #include <atomic>
 #include <vector>
@@ -35,20 +36,27 @@ struct Chunks {
   Device device;
   bool causal = false;
   double scale = 1.0;
+  Shape batch;  // the batch dims n is the product of
+  Tensor mask;  // undefined, bool or additive (no gradient), broadcastable to (batch..., l, s)
 
   // Keys that queries [r0, r0 + c) see: all S, or under causal the first r0 + c (key j is kept for query i when
   // j <= i).
   int64_t keys(int64_t r0, int64_t c) const { return causal ? std::min(s, r0 + c) : s; }
-  // The fused softmax's parameters for the chunk of queries [r0, r0 + c).
-  AttnParams softmax(int64_t r0, int64_t c) const {
-    AttnParams p;
+  // The fused softmax's parameters for the chunk of queries [r0, r0 + c) in p, and the mask's view over the chunk's
+  // (batch..., c, keys) scores (undefined without a mask).
+  Tensor softmax(int64_t r0, int64_t c, AttnParams& p) const {
+    p = AttnParams{};
     p.rows = n * c;
     p.q_len = c;
     p.q_offset = r0;
     p.k_len = keys(r0, c);
     p.scale = scale;
     p.causal = causal;
-    return p;
+    if (!mask.defined()) return Tensor();
+    Shape full = batch, part = batch;
+    full.insert(full.end(), {l, s});
+    part.insert(part.end(), {c, p.k_len});
+    return sdpa_detail::mask_view(mask.expand(full).narrow(-2, r0, c).narrow(-1, 0, p.k_len), part, p);
   }
   // A buffer that holds any chunk's scores.
   Tensor buffer() const { return empty({n * rows * s}, dtype, device); }
@@ -77,7 +85,9 @@ Tensor as3(const Tensor& t, int64_t n) { return t.detach().contiguous().reshape(
 void chunk_weights(const Chunks& ch, const Tensor& q3, const Tensor& k3, int64_t r0, int64_t c, const Tensor& w) {
   const int64_t keys = ch.keys(r0, c);
   gemm_into(w, q3.narrow(1, r0, c), k3.narrow(1, 0, keys), false, false, /*tb=*/true);  // q k^T
-  backend::call<&backend::AttentionKernels::attn_softmax_fwd>(ch.device, ch.dtype, w, w, Tensor(), ch.softmax(r0, c));
+  AttnParams p;
+  const Tensor m = ch.softmax(r0, c, p);
+  backend::call<&backend::AttentionKernels::attn_softmax_fwd>(ch.device, ch.dtype, w, w, m, p);
 }
 
 Tensor forward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3) {
@@ -115,9 +125,11 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
     if (!scores_grad) continue;
     const Tensor gw = Chunks::view(gbuf, ch.n, c, keys);
     gemm_into(gw, gc, v3.narrow(1, 0, keys), false, false, /*tb=*/true);  // the weights' gradient g v^T
-    // The scores' gradient (scale included), written over the weights' gradient.
-    backend::call<&backend::AttentionKernels::attn_softmax_bwd>(ch.device, ch.dtype, gw, Tensor(), gw, w,
-                                                                 ch.softmax(r0, c));
+    // The scores' gradient (scale included), written over the weights' gradient (masked keys have weight 0 and
+    // get 0: the backward reads no mask).
+    AttnParams p;
+    ch.softmax(r0, c, p);
+    backend::call<&backend::AttentionKernels::attn_softmax_bwd>(ch.device, ch.dtype, gw, Tensor(), gw, w, p);
     if (need.q) gemm_into(dq.narrow(1, r0, c), gw, k3.narrow(1, 0, keys), false);              // dq = ds k
     if (need.k) gemm_into(dk.narrow(1, 0, keys), gw, q3.narrow(1, r0, c), true, /*ta=*/true);  // dk += ds^T q
   }
@@ -128,7 +140,8 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
 
 }  // namespace
 
-Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                      bool causal, double scale) {
   if (kernel_paths::disabled(kernel_paths::kChunkedAttention)) return Tensor();
   const Shape batch(q.shape().begin(), q.shape().end() - 2);
   if (Shape(k.shape().begin(), k.shape().end() - 2) != batch || Shape(v.shape().begin(), v.shape().end() - 2) != batch)
@@ -145,6 +158,8 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   ch.device = q.device();
   ch.causal = causal;
   ch.scale = scale;
+  ch.batch = batch;
+  if (mask.defined()) ch.mask = mask.detach();
   g_chunked_calls.fetch_add(1, std::memory_order_relaxed);
 
   Shape out_shape = batch;
@@ -158,7 +173,7 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
         if (autograd::create_graph_enabled())
           return autograd::composite_backward({q, k, v}, grads, [&](const std::vector<Tensor>& in) {
             return std::vector<Tensor>{
-                sdpa_detail::fused_attention(in[0], in[1], in[2], Tensor(), 0.0, ch.causal, ch.scale, nullptr).first};
+                sdpa_detail::fused_attention(in[0], in[1], in[2], ch.mask, 0.0, ch.causal, ch.scale, nullptr).first};
           });
         Tensor g = grads[0].dtype() == ch.dtype ? grads[0] : grads[0].to(ch.dtype);
         std::vector<Tensor> d = backward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n), as3(g, ch.n), need);

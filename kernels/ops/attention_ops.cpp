@@ -1,7 +1,8 @@
 // scaled_dot_product_attention: argument checks, the mask's layout (AttnMaskGeom), and the fused masked, scaled
 // softmax with its autograd formula. The two products are matmul; dropout is the dropout op. On CUDA, calls that
 // cuDNN's fused SDPA can take go there instead (flash_attention below; kernels/sdpa_path.h says when); calls
-// without a mask, dropout or weights that it does not take run in chunks of query rows (attention_chunked.cpp).
+// without dropout, weights or a learned mask that it does not take run in chunks of query rows
+// (attention_chunked.cpp).
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -106,15 +107,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
   p.rows = shape_numel(Shape(shape.begin(), shape.end() - 1));
   p.scale = scale;
   p.causal = causal;
-  Tensor mview;
-  if (mask.defined()) {
-    p.mask = mask.dtype() == DType::boolean ? AttnMaskKind::Keep : AttnMaskKind::Additive;
-    mview = mask.detach().expand(shape);
-    if (!mask_geometry(mview, shape, p.geom)) {  // too many uneven dims: one contiguous copy has one row dim
-      mview = mview.contiguous();
-      mask_geometry(mview, shape, p.geom);
-    }
-  }
+  const Tensor mview = sdpa_detail::mask_view(mask, shape, p);
   Tensor out = empty(shape, x.dtype(), dev);
   if (out.numel() > 0) backend::call<&backend::AttentionKernels::attn_softmax_fwd>(dev, x.dtype(), out, x, mview, p);
   Tensor y = out.detach();
@@ -142,6 +135,17 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& mask, bool causal, dou
 }
 
 }  // namespace
+
+Tensor sdpa_detail::mask_view(const Tensor& mask, const Shape& shape, AttnParams& p) {
+  if (!mask.defined()) return Tensor();
+  p.mask = mask.dtype() == DType::boolean ? AttnMaskKind::Keep : AttnMaskKind::Additive;
+  Tensor view = mask.detach().expand(shape);
+  if (!mask_geometry(view, shape, p.geom)) {  // too many uneven dims: one contiguous copy has one row dim
+    view = view.contiguous();
+    mask_geometry(view, shape, p.geom);
+  }
+  return view;
+}
 
 std::pair<Tensor, Tensor> sdpa_detail::fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const Tensor& mask, double dropout_p, bool is_causal,
@@ -310,8 +314,9 @@ std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor&
   const double sc = scale ? *scale : (E > 0 ? 1.0 / std::sqrt(static_cast<double>(E)) : 1.0);
   if (!need_weights) {
     Tensor out = flash_attention(q, k, v, mask.defined(), dropout_p, is_causal, sc);
-    if (!out.defined() && !mask.defined() && dropout_p == 0.0)
-      out = sdpa_detail::chunked_attention(q, k, v, is_causal, sc);
+    // A learned (additive, differentiable) mask keeps the whole path, whose backward forms its gradient.
+    if (!out.defined() && dropout_p == 0.0 && !(mask.defined() && mask.requires_grad()))
+      out = sdpa_detail::chunked_attention(q, k, v, mask, is_causal, sc);
     if (out.defined()) return {out, Tensor()};
   } else {
     note_fused(q.device(), "the attention weights were asked for (cuDNN never forms them)");

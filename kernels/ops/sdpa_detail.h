@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include <volt/kernels/common/attention.h>
 #include <volt/kernels/tensor.h>
 #include <volt/runtime/generator.h>
 #include <volt/runtime/device.h>
@@ -28,11 +29,17 @@ Tensor flash_grad_input(const Tensor& grad, DType dtype);
 std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                           double dropout_p, bool is_causal, double scale, Generator* gen);
 
-// Volt's path a chunk of query rows at a time (attention_chunked.cpp) for a call without a mask, dropout or weights,
-// with q, k, v checked, of one dtype and device: the output, or an undefined tensor when the call does not qualify
-// (batch dims that differ, an empty dim, or VOLT_DISABLE_KERNELS=chunked_attention) and the caller runs
-// fused_attention.
-Tensor chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale);
+// Volt's path a chunk of query rows at a time (attention_chunked.cpp) for a call without dropout or weights, with
+// q, k, v checked, of one dtype and device, and a mask that is undefined, bool or additive without a gradient (in
+// the accumulation dtype, broadcastable to (batch..., L, S)): the output, or an undefined tensor when the call does
+// not qualify (batch dims that differ, an empty dim, or VOLT_DISABLE_KERNELS=chunked_attention) and the caller
+// runs fused_attention.
+Tensor chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                         double scale);
+
+// `mask` (undefined, bool or additive) as the fused softmax reads it over scores of `shape`: sets p.mask and p.geom
+// and returns the view (expanded to `shape`, or a contiguous copy when its row dims do not coalesce).
+Tensor mask_view(const Tensor& mask, const Shape& shape, AttnParams& p);
 // Forward calls chunked_attention ran since the start or the last reset (sdpa_stats' `chunked`).
 int64_t chunked_calls();
 void reset_chunked_calls();

@@ -1,5 +1,5 @@
 // scaled_dot_product_attention's chunked path (kernels/ops/attention_chunked.cpp, kernels/sdpa_path.h): calls without
-// a mask, dropout or weights run a chunk of query rows at a time and keep no weights for the backward. It must give
+// dropout, weights or a learned mask run a chunk of query rows at a time and keep no weights for the backward. It must give
 // the whole-weights path's output and gradients (scaled_dot_product_attention_with_weights runs that path), match
 // finite differences, hold no (batch..., L, S) tensor past a chunk, and, on a GPU, match the CPU. Under
 // VOLT_DISABLE_KERNELS=chunked_attention (CTest kernels_disabled_paths) the cases say so and check the whole path.
@@ -41,11 +41,11 @@ struct Result {
   Tensor out, dq, dk, dv;
 };
 
-Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal, bool whole) {
+Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, bool causal, bool whole, const Tensor& mask = {}) {
   Tensor q = q0.detach().clone().set_requires_grad(), k = k0.detach().clone().set_requires_grad();
   Tensor v = v0.detach().clone().set_requires_grad();
-  Tensor out = whole ? scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.0, causal).first
-                     : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+  Tensor out = whole ? scaled_dot_product_attention_with_weights(q, k, v, mask, 0.0, causal).first
+                     : scaled_dot_product_attention(q, k, v, mask, 0.0, causal);
   Generator g(7);
   Tensor w = rand(out.shape(), DType::f32, kCPU, &g, 0.5, 1.5).to(out.dtype()).to(out.device());
   sum(mul(out, w)).backward();
@@ -100,6 +100,52 @@ TEST(ChunkedAttention, MatchesTheWholeWeightsPath) {
   }
 }
 
+// A bool keep-mask of `shape` with about a quarter of the keys dropped, and with row `empty` (of the last two dims)
+// dropping every key.
+Tensor keep_mask(const Shape& shape, uint64_t seed, int64_t empty = -1) {
+  Tensor keep = gt(rand_f64(shape, seed, 0.0, 1.0), 0.25);
+  if (empty >= 0) keep.narrow(-2, empty, 1).fill_(0.0);
+  return keep;
+}
+
+// Masks are read a chunk at a time: a key padding mask broadcast over heads and queries, a keep-mask over (L, S)
+// with a query that keeps no key, a full per-head mask with is_causal, and additive masks (a fixed position bias),
+// broadcast and not; each against the whole path, with several chunks.
+TEST(ChunkedAttention, MasksMatchTheWholeWeightsPath) {
+  const bool on = chunking_on();
+  const Tensor q = rand_f64({2, 3, 21, 6}, 81), k = rand_f64({2, 3, 17, 6}, 82), v = rand_f64({2, 3, 17, 5}, 83);
+  const Tensor qs = rand_f64({2, 3, 17, 6}, 84);  // square, for is_causal
+  struct MaskCase {
+    const char* what;
+    Tensor q, mask;
+    bool causal;
+  };
+  const std::vector<MaskCase> cases = {
+      {"key padding (2, 1, 1, S)", q, keep_mask({2, 1, 1, 17}, 85), false},
+      {"keep (L, S), an empty row", q, keep_mask({21, 17}, 86, 4), false},
+      {"keep (2, 3, L, S), causal", qs, keep_mask({2, 3, 17, 17}, 87, 9), true},
+      {"additive (L, S)", q, rand_f64({21, 17}, 88, -2, 2), false},
+      {"additive (3, 1, S), causal", qs, rand_f64({3, 1, 17}, 89, -2, 2), true},
+  };
+  for (const MaskCase& c : cases) {
+    const ChunkBytes budget(rows_budget(6, 4, 17, DType::f64));
+    reset_sdpa_stats();
+    const Result got = run(c.q, k, v, c.causal, false, c.mask);
+    EXPECT_EQ(sdpa_stats().chunked, on ? 1 : 0) << c.what;
+    const Result want = run(c.q, k, v, c.causal, true, c.mask);
+    expect_close_rel(got.out, want.out, 1e-14, c.what);
+    expect_close_rel(got.dq, want.dq, 1e-13, c.what);
+    expect_close_rel(got.dk, want.dk, 1e-13, c.what);
+    expect_close_rel(got.dv, want.dv, 1e-13, c.what);
+  }
+  // A learned bias (an additive mask that requires grad) keeps the whole path, which forms its gradient.
+  Tensor bias = rand_f64({21, 17}, 90, -2, 2).set_requires_grad();
+  reset_sdpa_stats();
+  sum(scaled_dot_product_attention(q, k, v, bias)).backward();
+  EXPECT_EQ(sdpa_stats().chunked, 0);
+  EXPECT_TRUE(bias.grad().defined());
+}
+
 TEST(ChunkedAttention, GradientsMatchFiniteDifferences) {
   chunking_on();
   auto in = [](const Shape& s, uint64_t seed) { return rand_f64(s, seed).set_requires_grad(); };
@@ -114,6 +160,14 @@ TEST(ChunkedAttention, GradientsMatchFiniteDifferences) {
         return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.6);
       },
       {in({2, 6, 3}, 37), in({2, 4, 3}, 38), in({2, 4, 2}, 39)});
+  // A key padding mask and a keep-mask with an empty row, read a chunk at a time.
+  const Tensor pad = keep_mask({2, 1, 6}, 41), keep = keep_mask({4, 6}, 42, 1);
+  expect_gradients_match(
+      [pad](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2], pad); },
+      {in({2, 4, 3}, 43), in({2, 6, 3}, 44), in({2, 6, 4}, 45)});
+  expect_gradients_match(
+      [keep](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2], keep, 0.0, true); },
+      {in({2, 4, 3}, 46), in({2, 6, 3}, 47), in({2, 6, 4}, 48)});
   // One tensor as q, k and v (self-attention): the three gradients add up.
   expect_gradients_match(
       [](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[0], x[0], Tensor(), 0.0, true); },
@@ -248,7 +302,7 @@ TEST(ChunkedAttention, ChunkBytesSetting) {
 
 // On a GPU without cuDNN's SDPA (switched off for the scope): the chunked path in f32, f16 and bf16 against the
 // CPU's whole-weights path in f64: several chunks, causal and not, L != S, one batch matrix (cuBLAS's unbatched call
-// and, in f32, Volt's small GEMM writing at a row offset), one row per chunk.
+// and, in f32, Volt's small GEMM writing at a row offset), one row per chunk; then with masks.
 TEST(ChunkedAttentionCuda, MatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
   const bool on = chunking_on();
@@ -272,6 +326,23 @@ TEST(ChunkedAttentionCuda, MatchesCpu) {
       const double tol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 4e-3 : 2e-2;
       const std::string what = std::string(dtype_name(dt)) + " L " + std::to_string(c.l) + " S " +
                                std::to_string(c.s) + (c.causal ? " causal" : "");
+      expect_close_rel(got.out, want.out, tol, ("out " + what).c_str());
+      expect_close_rel(got.dq, want.dq, tol, ("dq " + what).c_str());
+      expect_close_rel(got.dk, want.dk, tol, ("dk " + what).c_str());
+      expect_close_rel(got.dv, want.dv, tol, ("dv " + what).c_str());
+    }
+  }
+  // A key padding mask and an additive (L, S) bias, read a chunk at a time on the device.
+  const Tensor q = rand_f64({2, 3, 90, 16}, 91), k = rand_f64({2, 3, 90, 16}, 92), v = rand_f64({2, 3, 90, 8}, 93);
+  for (const Tensor& mask : {keep_mask({2, 1, 1, 90}, 94), rand_f64({90, 90}, 95, -2, 2)}) {
+    const Result want = run(q, k, v, true, true, mask);
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const ChunkBytes budget(rows_budget(6, 16, 90, dt));
+      const Device gpu = cuda_device(0);
+      const Tensor m = mask.dtype() == DType::boolean ? mask.to(gpu) : mask.to(DType::f32).to(gpu);
+      const Result got = run(q.to(dt).to(gpu), k.to(dt).to(gpu), v.to(dt).to(gpu), true, false, m);
+      const double tol = dt == DType::f32 ? 1e-5 : 2e-2;
+      const std::string what = std::string(dtype_name(dt)) + (mask.dtype() == DType::boolean ? " padding" : " bias");
       expect_close_rel(got.out, want.out, tol, ("out " + what).c_str());
       expect_close_rel(got.dq, want.dq, tol, ("dq " + what).c_str());
       expect_close_rel(got.dk, want.dk, tol, ("dk " + what).c_str());
