@@ -185,7 +185,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen = nullpt
 /// @endcode
 /// A query with no key left (a fully masked row) gets all-zero weights and a zero output, not NaN.
 /// The masked, scaled softmax is one fused kernel with a fused backward (the math in kernels/common/attention.h);
-/// the two products are GEMMs. A call without dropout whose mask (if any) needs no gradient runs a chunk of query
+/// the two products are GEMMs. A call whose mask (if any) needs no gradient runs a chunk of query
 /// rows at a time and keeps no (..., L, S) weights for the backward (set_sdpa_chunk_bytes, <volt/kernels/sdpa_path.h>);
 /// on CUDA, cuDNN's fused SDPA takes the calls it can. Under autocast q, k and v run in the half dtype (the softmax
 /// accumulates in fp32).

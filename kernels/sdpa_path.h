@@ -5,7 +5,7 @@
 /// with f16/bf16 q, k and v of the same batch dims, head dims that are multiples of 8 (up to 128, 256 on sm_90), no
 /// attn_mask (is_causal or none) and no dropout runs cuDNN's fused SDPA (flash attention), forward and backward,
 /// unless cuDNN refuses that configuration. Every other call, and every call on the CPU, runs Volt's own fused
-/// masked softmax between two matmuls (in chunks of query rows without dropout, weights or a learned mask: see
+/// masked softmax between two matmuls (in chunks of query rows without weights or a learned mask: see
 /// set_sdpa_chunk_bytes). VOLT_DISABLE_CUDNN_SDPA=1 in the environment (read at each call) sends CUDA
 /// calls to Volt's kernel too. A second derivative through a cuDNN call is taken through Volt's kernel.
 #include <cstdint>
@@ -29,7 +29,7 @@ SdpaStats sdpa_stats();
 void reset_sdpa_stats();
 /// "cudnn" or "fused" when only that path ran, "mixed" when both did, "none" when neither: for logs and benchmarks.
 std::string sdpa_path_summary(const SdpaStats& stats);
-/// Volt's own path runs a call without dropout or weights, whose attn_mask (if any) is bool or needs no gradient, and
+/// Volt's own path runs a call without weights, whose attn_mask (if any) is bool or needs no gradient, and
 /// whose q, k and v have the same batch dims, a
 /// chunk of query rows at a time: each chunk's scores, softmax and products, so no (batch..., L, S) tensor outlives
 /// a chunk, and the backward keeps only q, k and v and recomputes each chunk's weights (one more product; under

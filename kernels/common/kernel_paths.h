@@ -13,7 +13,7 @@
 //                   fused_cross_entropy (GPT-2's head and loss, with their memory)
 //   lt_bgrad        a linear layer's bias gradient in its weight-gradient product (cuBLASLt BGRADB epilogue) ->
 //                   the product, then a column reduction
-//   chunked_attention  Volt's own attention without dropout or a learned mask a chunk of query rows at a time, the
+//   chunked_attention  Volt's own attention without weights or a learned mask a chunk of query rows at a time, the
 //                   weights recomputed in the backward -> the whole (batch..., L, S) weights, kept for the backward
 #include <string>
 

@@ -1,19 +1,22 @@
-// Volt's own attention for calls without dropout or weights, and without a mask or with one that needs no gradient
+// Volt's own attention for calls without weights, and without a mask or with one that needs no gradient
 // (scaled_dot_product_attention's path wherever cuDNN's fused SDPA does not run, and through it
-// causal_self_attention_packed's): the scores, the fused softmax and the products a chunk of query rows at a time,
-// so no (batch..., L, S) tensor outlives a chunk. The backward keeps only q, k, v (and the mask) and recomputes each
-// chunk's weights from them. Under is_causal a chunk's products stop at the key of its last query (keys past it
-// have weight 0).
+// causal_self_attention_packed's): the scores, the fused softmax, dropout and the products a chunk of query rows at
+// a time, so no (batch..., L, S) tensor outlives a chunk. The backward keeps only q, k, v (and the mask) and
+// recomputes each chunk's weights, and its dropout from the same Philox counters. Under is_causal a chunk's products
+// stop at the key of its last query (keys past it have weight 0).
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <vector>
 
 #include <volt/kernels/backend/attention.h>
+#include <volt/kernels/backend/dropout.h>
 #include <volt/kernels/backend/registry.h>
 #include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/grad.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/ops/gemm_util.h>
+#include <volt/kernels/ops/philox_draw.h>
 #include <volt/kernels/ops/sdpa_detail.h>
 #include <volt/kernels/sdpa_path.h>
 
@@ -38,6 +41,17 @@ struct Chunks {
   double scale = 1.0;
   Shape batch;  // the batch dims n is the product of
   Tensor mask;  // undefined, bool or additive (no gradient), broadcastable to (batch..., l, s)
+  double dropout_p = 0.0;
+  PhiloxArgs rng;  // the call's draw, when dropout_p > 0: each chunk's (n, c, keys) weights take the next counters
+
+  // Philox counters of the chunk of queries [r0, r0 + c): four weights each.
+  uint64_t counters(int64_t r0, int64_t c) const { return static_cast<uint64_t>(n * c * keys(r0, c) + 3) / 4; }
+  // Counters of the chunks before row r0 (of all of them for r0 = l).
+  uint64_t counters_before(int64_t r0) const {
+    uint64_t total = 0;
+    for (int64_t r = 0; r < r0; r += rows) total += counters(r, std::min(rows, l - r));
+    return total;
+  }
 
   // Keys that queries [r0, r0 + c) see: all S, or under causal the first r0 + c (key j is kept for query i when
   // j <= i).
@@ -58,8 +72,8 @@ struct Chunks {
     part.insert(part.end(), {c, p.k_len});
     return sdpa_detail::mask_view(mask.expand(full).narrow(-2, r0, c).narrow(-1, 0, p.k_len), part, p);
   }
-  // A buffer that holds any chunk's scores.
-  Tensor buffer() const { return empty({n * rows * s}, dtype, device); }
+  // A buffer that holds any chunk's scores (of `dt`: the weights' dtype by default).
+  Tensor buffer(std::optional<DType> dt = std::nullopt) const { return empty({n * rows * s}, dt.value_or(dtype), device); }
   // The first n * c * keys elements of `buf` as a contiguous (n, c, keys) tensor.
   static Tensor view(const Tensor& buf, int64_t n, int64_t c, int64_t keys) {
     return buf.narrow(0, 0, n * c * keys).reshape({n, c, keys});
@@ -90,13 +104,38 @@ void chunk_weights(const Chunks& ch, const Tensor& q3, const Tensor& k3, int64_t
   backend::call<&backend::AttentionKernels::attn_softmax_fwd>(ch.device, ch.dtype, w, w, m, p);
 }
 
+// Dropout over the chunk's weights w into `out` (w itself in the forward), its keep-mask into `keep`: the chunk's own
+// counters of the call's draw, so the backward draws the forward's mask again.
+void chunk_dropout(const Chunks& ch, int64_t r0, const Tensor& w, const Tensor& out, const Tensor& keep) {
+  PhiloxArgs a = ch.rng;
+  a.offset += ch.counters_before(r0);
+  backend::call<&backend::DropoutKernels::dropout_fwd>(ch.device, ch.dtype, out, keep, w, a, ch.dropout_p);
+}
+
+// The forward's dropout over the whole (n, l, s) weights: 1 / (1 - p) where it kept a weight, 0 where it dropped one
+// (and for keys past a causal chunk's last query, whose weights are 0). Only a second derivative asks for it.
+Tensor dropout_scale(const Chunks& ch) {
+  Tensor scale = zeros({ch.n, ch.l, ch.s}, ch.dtype, ch.device);
+  const Tensor buf = ch.buffer(), keep = ch.buffer(DType::boolean);
+  for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
+    const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
+    Tensor part = Chunks::view(buf, ch.n, c, keys);
+    part.fill_(1.0);  // dropout of ones: the scale itself
+    chunk_dropout(ch, r0, part, part, Chunks::view(keep, ch.n, c, keys));
+    Tensor dst = scale.narrow(1, r0, c).narrow(2, 0, keys);
+    dst.copy_(part);
+  }
+  return scale;
+}
+
 Tensor forward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3) {
   Tensor out = empty({ch.n, ch.l, ch.ev}, ch.dtype, ch.device);
-  const Tensor buf = ch.buffer();
+  const Tensor buf = ch.buffer(), keep = ch.dropout_p > 0.0 ? ch.buffer(DType::boolean) : Tensor();
   for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
     const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
     const Tensor w = Chunks::view(buf, ch.n, c, keys);
     chunk_weights(ch, q3, k3, r0, c, w);
+    if (keep.defined()) chunk_dropout(ch, r0, w, w, Chunks::view(keep, ch.n, c, keys));
     gemm_into(out.narrow(1, r0, c), w, v3.narrow(1, 0, keys), false);  // weights v
   }
   return out;
@@ -116,15 +155,26 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
   Tensor dq = need.q ? empty({ch.n, ch.l, ch.e}, ch.dtype, ch.device) : Tensor();
   Tensor dk = need.k ? zeros({ch.n, ch.s, ch.e}, acc, ch.device) : Tensor();
   Tensor dv = need.v ? zeros({ch.n, ch.s, ch.ev}, acc, ch.device) : Tensor();
+  const bool drop = ch.dropout_p > 0.0;
   const Tensor wbuf = ch.buffer(), gbuf = scores_grad ? ch.buffer() : Tensor();
+  const Tensor dbuf = drop ? ch.buffer() : Tensor(), kbuf = drop ? ch.buffer(DType::boolean) : Tensor();
   for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
     const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
     const Tensor w = Chunks::view(wbuf, ch.n, c, keys), gc = g3.narrow(1, r0, c);
     chunk_weights(ch, q3, k3, r0, c, w);
-    if (need.v) gemm_into(dv.narrow(1, 0, keys), w, gc, true, /*ta=*/true);  // dv += w^T g
+    Tensor wd = w, keep;  // the weights after dropout, and its keep-mask
+    if (drop) {
+      wd = Chunks::view(dbuf, ch.n, c, keys);
+      keep = Chunks::view(kbuf, ch.n, c, keys);
+      chunk_dropout(ch, r0, w, wd, keep);
+    }
+    if (need.v) gemm_into(dv.narrow(1, 0, keys), wd, gc, true, /*ta=*/true);  // dv += wd^T g
     if (!scores_grad) continue;
     const Tensor gw = Chunks::view(gbuf, ch.n, c, keys);
-    gemm_into(gw, gc, v3.narrow(1, 0, keys), false, false, /*tb=*/true);  // the weights' gradient g v^T
+    gemm_into(gw, gc, v3.narrow(1, 0, keys), false, false, /*tb=*/true);  // the dropped weights' gradient g v^T
+    if (drop)  // through the dropout, in place
+      backend::call<&backend::DropoutKernels::dropout_bwd>(ch.device, ch.dtype, gw, gw, keep,
+                                                           1.0 / (1.0 - ch.dropout_p));
     // The scores' gradient (scale included), written over the weights' gradient (masked keys have weight 0 and
     // get 0: the backward reads no mask).
     AttnParams p;
@@ -141,7 +191,7 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
 }  // namespace
 
 Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                      bool causal, double scale) {
+                                      bool causal, double scale, double dropout_p, Generator* gen) {
   if (kernel_paths::disabled(kernel_paths::kChunkedAttention)) return Tensor();
   const Shape batch(q.shape().begin(), q.shape().end() - 2);
   if (Shape(k.shape().begin(), k.shape().end() - 2) != batch || Shape(v.shape().begin(), v.shape().end() - 2) != batch)
@@ -160,6 +210,9 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   ch.scale = scale;
   ch.batch = batch;
   if (mask.defined()) ch.mask = mask.detach();
+  ch.dropout_p = dropout_p;
+  if (dropout_p > 0.0)
+    ch.rng = philox_draw(gen ? *gen : default_generator(), ch.device, ch.counters_before(ch.l));
   g_chunked_calls.fetch_add(1, std::memory_order_relaxed);
 
   Shape out_shape = batch;
@@ -170,11 +223,16 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   const Needs need{q.requires_grad(), k.requires_grad(), v.requires_grad()};
   autograd::attach_differentiable(
       out, "ScaledDotProductAttentionBackward", {q, k, v}, [q, k, v, ch, need](const std::vector<Tensor>& grads) {
-        if (autograd::create_graph_enabled())
+        if (autograd::create_graph_enabled()) {  // the whole path, with the forward's dropout
+          Shape full = ch.batch;
+          full.insert(full.end(), {ch.l, ch.s});
+          const Tensor drop = ch.dropout_p > 0.0 ? dropout_scale(ch).reshape(full) : Tensor();
           return autograd::composite_backward({q, k, v}, grads, [&](const std::vector<Tensor>& in) {
-            return std::vector<Tensor>{
-                sdpa_detail::fused_attention(in[0], in[1], in[2], ch.mask, 0.0, ch.causal, ch.scale, nullptr).first};
+            return std::vector<Tensor>{sdpa_detail::fused_attention(in[0], in[1], in[2], ch.mask, 0.0, ch.causal,
+                                                                    ch.scale, nullptr, drop)
+                                           .first};
           });
+        }
         Tensor g = grads[0].dtype() == ch.dtype ? grads[0] : grads[0].to(ch.dtype);
         std::vector<Tensor> d = backward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n), as3(g, ch.n), need);
         const Tensor* in[] = {&q, &k, &v};

@@ -1,7 +1,7 @@
 // scaled_dot_product_attention: argument checks, the mask's layout (AttnMaskGeom), and the fused masked, scaled
 // softmax with its autograd formula. The two products are matmul; dropout is the dropout op. On CUDA, calls that
 // cuDNN's fused SDPA can take go there instead (flash_attention below; kernels/sdpa_path.h says when); calls
-// without dropout, weights or a learned mask that it does not take run in chunks of query rows
+// without weights or a learned mask that it does not take run in chunks of query rows
 // (attention_chunked.cpp).
 #include <atomic>
 #include <cmath>
@@ -149,7 +149,7 @@ Tensor sdpa_detail::mask_view(const Tensor& mask, const Shape& shape, AttnParams
 
 std::pair<Tensor, Tensor> sdpa_detail::fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const Tensor& mask, double dropout_p, bool is_causal,
-                                                       double sc, Generator* gen) {
+                                                       double sc, Generator* gen, const Tensor& dropout_scale) {
   Tensor scores = matmul(q, k.transpose(-2, -1));  // (batch(q, k)..., L, S)
   if (mask.defined()) {  // a mask with batch dims that only v has: the scores take them too
     Shape b;
@@ -157,7 +157,11 @@ std::pair<Tensor, Tensor> sdpa_detail::fused_attention(const Tensor& q, const Te
     if (b != scores.shape()) scores = scores.expand(b);
   }
   Tensor weights = masked_softmax(scores, mask, is_causal, sc);
-  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
+  if (dropout_scale.defined()) {
+    weights = mul(weights, dropout_scale);
+  } else if (dropout_p > 0.0) {
+    weights = dropout(weights, dropout_p, /*training=*/true, gen);
+  }
   Tensor out = matmul(weights, v);  // (batch..., L, Ev)
   return {out, weights};
 }
@@ -315,8 +319,8 @@ std::pair<Tensor, Tensor> sdpa(const Tensor& q0, const Tensor& k0, const Tensor&
   if (!need_weights) {
     Tensor out = flash_attention(q, k, v, mask.defined(), dropout_p, is_causal, sc);
     // A learned (additive, differentiable) mask keeps the whole path, whose backward forms its gradient.
-    if (!out.defined() && dropout_p == 0.0 && !(mask.defined() && mask.requires_grad()))
-      out = sdpa_detail::chunked_attention(q, k, v, mask, is_causal, sc);
+    if (!out.defined() && !(mask.defined() && mask.requires_grad()))
+      out = sdpa_detail::chunked_attention(q, k, v, mask, is_causal, sc, dropout_p, gen);
     if (out.defined()) return {out, Tensor()};
   } else {
     note_fused(q.device(), "the attention weights were asked for (cuDNN never forms them)");

@@ -25,17 +25,19 @@ Tensor flash_grad_input(const Tensor& grad, DType dtype);
 
 // Volt's unchunked path (attention_ops.cpp): scores = q k^T, the fused masked softmax, dropout, weights v, keeping
 // the weights for the backward. Returns {out, weights}. The differentiable definition the other paths' second
-// derivatives go through.
+// derivatives go through; with `dropout_scale` (broadcastable to the weights: 1 / (1 - p) where a weight was kept, 0
+// where dropped) the weights are multiplied by it instead of drawing a new dropout.
 std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                          double dropout_p, bool is_causal, double scale, Generator* gen);
+                                          double dropout_p, bool is_causal, double scale, Generator* gen,
+                                          const Tensor& dropout_scale = Tensor());
 
-// Volt's path a chunk of query rows at a time (attention_chunked.cpp) for a call without dropout or weights, with
-// q, k, v checked, of one dtype and device, and a mask that is undefined, bool or additive without a gradient (in
-// the accumulation dtype, broadcastable to (batch..., L, S)): the output, or an undefined tensor when the call does
-// not qualify (batch dims that differ, an empty dim, or VOLT_DISABLE_KERNELS=chunked_attention) and the caller
-// runs fused_attention.
+// Volt's path a chunk of query rows at a time (attention_chunked.cpp) for a call without weights, with q, k, v
+// checked, of one dtype and device, and a mask that is undefined, bool or additive without a gradient (in the
+// accumulation dtype, broadcastable to (batch..., L, S)); dropout (p in [0, 1)) draws from `gen` (the global generator
+// when null): the output, or an undefined tensor when the call does not qualify (batch dims that differ, an empty
+// dim, or VOLT_DISABLE_KERNELS=chunked_attention) and the caller runs fused_attention.
 Tensor chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                         double scale);
+                         double scale, double dropout_p, Generator* gen);
 
 // `mask` (undefined, bool or additive) as the fused softmax reads it over scores of `shape`: sets p.mask and p.geom
 // and returns the view (expanded to `shape`, or a contiguous copy when its row dims do not coalesce).

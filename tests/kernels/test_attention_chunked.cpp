@@ -1,5 +1,5 @@
 // scaled_dot_product_attention's chunked path (kernels/ops/attention_chunked.cpp, kernels/sdpa_path.h): calls without
-// dropout, weights or a learned mask run a chunk of query rows at a time and keep no weights for the backward. It must give
+// weights or a learned mask run a chunk of query rows at a time (dropout included) and keep no weights for the backward. It must give
 // the whole-weights path's output and gradients (scaled_dot_product_attention_with_weights runs that path), match
 // finite differences, hold no (batch..., L, S) tensor past a chunk, and, on a GPU, match the CPU. Under
 // VOLT_DISABLE_KERNELS=chunked_attention (CTest kernels_disabled_paths) the cases say so and check the whole path.
@@ -12,6 +12,7 @@
 #include "common/sdpa_test_util.h"
 #include <volt/kernels/common/kernel_paths.h>
 #include <volt/kernels/grad.h>
+#include <volt/kernels/graph.h>
 #include <volt/kernels/ops.h>
 #include <volt/kernels/sdpa_path.h>
 #include <volt/runtime/allocator.h>
@@ -21,6 +22,7 @@ namespace volt {
 namespace {
 
 using testing::expect_close_rel;
+using testing::max_abs_diff;
 using testing::expect_gradients_match;
 using testing::rand_f64;
 
@@ -144,6 +146,106 @@ TEST(ChunkedAttention, MasksMatchTheWholeWeightsPath) {
   sum(scaled_dot_product_attention(q, k, v, bias)).backward();
   EXPECT_EQ(sdpa_stats().chunked, 0);
   EXPECT_TRUE(bias.grad().defined());
+}
+
+// Dropout draws each chunk's (n, c, keys) weights from the next counters of one draw for the call: here the output
+// equals softmax weights times keep / (1 - p) with keep built chunk by chunk from rand_with_seed, causal and not,
+// and the generator moves past exactly those counters. With one chunk (no causal skipping) that is the whole
+// path's own draw, so both paths give the same output and gradients.
+TEST(ChunkedAttention, DropoutDrawsEachChunkFromTheCallsCounters) {
+  if (!chunking_on()) return;
+  const double p = 0.4;
+  const Tensor q = rand_f64({2, 3, 10, 4}, 101), k = rand_f64({2, 3, 10, 4}, 102), v = rand_f64({2, 3, 10, 3}, 103);
+  for (bool causal : {false, true}) {
+    const int64_t n = 6, l = 10, rows = 3;
+    const ChunkBytes budget(rows_budget(n, rows, l, DType::f64));
+    Generator gen(11);
+    gen.set_offset(5);
+    const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), p, causal, std::nullopt, &gen);
+    Tensor weights = scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.0, causal).second.reshape({n, l, l});
+    Tensor scale = zeros({n, l, l}, DType::f64);
+    uint64_t offset = 5;
+    for (int64_t r0 = 0; r0 < l; r0 += rows) {
+      const int64_t c = std::min(rows, l - r0), keys = causal ? r0 + c : l;
+      const Tensor keep = ge(rand_with_seed({n, c, keys}, 11, offset), p).to(DType::f64);
+      Tensor dst = scale.narrow(1, r0, c).narrow(2, 0, keys);
+      dst.copy_(mul(keep, 1.0 / (1.0 - p)));
+      offset += static_cast<uint64_t>(n * c * keys + 3) / 4;
+    }
+    const Tensor want = matmul(mul(weights, scale), v.reshape({n, l, 3})).reshape(out.shape());
+    expect_close_rel(out, want, 1e-14, causal ? "dropout, causal" : "dropout");
+    EXPECT_EQ(gen.offset(), offset);
+  }
+  // One chunk: the whole path's draw.
+  Generator g1(12), g2(12);
+  const Result one = [&] {
+    Tensor a = q.clone().set_requires_grad(), b = k.clone().set_requires_grad(), c = v.clone().set_requires_grad();
+    Tensor out = scaled_dot_product_attention(a, b, c, Tensor(), p, false, std::nullopt, &g1);
+    sum(mul(out, out)).backward();
+    return Result{out.detach(), a.grad(), b.grad(), c.grad()};
+  }();
+  Tensor a = q.clone().set_requires_grad(), b = k.clone().set_requires_grad(), c = v.clone().set_requires_grad();
+  Tensor whole = scaled_dot_product_attention_with_weights(a, b, c, Tensor(), p, false, std::nullopt, &g2).first;
+  sum(mul(whole, whole)).backward();
+  expect_close_rel(one.out, whole, 1e-14, "one chunk: out");
+  expect_close_rel(one.dq, a.grad(), 1e-13, "one chunk: dq");
+  expect_close_rel(one.dk, b.grad(), 1e-13, "one chunk: dk");
+  expect_close_rel(one.dv, c.grad(), 1e-13, "one chunk: dv");
+  EXPECT_EQ(g1.offset(), g2.offset());
+}
+
+// The backward draws the forward's masks again (finite differences with a generator re-seeded per call), and a
+// second derivative goes through the whole path with the forward's masks: the first derivative taken with
+// create_graph equals the one taken without.
+TEST(ChunkedAttention, DropoutBackwardUsesTheForwardsMasks) {
+  chunking_on();
+  auto in = [](const Shape& s, uint64_t seed) { return rand_f64(s, seed).set_requires_grad(); };
+  const ChunkBytes budget(rows_budget(2, 2, 6, DType::f64));
+  for (bool causal : {false, true}) {
+    expect_gradients_match(
+        [causal](const std::vector<Tensor>& x) {
+          Generator g(21);
+          return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.3, causal, std::nullopt, &g);
+        },
+        {in({2, 6, 3}, 111), in({2, 6, 3}, 112), in({2, 6, 2}, 113)});
+    auto first = [&](bool create_graph) {
+      Tensor q = rand_f64({2, 6, 3}, 114).set_requires_grad(), k = rand_f64({2, 6, 3}, 115).set_requires_grad();
+      Tensor v = rand_f64({2, 6, 2}, 116).set_requires_grad();
+      Generator g(22);
+      Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.5, causal, std::nullopt, &g);
+      autograd::GradOptions o;
+      o.create_graph = create_graph;
+      return autograd::grad({sum(mul(out, out))}, {q, k, v}, {}, o);
+    };
+    const std::vector<Tensor> plain = first(false), graphed = first(true);
+    for (size_t i = 0; i < plain.size(); ++i) expect_close_rel(graphed[i], plain[i], 1e-13, "create_graph");
+  }
+}
+
+// Under a CPU Graph capture the chunks' draws are the capture's: each replay equals the eager step it stands for.
+TEST(ChunkedAttention, DropoutReplaysUnderAGraphCapture) {
+  chunking_on();
+  const Tensor q = rand_f64({2, 8, 3}, 121).set_requires_grad(), k = rand_f64({2, 8, 3}, 122).set_requires_grad();
+  const Tensor v = rand_f64({2, 8, 2}, 123).set_requires_grad();
+  const ChunkBytes budget(rows_budget(2, 3, 8, DType::f64));
+  Generator gen(31);
+  auto step = [&] {
+    Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.5, true, std::nullopt, &gen);
+    return autograd::grad({sum(mul(out, out))}, {q, k, v});
+  };
+  std::vector<std::vector<Tensor>> eager;
+  for (int r = 0; r < 3; ++r) eager.push_back(step());
+  gen.manual_seed(31);
+  Graph g(kCPU);
+  g.capture_begin();
+  const std::vector<Tensor> captured = step();
+  g.capture_end();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(g.replay());
+    for (size_t i = 0; i < captured.size(); ++i)
+      EXPECT_EQ(max_abs_diff(captured[i], eager[static_cast<size_t>(r)][i]), 0.0) << "replay " << r << " input " << i;
+  }
+  EXPECT_GT(max_abs_diff(eager[0][0], eager[1][0]), 0.0) << "the steps' masks should differ";
 }
 
 TEST(ChunkedAttention, GradientsMatchFiniteDifferences) {
@@ -302,7 +404,7 @@ TEST(ChunkedAttention, ChunkBytesSetting) {
 
 // On a GPU without cuDNN's SDPA (switched off for the scope): the chunked path in f32, f16 and bf16 against the
 // CPU's whole-weights path in f64: several chunks, causal and not, L != S, one batch matrix (cuBLAS's unbatched call
-// and, in f32, Volt's small GEMM writing at a row offset), one row per chunk; then with masks.
+// and, in f32, Volt's small GEMM writing at a row offset), one row per chunk; then with masks, and with dropout.
 TEST(ChunkedAttentionCuda, MatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
   const bool on = chunking_on();
@@ -348,6 +450,26 @@ TEST(ChunkedAttentionCuda, MatchesCpu) {
       expect_close_rel(got.dk, want.dk, tol, ("dk " + what).c_str());
       expect_close_rel(got.dv, want.dv, tol, ("dv " + what).c_str());
     }
+  }
+  // Dropout: the same chunks draw the same Philox masks on the device as on the CPU.
+  for (DType dt : {DType::f32, DType::bf16}) {
+    auto dropped = [&](const Tensor& a, const Tensor& b, const Tensor& c, DType budget_dt) {
+      const ChunkBytes budget(rows_budget(6, 16, 90, budget_dt));
+      Tensor qa = a.clone().set_requires_grad(), kb = b.clone().set_requires_grad(), vc = c.clone().set_requires_grad();
+      Generator g(41);
+      Tensor out = scaled_dot_product_attention(qa, kb, vc, Tensor(), 0.3, true, std::nullopt, &g);
+      sum(mul(out, out.detach())).backward();
+      return Result{out.detach(), qa.grad(), kb.grad(), vc.grad()};
+    };
+    const Result want = dropped(q, k, v, DType::f64);
+    const Device gpu = cuda_device(0);
+    const Result got = dropped(q.to(dt).to(gpu), k.to(dt).to(gpu), v.to(dt).to(gpu), dt);
+    const double tol = dt == DType::f32 ? 1e-5 : 3e-2;
+    const std::string what = std::string(dtype_name(dt)) + " dropout";
+    expect_close_rel(got.out, want.out, tol, ("out " + what).c_str());
+    expect_close_rel(got.dq, want.dq, tol, ("dq " + what).c_str());
+    expect_close_rel(got.dk, want.dk, tol, ("dk " + what).c_str());
+    expect_close_rel(got.dv, want.dv, tol, ("dv " + what).c_str());
   }
 }
 
