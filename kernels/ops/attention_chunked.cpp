@@ -73,7 +73,9 @@ struct Chunks {
     return sdpa_detail::mask_view(mask.expand(full).narrow(-2, r0, c).narrow(-1, 0, p.k_len), part, p);
   }
   // A buffer that holds any chunk's scores (of `dt`: the weights' dtype by default).
-  Tensor buffer(std::optional<DType> dt = std::nullopt) const { return empty({n * rows * s}, dt.value_or(dtype), device); }
+  Tensor buffer(std::optional<DType> dt = std::nullopt) const {
+    return empty({n * rows * s}, dt.value_or(dtype), device);
+  }
   // The first n * c * keys elements of `buf` as a contiguous (n, c, keys) tensor.
   static Tensor view(const Tensor& buf, int64_t n, int64_t c, int64_t keys) {
     return buf.narrow(0, 0, n * c * keys).reshape({n, c, keys});

@@ -1,8 +1,9 @@
 // scaled_dot_product_attention's chunked path (kernels/ops/attention_chunked.cpp, kernels/sdpa_path.h): calls without
-// weights or a learned mask run a chunk of query rows at a time (dropout included) and keep no weights for the backward. It must give
-// the whole-weights path's output and gradients (scaled_dot_product_attention_with_weights runs that path), match
-// finite differences, hold no (batch..., L, S) tensor past a chunk, and, on a GPU, match the CPU. Under
-// VOLT_DISABLE_KERNELS=chunked_attention (CTest kernels_disabled_paths) the cases say so and check the whole path.
+// weights or a learned mask run a chunk of query rows at a time (dropout included) and keep no weights for the
+// backward. It must give the whole-weights path's output and gradients (scaled_dot_product_attention_with_weights
+// runs that path), match finite differences, hold no (batch..., L, S) tensor past a chunk, and, on a GPU, match the
+// CPU. Under VOLT_DISABLE_KERNELS=chunked_attention (CTest kernels_disabled_paths) the cases say so and check the
+// whole path.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -162,7 +163,8 @@ TEST(ChunkedAttention, DropoutDrawsEachChunkFromTheCallsCounters) {
     Generator gen(11);
     gen.set_offset(5);
     const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), p, causal, std::nullopt, &gen);
-    Tensor weights = scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.0, causal).second.reshape({n, l, l});
+    const Tensor weights =
+        scaled_dot_product_attention_with_weights(q, k, v, Tensor(), 0.0, causal).second.reshape({n, l, l});
     Tensor scale = zeros({n, l, l}, DType::f64);
     uint64_t offset = 5;
     for (int64_t r0 = 0; r0 < l; r0 += rows) {
