@@ -29,8 +29,7 @@ SdpaStats sdpa_stats();
 void reset_sdpa_stats();
 /// "cudnn" or "fused" when only that path ran, "mixed" when both did, "none" when neither: for logs and benchmarks.
 std::string sdpa_path_summary(const SdpaStats& stats);
-/// Volt's own path runs a call without weights, whose attn_mask (if any) is bool or needs no gradient, and
-/// whose q, k and v have the same batch dims, a
+/// Volt's own path runs a call without weights, whose attn_mask (if any) is bool or needs no gradient, a
 /// chunk of query rows at a time: each chunk's scores, softmax and products, so no (batch..., L, S) tensor outlives
 /// a chunk, and the backward keeps only q, k and v and recomputes each chunk's weights (one more product; under
 /// is_causal a chunk stops at its last query's key, and a call runs in at least 8 chunks of 64 rows or more). This

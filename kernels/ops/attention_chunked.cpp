@@ -26,6 +26,7 @@ namespace {
 
 using linalg_detail::gemm_into;
 
+constexpr const char* kOp = "scaled_dot_product_attention";
 constexpr int64_t kDefaultChunkBytes = int64_t{256} << 20;
 std::atomic<int64_t> g_chunk_bytes{kDefaultChunkBytes};
 std::atomic<int64_t> g_chunked_calls{0};
@@ -94,8 +95,14 @@ int64_t rows_per_chunk(int64_t n, int64_t l, int64_t s, DType dt, bool causal) {
   return (l + chunks - 1) / chunks;
 }
 
-// t (batch..., rows, cols) as a contiguous (n, rows, cols) tensor (a copy only when t is a strided view).
-Tensor as3(const Tensor& t, int64_t n) { return t.detach().contiguous().reshape({n, t.size(-2), t.size(-1)}); }
+// t (its batch dims..., rows, cols) broadcast to `batch` as a contiguous (n, rows, cols) tensor (a copy only when t
+// is a strided view or broadcasts).
+Tensor as3(const Tensor& t, const Shape& batch, int64_t n) {
+  Shape full = batch;
+  full.insert(full.end(), {t.size(-2), t.size(-1)});
+  const Tensor x = t.detach();
+  return (x.shape() == full ? x : x.expand(full)).contiguous().reshape({n, t.size(-2), t.size(-1)});
+}
 
 // The chunk of queries [r0, r0 + c): its weights (n, c, keys), written over its scores in `w`.
 void chunk_weights(const Chunks& ch, const Tensor& q3, const Tensor& k3, int64_t r0, int64_t c, const Tensor& w) {
@@ -149,7 +156,8 @@ struct Needs {
 };
 
 // dq, dk, dv (as (n, l, e), (n, s, e), (n, s, ev); undefined where not needed) from the output's gradient g3
-// (n, l, ev). dk and dv sum over the chunks in f32 for half dtypes (the running sums are never rounded to half).
+// (n, l, ev). For half dtypes dk and dv sum over the chunks in f32 and are returned in f32 (the running sums are never
+// rounded to half; the caller rounds once, after summing any broadcast batch dims).
 std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3, const Tensor& g3,
                              Needs need) {
   const bool half = ch.dtype == DType::f16 || ch.dtype == DType::bf16, scores_grad = need.q || need.k;
@@ -185,8 +193,6 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
     if (need.q) gemm_into(dq.narrow(1, r0, c), gw, k3.narrow(1, 0, keys), false);              // dq = ds k
     if (need.k) gemm_into(dk.narrow(1, 0, keys), gw, q3.narrow(1, r0, c), true, /*ta=*/true);  // dk += ds^T q
   }
-  if (half && dk.defined()) dk = dk.to(ch.dtype);
-  if (half && dv.defined()) dv = dv.to(ch.dtype);
   return {dq, dk, dv};
 }
 
@@ -195,9 +201,10 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
 Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                       bool causal, double scale, double dropout_p, Generator* gen) {
   if (kernel_paths::disabled(kernel_paths::kChunkedAttention)) return Tensor();
-  const Shape batch(q.shape().begin(), q.shape().end() - 2);
-  if (Shape(k.shape().begin(), k.shape().end() - 2) != batch || Shape(v.shape().begin(), v.shape().end() - 2) != batch)
-    return Tensor();  // broadcast batch dims: the unchunked path
+  auto batch_of = [](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
+  // Batch dims that broadcast (k and v shared by q's heads, as in multi-query attention) run as copies expanded to
+  // the common batch; their gradients are summed back.
+  const Shape batch = broadcast_shapes(broadcast_shapes(batch_of(q), batch_of(k), kOp), batch_of(v), kOp);
   Chunks ch;
   ch.n = shape_numel(batch);
   ch.l = q.size(-2);
@@ -220,7 +227,7 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   Shape out_shape = batch;
   out_shape.push_back(ch.l);
   out_shape.push_back(ch.ev);
-  Tensor out = forward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n)).reshape(out_shape);
+  Tensor out = forward(ch, as3(q, batch, ch.n), as3(k, batch, ch.n), as3(v, batch, ch.n)).reshape(out_shape);
   if (!autograd::any_requires_grad({&q, &k, &v})) return out;
   const Needs need{q.requires_grad(), k.requires_grad(), v.requires_grad()};
   autograd::attach_differentiable(
@@ -236,10 +243,17 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
           });
         }
         Tensor g = grads[0].dtype() == ch.dtype ? grads[0] : grads[0].to(ch.dtype);
-        std::vector<Tensor> d = backward(ch, as3(q, ch.n), as3(k, ch.n), as3(v, ch.n), as3(g, ch.n), need);
+        const Shape& b = ch.batch;
+        std::vector<Tensor> d =
+            backward(ch, as3(q, b, ch.n), as3(k, b, ch.n), as3(v, b, ch.n), as3(g, b, ch.n), need);
         const Tensor* in[] = {&q, &k, &v};
-        for (size_t i = 0; i < d.size(); ++i)
-          if (d[i].defined()) d[i] = d[i].reshape(in[i]->shape());
+        for (size_t i = 0; i < d.size(); ++i) {
+          if (!d[i].defined()) continue;
+          Shape full = b;
+          full.insert(full.end(), {d[i].size(1), d[i].size(2)});
+          d[i] = sum_to(d[i].reshape(full), in[i]->shape());  // a reshape when nothing broadcast
+          if (d[i].dtype() != ch.dtype) d[i] = d[i].to(ch.dtype);
+        }
         return d;
       });
   return out;

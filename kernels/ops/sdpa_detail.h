@@ -34,8 +34,8 @@ std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, cons
 // Volt's path a chunk of query rows at a time (attention_chunked.cpp) for a call without weights, with q, k, v
 // checked, of one dtype and device, and a mask that is undefined, bool or additive without a gradient (in the
 // accumulation dtype, broadcastable to (batch..., L, S)); dropout (p in [0, 1)) draws from `gen` (the global generator
-// when null): the output, or an undefined tensor when the call does not qualify (batch dims that differ, an empty
-// dim, or VOLT_DISABLE_KERNELS=chunked_attention) and the caller runs fused_attention.
+// when null): the output, or an undefined tensor when the call does not qualify (an empty dim, or
+// VOLT_DISABLE_KERNELS=chunked_attention) and the caller runs fused_attention. Batch dims may broadcast.
 Tensor chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                          double scale, double dropout_p, Generator* gen);
 

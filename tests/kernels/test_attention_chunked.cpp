@@ -111,6 +111,33 @@ Tensor keep_mask(const Shape& shape, uint64_t seed, int64_t empty = -1) {
   return keep;
 }
 
+// Batch dims that broadcast: k and v shared by every head (multi-query attention), and one q for a batch of keys.
+TEST(ChunkedAttention, BroadcastBatchDimsMatchTheWholePath) {
+  const bool on = chunking_on();
+  struct Bcast {
+    Shape q, k, v;
+  };
+  const std::vector<Bcast> cases = {{{2, 4, 13, 6}, {2, 1, 11, 6}, {2, 1, 11, 3}}, {{13, 6}, {3, 11, 6}, {3, 11, 3}},
+                                    {{2, 4, 13, 6}, {4, 11, 6}, {1, 4, 11, 3}}};
+  uint64_t seed = 130;
+  for (const Bcast& c : cases) {
+    const Tensor q = rand_f64(c.q, ++seed), k = rand_f64(c.k, ++seed), v = rand_f64(c.v, ++seed);
+    for (bool causal : {false, true}) {
+      const ChunkBytes budget(rows_budget(8, 3, 11, DType::f64));
+      reset_sdpa_stats();
+      const Result got = run(q, k, v, causal, false);
+      EXPECT_EQ(sdpa_stats().chunked, on ? 1 : 0);
+      const Result want = run(q, k, v, causal, true);
+      EXPECT_EQ(got.dk.shape(), k.shape());
+      EXPECT_EQ(got.dq.shape(), q.shape());
+      expect_close_rel(got.out, want.out, 1e-14, "broadcast: out");
+      expect_close_rel(got.dq, want.dq, 1e-13, "broadcast: dq");
+      expect_close_rel(got.dk, want.dk, 1e-13, "broadcast: dk");
+      expect_close_rel(got.dv, want.dv, 1e-13, "broadcast: dv");
+    }
+  }
+}
+
 // Masks are read a chunk at a time: a key padding mask broadcast over heads and queries, a keep-mask over (L, S)
 // with a query that keeps no key, a full per-head mask with is_causal, and additive masks (a fixed position bias),
 // broadcast and not; each against the whole path, with several chunks.
