@@ -77,7 +77,7 @@ def main():
         "torch_eager_peak_mem_gib": eager.get("peak_mem_gib") if eager else None,
         "bf16_vs_fp32": ratio(tps(bf16), tps(fp32)),
         "fp32_peak_mem_gib": fp32.get("peak_mem_gib") if fp32 else None,
-        "own_attention_vs_cudnn": ratio(tps(own), tps(bf16)),
+        "own_attention_vs_cudnn": ratio(tps(own), tps(bf16)) if bf16 and bf16.get("attention") == "cudnn" else None,
         "own_attention_peak_mem_gib": own.get("peak_mem_gib") if own else None,
         "own_attention_chunked_calls": own.get("attention_chunked_calls") if own else None,
         "attention": bf16.get("attention") if bf16 else None,

@@ -58,8 +58,8 @@ struct Chunks {
   // j <= i).
   int64_t keys(int64_t r0, int64_t c) const { return causal ? std::min(s, r0 + c) : s; }
   // The fused softmax's parameters for the chunk of queries [r0, r0 + c) in p, and the mask's view over the chunk's
-  // (batch..., c, keys) scores (undefined without a mask).
-  Tensor softmax(int64_t r0, int64_t c, AttnParams& p) const {
+  // (batch..., c, keys) scores (undefined without a mask, or when !with_mask: the backward reads no mask).
+  Tensor softmax(int64_t r0, int64_t c, AttnParams& p, bool with_mask = true) const {
     p = AttnParams{};
     p.rows = n * c;
     p.q_len = c;
@@ -67,7 +67,7 @@ struct Chunks {
     p.k_len = keys(r0, c);
     p.scale = scale;
     p.causal = causal;
-    if (!mask.defined()) return Tensor();
+    if (!mask.defined() || !with_mask) return Tensor();
     Shape full = batch, part = batch;
     full.insert(full.end(), {l, s});
     part.insert(part.end(), {c, p.k_len});
@@ -118,14 +118,17 @@ void chunk_weights(const Chunks& ch, const Tensor& q3, const Tensor& k3, int64_t
 void chunk_dropout(const Chunks& ch, int64_t r0, const Tensor& w, const Tensor& out, const Tensor& keep) {
   PhiloxArgs a = ch.rng;
   a.offset += ch.counters_before(r0);
-  backend::call<&backend::DropoutKernels::dropout_fwd>(ch.device, ch.dtype, out, keep, w, a, ch.dropout_p);
+  backend::call<&backend::DropoutKernels::dropout_fwd>(ch.device, w.dtype(), out, keep, w, a, ch.dropout_p);
 }
 
 // The forward's dropout over the whole (n, l, s) weights: 1 / (1 - p) where it kept a weight, 0 where it dropped one
-// (and for keys past a causal chunk's last query, whose weights are 0). Only a second derivative asks for it.
+// (and for keys past a causal chunk's last query, whose weights are 0), in the accumulation dtype (the forward
+// scaled in it: a half 1 / (1 - p) would be off). Only a second derivative asks for it. The masks depend on the
+// counters alone, not on the dtype.
 Tensor dropout_scale(const Chunks& ch) {
-  Tensor scale = zeros({ch.n, ch.l, ch.s}, ch.dtype, ch.device);
-  const Tensor buf = ch.buffer(), keep = ch.buffer(DType::boolean);
+  const DType acc = ch.dtype == DType::f64 ? DType::f64 : DType::f32;
+  Tensor scale = zeros({ch.n, ch.l, ch.s}, acc, ch.device);
+  const Tensor buf = ch.buffer(acc), keep = ch.buffer(DType::boolean);
   for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
     const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
     Tensor part = Chunks::view(buf, ch.n, c, keys);
@@ -188,7 +191,7 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
     // The scores' gradient (scale included), written over the weights' gradient (masked keys have weight 0 and
     // get 0: the backward reads no mask).
     AttnParams p;
-    ch.softmax(r0, c, p);
+    ch.softmax(r0, c, p, /*with_mask=*/false);
     backend::call<&backend::AttentionKernels::attn_softmax_bwd>(ch.device, ch.dtype, gw, Tensor(), gw, w, p);
     if (need.q) gemm_into(dq.narrow(1, r0, c), gw, k3.narrow(1, 0, keys), false);              // dq = ds k
     if (need.k) gemm_into(dk.narrow(1, 0, keys), gw, q3.narrow(1, r0, c), true, /*ta=*/true);  // dk += ds^T q
@@ -204,7 +207,9 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   auto batch_of = [](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
   // Batch dims that broadcast (k and v shared by q's heads, as in multi-query attention) run as copies expanded to
   // the common batch; their gradients are summed back.
-  const Shape batch = broadcast_shapes(broadcast_shapes(batch_of(q), batch_of(k), kOp), batch_of(v), kOp);
+  const Shape qk = broadcast_shapes(batch_of(q), batch_of(k), kOp), batch = broadcast_shapes(qk, batch_of(v), kOp);
+  // Dropout acts on the weights, whose batch dims are q's and k's: one mask for every batch of v (the whole path).
+  if (dropout_p > 0.0 && qk != batch) return Tensor();
   Chunks ch;
   ch.n = shape_numel(batch);
   ch.l = q.size(-2);

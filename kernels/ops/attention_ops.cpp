@@ -157,8 +157,8 @@ std::pair<Tensor, Tensor> sdpa_detail::fused_attention(const Tensor& q, const Te
     if (b != scores.shape()) scores = scores.expand(b);
   }
   Tensor weights = masked_softmax(scores, mask, is_causal, sc);
-  if (dropout_scale.defined()) {
-    weights = mul(weights, dropout_scale);
+  if (dropout_scale.defined()) {  // in its (accumulation) dtype, rounded once, as the dropout kernel does
+    weights = mul(weights.to(dropout_scale.dtype()), dropout_scale).to(weights.dtype());
   } else if (dropout_p > 0.0) {
     weights = dropout(weights, dropout_p, /*training=*/true, gen);
   }

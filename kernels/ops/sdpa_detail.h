@@ -35,7 +35,8 @@ std::pair<Tensor, Tensor> fused_attention(const Tensor& q, const Tensor& k, cons
 // checked, of one dtype and device, and a mask that is undefined, bool or additive without a gradient (in the
 // accumulation dtype, broadcastable to (batch..., L, S)); dropout (p in [0, 1)) draws from `gen` (the global generator
 // when null): the output, or an undefined tensor when the call does not qualify (an empty dim, or
-// VOLT_DISABLE_KERNELS=chunked_attention) and the caller runs fused_attention. Batch dims may broadcast.
+// VOLT_DISABLE_KERNELS=chunked_attention, or dropout with batch dims
+// that only v has: one mask serves all of them) and the caller runs fused_attention. Batch dims may broadcast.
 Tensor chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                          double scale, double dropout_p, Generator* gen);
 

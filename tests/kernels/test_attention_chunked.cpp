@@ -136,6 +136,21 @@ TEST(ChunkedAttention, BroadcastBatchDimsMatchTheWholePath) {
       expect_close_rel(got.dv, want.dv, 1e-13, "broadcast: dv");
     }
   }
+  // bf16 multi-query attention at one row per chunk: dk and dv sum the chunks and the heads in f32 and are rounded
+  // once, as the whole path's products are, so they agree to the last bit.
+  const Tensor q = rand_f64({2, 4, 16, 8}, 141).to(DType::bf16), k = rand_f64({2, 1, 16, 8}, 142).to(DType::bf16);
+  const Tensor v = rand_f64({2, 1, 16, 8}, 143).to(DType::bf16);
+  const ChunkBytes budget(rows_budget(8, 1, 16, DType::bf16));
+  const Result got = run(q, k, v, false, false), want = run(q, k, v, false, true);
+  expect_close_rel(got.dk, want.dk, 1.0 / 128, "bf16 broadcast: dk");
+  expect_close_rel(got.dv, want.dv, 1.0 / 128, "bf16 broadcast: dv");
+  // Dropout over weights whose batch dims are q's and k's alone (v has more): one mask for every batch of v, as the
+  // whole path draws it.
+  reset_sdpa_stats();
+  Generator g(5);
+  scaled_dot_product_attention(rand_f64({13, 6}, 144), rand_f64({11, 6}, 145), rand_f64({3, 11, 3}, 146), Tensor(),
+                               0.5, false, std::nullopt, &g);
+  EXPECT_EQ(sdpa_stats().chunked, 0);
 }
 
 // Masks are read a chunk at a time: a key padding mask broadcast over heads and queries, a keep-mask over (L, S)
@@ -249,6 +264,24 @@ TEST(ChunkedAttention, DropoutBackwardUsesTheForwardsMasks) {
     const std::vector<Tensor> plain = first(false), graphed = first(true);
     for (size_t i = 0; i < plain.size(); ++i) expect_close_rel(graphed[i], plain[i], 1e-13, "create_graph");
   }
+  // With a mask and broadcast batch dims too: finite differences, and create_graph against plain.
+  const Tensor keep = keep_mask({2, 1, 6, 6}, 117, 2);
+  auto attend = [keep](const std::vector<Tensor>& x) {
+    Generator g(23);
+    return scaled_dot_product_attention(x[0], x[1], x[2], keep, 0.3, true, std::nullopt, &g);
+  };
+  const ChunkBytes budget4(rows_budget(4, 2, 6, DType::f64));
+  expect_gradients_match(attend, {in({2, 2, 6, 3}, 118), in({2, 1, 6, 3}, 119), in({2, 1, 6, 2}, 120)});
+  auto first = [&](bool create_graph) {
+    Tensor q = rand_f64({2, 2, 6, 3}, 121).set_requires_grad(), k = rand_f64({2, 1, 6, 3}, 122).set_requires_grad();
+    Tensor v = rand_f64({2, 1, 6, 2}, 123).set_requires_grad();
+    Tensor out = attend({q, k, v});
+    autograd::GradOptions o;
+    o.create_graph = create_graph;
+    return autograd::grad({sum(mul(out, out))}, {q, k, v}, {}, o);
+  };
+  const std::vector<Tensor> plain = first(false), graphed = first(true);
+  for (size_t i = 0; i < plain.size(); ++i) expect_close_rel(graphed[i], plain[i], 1e-13, "create_graph, mask");
 }
 
 // Under a CPU Graph capture the chunks' draws are the capture's: each replay equals the eager step it stands for.
