@@ -29,7 +29,6 @@ using linalg_detail::gemm_into;
 constexpr const char* kOp = "scaled_dot_product_attention";
 constexpr int64_t kDefaultChunkBytes = int64_t{256} << 20;
 std::atomic<int64_t> g_chunk_bytes{kDefaultChunkBytes};
-std::atomic<int64_t> g_chunked_calls{0};
 
 // One call's shapes, with q, k, v, out as (n, l, e), (n, s, e), (n, s, ev), (n, l, ev): n the product of the
 // batch dims. Fixed at the forward, so the backward recomputes the forward's chunks exactly.
@@ -45,12 +44,20 @@ struct Chunks {
   double dropout_p = 0.0;
   PhiloxArgs rng;  // the call's draw, when dropout_p > 0: each chunk's (n, c, keys) weights take the next counters
 
-  // Philox counters of the chunk of queries [r0, r0 + c): four weights each.
-  uint64_t counters(int64_t r0, int64_t c) const { return static_cast<uint64_t>(n * c * keys(r0, c) + 3) / 4; }
-  // Counters of the chunks before row r0 (of all of them for r0 = l).
+  // Calls f(r0, c, keys) for each chunk of queries [r0, r0 + c), in order, with the keys it sees.
+  template <class F>
+  void each(F&& f) const {
+    for (int64_t r0 = 0; r0 < l; r0 += rows) {
+      const int64_t c = std::min(rows, l - r0);
+      f(r0, c, keys(r0, c));
+    }
+  }
+  // Philox counters of the chunks before row r0 (of all of them for r0 = l): four weights each.
   uint64_t counters_before(int64_t r0) const {
     uint64_t total = 0;
-    for (int64_t r = 0; r < r0; r += rows) total += counters(r, std::min(rows, l - r));
+    each([&](int64_t r, int64_t c, int64_t k) {
+      if (r < r0) total += static_cast<uint64_t>(n * c * k + 3) / 4;
+    });
     return total;
   }
 
@@ -78,7 +85,7 @@ struct Chunks {
     return empty({n * rows * s}, dt.value_or(dtype), device);
   }
   // The first n * c * keys elements of `buf` as a contiguous (n, c, keys) tensor.
-  static Tensor view(const Tensor& buf, int64_t n, int64_t c, int64_t keys) {
+  Tensor view(const Tensor& buf, int64_t c, int64_t keys) const {
     return buf.narrow(0, 0, n * c * keys).reshape({n, c, keys});
   }
 };
@@ -129,27 +136,25 @@ Tensor dropout_scale(const Chunks& ch) {
   const DType acc = ch.dtype == DType::f64 ? DType::f64 : DType::f32;
   Tensor scale = zeros({ch.n, ch.l, ch.s}, acc, ch.device);
   const Tensor buf = ch.buffer(acc), keep = ch.buffer(DType::boolean);
-  for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
-    const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
-    Tensor part = Chunks::view(buf, ch.n, c, keys);
+  ch.each([&](int64_t r0, int64_t c, int64_t keys) {
+    Tensor part = ch.view(buf, c, keys);
     part.fill_(1.0);  // dropout of ones: the scale itself
-    chunk_dropout(ch, r0, part, part, Chunks::view(keep, ch.n, c, keys));
+    chunk_dropout(ch, r0, part, part, ch.view(keep, c, keys));
     Tensor dst = scale.narrow(1, r0, c).narrow(2, 0, keys);
     dst.copy_(part);
-  }
+  });
   return scale;
 }
 
 Tensor forward(const Chunks& ch, const Tensor& q3, const Tensor& k3, const Tensor& v3) {
   Tensor out = empty({ch.n, ch.l, ch.ev}, ch.dtype, ch.device);
   const Tensor buf = ch.buffer(), keep = ch.dropout_p > 0.0 ? ch.buffer(DType::boolean) : Tensor();
-  for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
-    const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
-    const Tensor w = Chunks::view(buf, ch.n, c, keys);
+  ch.each([&](int64_t r0, int64_t c, int64_t keys) {
+    const Tensor w = ch.view(buf, c, keys);
     chunk_weights(ch, q3, k3, r0, c, w);
-    if (keep.defined()) chunk_dropout(ch, r0, w, w, Chunks::view(keep, ch.n, c, keys));
+    if (keep.defined()) chunk_dropout(ch, r0, w, w, ch.view(keep, c, keys));
     gemm_into(out.narrow(1, r0, c), w, v3.narrow(1, 0, keys), false);  // weights v
-  }
+  });
   return out;
 }
 
@@ -171,19 +176,18 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
   const bool drop = ch.dropout_p > 0.0;
   const Tensor wbuf = ch.buffer(), gbuf = scores_grad ? ch.buffer() : Tensor();
   const Tensor dbuf = drop ? ch.buffer() : Tensor(), kbuf = drop ? ch.buffer(DType::boolean) : Tensor();
-  for (int64_t r0 = 0; r0 < ch.l; r0 += ch.rows) {
-    const int64_t c = std::min(ch.rows, ch.l - r0), keys = ch.keys(r0, c);
-    const Tensor w = Chunks::view(wbuf, ch.n, c, keys), gc = g3.narrow(1, r0, c);
+  ch.each([&](int64_t r0, int64_t c, int64_t keys) {
+    const Tensor w = ch.view(wbuf, c, keys), gc = g3.narrow(1, r0, c);
     chunk_weights(ch, q3, k3, r0, c, w);
     Tensor wd = w, keep;  // the weights after dropout, and its keep-mask
     if (drop) {
-      wd = Chunks::view(dbuf, ch.n, c, keys);
-      keep = Chunks::view(kbuf, ch.n, c, keys);
+      wd = ch.view(dbuf, c, keys);
+      keep = ch.view(kbuf, c, keys);
       chunk_dropout(ch, r0, w, wd, keep);
     }
     if (need.v) gemm_into(dv.narrow(1, 0, keys), wd, gc, true, /*ta=*/true);  // dv += wd^T g
-    if (!scores_grad) continue;
-    const Tensor gw = Chunks::view(gbuf, ch.n, c, keys);
+    if (!scores_grad) return;
+    const Tensor gw = ch.view(gbuf, c, keys);
     gemm_into(gw, gc, v3.narrow(1, 0, keys), false, false, /*tb=*/true);  // the dropped weights' gradient g v^T
     if (drop)  // through the dropout, in place
       backend::call<&backend::DropoutKernels::dropout_bwd>(ch.device, ch.dtype, gw, gw, keep,
@@ -195,7 +199,7 @@ std::vector<Tensor> backward(const Chunks& ch, const Tensor& q3, const Tensor& k
     backend::call<&backend::AttentionKernels::attn_softmax_bwd>(ch.device, ch.dtype, gw, Tensor(), gw, w, p);
     if (need.q) gemm_into(dq.narrow(1, r0, c), gw, k3.narrow(1, 0, keys), false);              // dq = ds k
     if (need.k) gemm_into(dk.narrow(1, 0, keys), gw, q3.narrow(1, r0, c), true, /*ta=*/true);  // dk += ds^T q
-  }
+  });
   return {dq, dk, dv};
 }
 
@@ -227,7 +231,7 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
   ch.dropout_p = dropout_p;
   if (dropout_p > 0.0)
     ch.rng = philox_draw(gen ? *gen : default_generator(), ch.device, ch.counters_before(ch.l));
-  g_chunked_calls.fetch_add(1, std::memory_order_relaxed);
+  sdpa_detail::note_chunked();
 
   Shape out_shape = batch;
   out_shape.push_back(ch.l);
@@ -263,9 +267,6 @@ Tensor sdpa_detail::chunked_attention(const Tensor& q, const Tensor& k, const Te
       });
   return out;
 }
-
-int64_t sdpa_detail::chunked_calls() { return g_chunked_calls.load(std::memory_order_relaxed); }
-void sdpa_detail::reset_chunked_calls() { g_chunked_calls.store(0, std::memory_order_relaxed); }
 
 void set_sdpa_chunk_bytes(int64_t bytes) {
   g_chunk_bytes.store(bytes > 0 ? bytes : kDefaultChunkBytes, std::memory_order_relaxed);

@@ -171,7 +171,7 @@ namespace {
 using sdpa_detail::fused_attention;
 
 // ---- which path ran (kernels/sdpa_path.h) ----
-std::atomic<int64_t> g_cudnn_calls{0}, g_fused_calls{0};
+std::atomic<int64_t> g_cudnn_calls{0}, g_fused_calls{0}, g_chunked_calls{0};
 std::mutex g_reason_mu;
 std::string g_last_reason;
 
@@ -340,6 +340,7 @@ std::string sdpa_detail::cudnn_unavailable(const Device& dev) {
 }
 
 void sdpa_detail::note_cudnn() { g_cudnn_calls.fetch_add(1, std::memory_order_relaxed); }
+void sdpa_detail::note_chunked() { g_chunked_calls.fetch_add(1, std::memory_order_relaxed); }
 
 Tensor sdpa_detail::flash_grad_input(const Tensor& grad, DType dtype) {
   Tensor g = grad.dtype() == dtype ? grad.contiguous() : grad.to(dtype).contiguous();
@@ -365,7 +366,7 @@ SdpaStats sdpa_stats() {
   SdpaStats s;
   s.cudnn = g_cudnn_calls.load(std::memory_order_relaxed);
   s.fused = g_fused_calls.load(std::memory_order_relaxed);
-  s.chunked = sdpa_detail::chunked_calls();
+  s.chunked = g_chunked_calls.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_reason_mu);
   s.last_fallback_reason = g_last_reason;
   return s;
@@ -374,7 +375,7 @@ SdpaStats sdpa_stats() {
 void reset_sdpa_stats() {
   g_cudnn_calls.store(0, std::memory_order_relaxed);
   g_fused_calls.store(0, std::memory_order_relaxed);
-  sdpa_detail::reset_chunked_calls();
+  g_chunked_calls.store(0, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_reason_mu);
   g_last_reason.clear();
 }

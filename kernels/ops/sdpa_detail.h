@@ -16,8 +16,9 @@ namespace volt::sdpa_detail {
 // build without cuDNN's SDPA, or VOLT_DISABLE_CUDNN_SDPA set (read at each call).
 std::string cudnn_unavailable(const Device& dev);
 
-// Counts a forward call that ran cuDNN's fused SDPA.
+// Counts a forward call that ran cuDNN's fused SDPA; one that chunked_attention ran (sdpa_stats' `chunked`).
 void note_cudnn();
+void note_chunked();
 
 // The incoming gradient of a cuDNN attention output as its backward graph reads it (dO laid out as the output):
 // in `dtype`, contiguous, and 16-byte aligned (a view at an odd offset into its storage is cloned).
@@ -43,8 +44,5 @@ Tensor chunked_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
 // `mask` (undefined, bool or additive) as the fused softmax reads it over scores of `shape`: sets p.mask and p.geom
 // and returns the view (expanded to `shape`, or a contiguous copy when its row dims do not coalesce).
 Tensor mask_view(const Tensor& mask, const Shape& shape, AttnParams& p);
-// Forward calls chunked_attention ran since the start or the last reset (sdpa_stats' `chunked`).
-int64_t chunked_calls();
-void reset_chunked_calls();
 
 }  // namespace volt::sdpa_detail
